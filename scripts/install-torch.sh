@@ -1,0 +1,23 @@
+#!/bin/sh
+# Install torch into the virtual environment without ever pulling the
+# multi-gigabyte CUDA build onto a machine that has no GPU.
+#   usage: install-torch.sh PYTHON VERSION
+# GPU present (nvidia-smi works): the PyPI build, which carries CUDA.
+# No GPU: a CPU wheel already on disk (pip's find-links) if there is one,
+# otherwise the CPU wheel from the PyTorch CPU index.
+set -eu
+py=$1
+version=$2
+if "$py" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$version' else 1)" 2>/dev/null; then
+  echo "torch $version already installed"
+  exit 0
+fi
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  echo "GPU found: installing torch==$version from PyPI (CUDA build)"
+  exec "$py" -m pip install -q "torch==$version"
+fi
+echo "no GPU: installing the CPU build of torch==$version"
+if "$py" -m pip install -q --no-index "torch==$version" 2>/dev/null; then
+  exit 0
+fi
+exec "$py" -m pip install -q "torch==$version" --index-url https://download.pytorch.org/whl/cpu

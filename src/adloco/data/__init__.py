@@ -1,0 +1,1 @@
+"""Data stage: C4-format corpus, tokenizer, packed token shards and their reader."""

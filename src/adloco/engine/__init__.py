@@ -1,0 +1,1 @@
+"""Training engine: node slots, trainers, rounds, checkpoints (single process)."""

@@ -1,0 +1,103 @@
+"""Model factory, causal-LM loss and evaluation.
+
+The default configuration builds a small Llama-architecture model from a
+config with a seeded random init; the paper configuration loads MicroLlama with
+``from_pretrained`` (hub id or a local folder of the same layout). The loss is
+computed here rather than by Hugging Face's ``labels=`` path so that the single
+shift and the padding mask are explicit and tested.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def llama_config(model_cfg: dict, vocab_size: int, seq_len_tokens: int) -> LlamaConfig:
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=model_cfg["hidden_size"],
+        intermediate_size=model_cfg["intermediate_size"],
+        num_hidden_layers=model_cfg["num_hidden_layers"],
+        num_attention_heads=model_cfg["num_attention_heads"],
+        num_key_value_heads=model_cfg["num_key_value_heads"],
+        max_position_embeddings=seq_len_tokens,
+        tie_word_embeddings=model_cfg["tie_word_embeddings"],
+        attention_dropout=0.0,
+    )
+
+
+def build_model(model_cfg: dict, vocab_size: int, seq_len_tokens: int, seed: int) -> torch.nn.Module:
+    """A causal LM per ``model_cfg``: seeded random init or ``from_pretrained``."""
+    dtype = DTYPES[model_cfg["dtype"]]
+    if model_cfg["source"] == "pretrained":
+        # Never trust_remote_code: the architecture must be one transformers ships.
+        model = AutoModelForCausalLM.from_pretrained(model_cfg["name"], dtype=dtype)
+        if model.config.vocab_size < vocab_size:
+            raise ValueError(
+                f"model {model_cfg['name']} has vocabulary {model.config.vocab_size}, "
+                f"the tokenized data needs {vocab_size}"
+            )
+        return model
+    config = llama_config(model_cfg, vocab_size, seq_len_tokens)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model.to(dtype)
+
+
+def causal_lm_loss(
+    logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed next-token cross-entropy and the number of predicted tokens.
+
+    Position t predicts token t+1: one shift, done here. A target that is
+    padding (``attention_mask == 0``) is not counted; neither is a prediction
+    made from a padded position.
+    """
+    shift_logits = logits[:, :-1, :]
+    targets = input_ids[:, 1:]
+    if attention_mask is not None:
+        valid = attention_mask[:, 1:].bool() & attention_mask[:, :-1].bool()
+        targets = targets.masked_fill(~valid, -100)
+    loss_sum = F.cross_entropy(
+        shift_logits.reshape(-1, shift_logits.size(-1)).float(),
+        targets.reshape(-1),
+        ignore_index=-100,
+        reduction="sum",
+    )
+    n_tokens = (targets != -100).sum()
+    return loss_sum, n_tokens
+
+
+def batch_loss(model: torch.nn.Module, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed loss and predicted-token count of a batch of packed sequences."""
+    logits = model(input_ids=input_ids, use_cache=False).logits
+    return causal_lm_loss(logits, input_ids)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, sequences: torch.Tensor, batch_size: int) -> dict[str, float]:
+    """Mean loss per predicted token over ``sequences`` and its perplexity."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    total = torch.zeros((), dtype=torch.float64)
+    count = 0
+    for start in range(0, sequences.size(0), batch_size):
+        chunk = sequences[start : start + batch_size].to(device)
+        loss_sum, n = batch_loss(model, chunk)
+        total += loss_sum.double().cpu()
+        count += int(n)
+    model.train(was_training)
+    mean = float(total / max(count, 1))
+    return {"loss": mean, "perplexity": math.exp(min(mean, 700.0)), "tokens": count}
+
+
+def num_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
