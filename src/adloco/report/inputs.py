@@ -1,0 +1,269 @@
+"""Read what the report is built from: runs, calibration and variance results.
+
+The report is the last stage of the pipeline. It reads every configured run and
+seed (``results/runs/<run>/seed<seed>/metrics.jsonl`` and ``summary.json``), the
+calibration file of every configured device and the variance stage's folder, as
+documented in docs/DESIGN.md ("Run outputs"). A missing or malformed required
+file raises FileNotFoundError or ValueError naming the file; optional fields
+and files are shown when present and skipped when absent.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adloco.config import resolve_run
+
+# Fields every metrics row must carry for the summary and time-to-target.
+REQUIRED_ROW_KEYS = ("round", "trainer", "tokens_total", "communications", "sim_time_s")
+
+# summary.json fields (docs/DESIGN.md); each can also be derived from metrics.jsonl.
+SUMMARY_KEYS = (
+    "rounds",
+    "final_val_perplexity",
+    "best_val_perplexity",
+    "tokens_total",
+    "communications",
+    "bytes_total",
+    "sim_time_s",
+    "wall_time_s",
+    "final_trainers",
+)
+
+
+@dataclass
+class RunSeed:
+    """One trained run for one seed: its metrics rows and its summary."""
+
+    run: str
+    seed: int
+    method: str
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    folder: Path
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Variance:
+    """The variance stage's outputs; only ``summary`` is required."""
+
+    folder: Path
+    summary: dict[str, Any]
+    per_batch: list[dict[str, Any]] | None
+    deviations_png: Path | None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Calibration:
+    """Max batch of one configured device: from its calibration file or the config."""
+
+    device: str
+    source: str  # "file" or "config"
+    fields: dict[str, Any]
+    path: Path | None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A perplexity as a float, or None when not evaluated (null or NaN)."""
+    if not _is_number(value) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Parse metrics.jsonl; every line must be a JSON object with the required keys."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: metrics file not found (has this run been trained?)")
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON: {exc}") from exc
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object per line")
+        for key in REQUIRED_ROW_KEYS:
+            if key not in row:
+                raise ValueError(f"{path}:{number}: missing key {key!r}")
+            if not _is_number(row[key]):
+                raise ValueError(f"{path}:{number}: key {key!r} must be a number, got {row[key]!r}")
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no metrics rows")
+    return rows
+
+
+def derive_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary.json fields, computed from the metrics rows alone."""
+    last_round = max(r["round"] for r in rows)
+    last = [r for r in rows if r["round"] == last_round]
+    perplexities = [finite_or_none(r.get("val_perplexity")) for r in rows]
+    perplexities = [p for p in perplexities if p is not None]
+    final = [finite_or_none(r.get("val_perplexity")) for r in last]
+    final = [p for p in final if p is not None]
+
+    def largest(key: str) -> float | None:
+        values = [r[key] for r in rows if _is_number(r.get(key))]
+        return max(values) if values else None
+
+    active = [r["active_trainers"] for r in last if _is_number(r.get("active_trainers"))]
+    return {
+        "rounds": last_round,
+        "final_val_perplexity": min(final) if final else None,
+        "best_val_perplexity": min(perplexities) if perplexities else None,
+        "tokens_total": largest("tokens_total"),
+        "communications": largest("communications"),
+        "bytes_total": largest("bytes_total"),
+        "sim_time_s": largest("sim_time_s"),
+        "wall_time_s": largest("wall_time_s"),
+        "final_trainers": max(active) if active else len({r["trainer"] for r in last}),
+    }
+
+
+def _identity(rows: list[dict], key: str, expected: Any, path: Path) -> None:
+    seen = {r[key] for r in rows if key in r}
+    if seen and seen != {expected}:
+        raise ValueError(
+            f"{path}: rows name {key} {sorted(map(str, seen))}, expected {expected!r} "
+            "(results from another configuration?)"
+        )
+
+
+def load_run_seed(runs_dir: Path, config: dict, run: str, seed: int) -> RunSeed:
+    """Read one run and seed; check it is the run the configuration describes."""
+    settings = resolve_run(config, run)
+    folder = runs_dir / run / f"seed{seed}"
+    metrics_path = folder / "metrics.jsonl"
+    rows = read_metrics(metrics_path)
+    _identity(rows, "run", run, metrics_path)
+    _identity(rows, "seed", seed, metrics_path)
+    _identity(rows, "method", settings["method"], metrics_path)
+
+    summary_path = folder / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(
+            f"{summary_path}: summary not found (the run has not finished, or was interrupted)"
+        )
+    try:
+        written = json.loads(summary_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{summary_path}: not valid JSON: {exc}") from exc
+    if not isinstance(written, dict):
+        raise ValueError(f"{summary_path}: expected a JSON object")
+    derived = derive_summary(rows)
+    if _is_number(written.get("rounds")) and written["rounds"] != derived["rounds"]:
+        raise ValueError(
+            f"{summary_path}: says {written['rounds']} rounds but {metrics_path} ends at round "
+            f"{derived['rounds']} (a truncated or stale metrics file?)"
+        )
+    if "method" in written and written["method"] != settings["method"]:
+        raise ValueError(
+            f"{summary_path}: method {written['method']!r}, the configuration says "
+            f"{settings['method']!r} for run {run}"
+        )
+    # The engine's own summary wins; metrics fill what it leaves out.
+    summary = dict(derived)
+    for key in SUMMARY_KEYS:
+        if key in written and written[key] is not None:
+            summary[key] = written[key]
+    return RunSeed(run, seed, settings["method"], rows, summary, folder, settings)
+
+
+def load_runs(runs_dir: Path, config: dict) -> list[RunSeed]:
+    """Every configured run for every configured seed, in configuration order."""
+    if not runs_dir.is_dir():
+        raise FileNotFoundError(f"{runs_dir}: runs folder not found")
+    missing = [
+        runs_dir / run / f"seed{seed}" / "metrics.jsonl"
+        for run in config["runs"]
+        for seed in config["seeds"]
+        if not (runs_dir / run / f"seed{seed}" / "metrics.jsonl").is_file()
+    ]
+    if missing:
+        listed = "\n  ".join(str(p) for p in missing)
+        raise FileNotFoundError(f"runs missing (train them first):\n  {listed}")
+    return [
+        load_run_seed(runs_dir, config, run, seed)
+        for run in config["runs"]
+        for seed in config["seeds"]
+    ]
+
+
+def _read_json_object(path: Path, what: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: {what} not found")
+    try:
+        obj = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return obj
+
+
+def load_calibration(cal_dir: Path, config: dict) -> list[Calibration]:
+    """One entry per configured device; a device with a fixed max_batch needs no file."""
+    out = []
+    for device in config["cluster"]["devices"]:
+        name = device["name"]
+        path = cal_dir / f"{name}.json"
+        if device.get("max_batch") is None:
+            out.append(Calibration(name, "file", _read_json_object(path, "calibration"), path))
+        else:
+            # Training uses the configured value, so that is what the report shows.
+            out.append(
+                Calibration(
+                    name,
+                    "config",
+                    {"device": name, "kind": device.get("kind"), "max_batch": device["max_batch"]},
+                    None,
+                )
+            )
+    return out
+
+
+def _parse_cell(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def load_variance(var_dir: Path) -> Variance:
+    """variance.json is required; per_batch.csv and deviations.png are shown when present."""
+    if not var_dir.is_dir():
+        raise FileNotFoundError(f"{var_dir}: variance folder not found (run `adloco variance`)")
+    summary = _read_json_object(var_dir / "variance.json", "variance results")
+    notes = []
+    per_batch = None
+    csv_path = var_dir / "per_batch.csv"
+    if csv_path.is_file():
+        with csv_path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames:
+                raise ValueError(f"{csv_path}: no header row")
+            per_batch = [
+                {k: _parse_cell(v) for k, v in row.items() if k is not None and v not in (None, "")}
+                for row in reader
+            ]
+    else:
+        notes.append(f"{csv_path.name} not found: no per-batch table")
+    png = var_dir / "deviations.png"
+    if not png.is_file():
+        notes.append(f"{png.name} not found: no deviation histogram")
+    return Variance(var_dir, summary, per_batch, png if png.is_file() else None, notes)
