@@ -1,15 +1,377 @@
-"""Tokenize C4 records into packed shards.  (stub: issue 2)"""
+"""Tokenize C4 records into packed, memory-mappable shards (`adloco tokenize`).
+
+Second stage of the pipeline, after ``prepare-corpus`` (offline) or straight
+from local C4 files or the hub. It reads records through
+:mod:`adloco.data.c4`, builds the tokenizer (:mod:`adloco.data.tokenizer`;
+BPE is trained on the train documents only), assigns each document to train or
+validation, encodes documents in batches (``data.num_proc`` worker processes),
+joins each split's documents with EOS and cuts the stream into sequences of
+``data.seq_len_tokens`` without padding. The remainder shorter than one
+sequence is dropped and counted. Output, written atomically into
+``data/tokenized/<dataset>/``: flat ``uint16``/``uint32`` shards, the
+tokenizer folder and ``manifest.json`` (layout in docs/DESIGN.md and
+docs/data.md), which :class:`adloco.data.reader.TokenData` verifies and reads.
+
+The split is decided per document by a seeded hash of its position in the
+stream: it needs no count of the documents up front (C4 is streamed), and
+raising ``max_documents`` keeps every earlier document in its split. The same
+seed and input give the same bytes.
+"""
 
 from __future__ import annotations
 
 import argparse
+import collections
+import hashlib
+import logging
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "validation")
+# Documents per encode call: large enough to amortise the call, small enough
+# that a worker's batch of C4 text stays a few MiB.
+BATCH_DOCUMENTS = 512
+# 2**27 tokens = 256 MiB of uint16 per shard file.
+SHARD_TOKENS = 1 << 27
+# Buffered tokens per split before full sequences are written out.
+FLUSH_TOKENS = 1 << 20
+
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _splitmix64(x: Any) -> Any:
+    """SplitMix64's finalizer on a uint64 array (wrapping arithmetic)."""
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(_GOLDEN)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def document_uniforms(indices: Any, seed: int) -> Any:
+    """A uniform [0, 1) number per document position, a pure function of (seed, index)."""
+    import numpy as np
+
+    key = _splitmix64(np.array([seed & _MASK64], dtype=np.uint64))
+    x = _splitmix64(np.asarray(indices, dtype=np.uint64) ^ key)
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def validation_mask(indices: Any, seed: int, fraction: float) -> Any:
+    """True for the documents (by stream position) that go to the validation split."""
+    return document_uniforms(indices, seed) < fraction
+
+
+class ShardWriter:
+    """Packs one split's token stream into fixed-length sequences in shard files.
+
+    Tokens arrive as flat arrays (documents already joined by EOS); full
+    sequences go to ``<split>-00000.bin``, ``<split>-00001.bin``, ... of at
+    most ``shard_sequences`` sequences each, hashed while written. The tail
+    shorter than one sequence is dropped by :meth:`finish`.
+    """
+
+    def __init__(
+        self, folder: Path, split: str, seq_len_tokens: int, dtype: Any, shard_sequences: int
+    ):
+        if shard_sequences < 1:
+            raise ValueError("shard_sequences must be at least 1")
+        self.folder = Path(folder)
+        self.split = split
+        self.seq_len_tokens = seq_len_tokens
+        self.dtype = dtype
+        self.capacity_tokens = shard_sequences * seq_len_tokens
+        self.tokens = 0
+        self.shards: list[dict] = []
+        self._pending: list[Any] = []
+        self._pending_tokens = 0
+        self._file = None
+        self._hash = None
+        self._shard_tokens = 0
+
+    def add(self, tokens: Any) -> None:
+        if tokens.size == 0:
+            return
+        self.tokens += int(tokens.size)
+        self._pending.append(tokens.astype(self.dtype, copy=False))
+        self._pending_tokens += int(tokens.size)
+        if self._pending_tokens >= FLUSH_TOKENS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import numpy as np
+
+        if not self._pending:
+            return
+        data = np.concatenate(self._pending)
+        full = data.size - data.size % self.seq_len_tokens
+        self._write(data[:full])
+        rest = data[full:]
+        self._pending = [rest] if rest.size else []
+        self._pending_tokens = int(rest.size)
+
+    def _write(self, data: Any) -> None:
+        while data.size:
+            if self._file is None:
+                name = f"{self.split}-{len(self.shards):05d}.bin"
+                self._file = open(self.folder / name, "wb")  # closed by _close
+                self._hash = hashlib.sha256()
+                self.shards.append({"file": name})
+                self._shard_tokens = 0
+            part = data[: self.capacity_tokens - self._shard_tokens]
+            raw = part.tobytes()
+            self._file.write(raw)
+            self._hash.update(raw)
+            self._shard_tokens += int(part.size)
+            data = data[part.size :]
+            if self._shard_tokens == self.capacity_tokens:
+                self._close()
+
+    def _close(self) -> None:
+        if self._file is None:
+            return
+        self._file.close()
+        self.shards[-1]["sequences"] = self._shard_tokens // self.seq_len_tokens
+        self.shards[-1]["sha256"] = self._hash.hexdigest()
+        self._file = None
+
+    def finish(self) -> dict:
+        """Write what is left, drop the partial tail; the split's manifest entry (without documents)."""
+        self._flush()
+        dropped = self._pending_tokens
+        self._pending = []
+        self._close()
+        return {
+            "tokens": self.tokens,
+            "sequences": sum(s["sequences"] for s in self.shards),
+            "dropped_tokens": dropped,
+            "shards": self.shards,
+        }
+
+
+def batched_texts(records: Iterable[dict], size: int = BATCH_DOCUMENTS) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for record in records:
+        batch.append(record["text"])
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def split_texts(
+    records: Iterable[dict], seed: int, fraction: float, split: str = "train"
+) -> Iterator[str]:
+    """The texts of one split, in stream order (feeds BPE training)."""
+    import numpy as np
+
+    start = 0
+    for batch in batched_texts(records):
+        is_val = validation_mask(np.arange(start, start + len(batch)), seed, fraction)
+        start += len(batch)
+        for text, val in zip(batch, is_val, strict=True):
+            if bool(val) == (split == "validation"):
+                yield text
+
+
+def encode_stream(
+    batches: Iterable[list[str]],
+    tokenizer_dir: Path,
+    eos_token_id: int,
+    dtype: Any,
+    append_eos: bool,
+    num_proc: int = 1,
+) -> Iterator[tuple[Any, Any]]:
+    """(flat ids, lengths) per batch, in input order, on ``num_proc`` processes.
+
+    At most two batches per process are in flight, so a streamed corpus is
+    never read ahead into memory.
+    """
+    from adloco.data import tokenizer as tok
+
+    if num_proc <= 1:
+        backend = tok.load_backend(tokenizer_dir)
+        for texts in batches:
+            yield tok.encode_documents(backend, texts, eos_token_id, dtype, append_eos)
+        return
+    import multiprocessing
+
+    # spawn, not fork: the parent may hold Rust thread pools (BPE training).
+    ctx = multiprocessing.get_context("spawn")
+    initargs = (str(Path(tokenizer_dir) / "tokenizer.json"), eos_token_id, str(dtype), append_eos)
+    with ctx.Pool(num_proc, initializer=tok.worker_init, initargs=initargs) as pool:
+        pending: collections.deque = collections.deque()
+        for texts in batches:
+            pending.append(pool.apply_async(tok.worker_encode, (texts,)))
+            if len(pending) >= 2 * num_proc:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+def _progress_bar(total: int | None, desc: str, progress: bool | None) -> Any:
+    from tqdm.auto import tqdm
+
+    # progress None: tqdm decides (on for a terminal, off in a log file).
+    return tqdm(
+        total=total, desc=desc, unit="doc", disable=None if progress is None else not progress
+    )
+
+
+def tokenize_corpus(
+    data_cfg: dict,
+    seed: int,
+    out: str | Path,
+    raw_dir: str | Path | None = None,
+    *,
+    shard_sequences: int | None = None,
+    progress: bool | None = None,
+) -> dict:
+    """Tokenize the configured corpus into ``out`` (replaced atomically); return the manifest.
+
+    ``data_cfg`` is the default-filled ``data`` section of the configuration;
+    ``raw_dir`` overrides ``data.raw_dir`` for local sources.
+    """
+    import numpy as np
+
+    from adloco.data import c4
+    from adloco.data import tokenizer as tok
+    from adloco.io import atomic_dir, write_json_atomic
+
+    seq_len = data_cfg["seq_len_tokens"]
+    fraction = data_cfg["validation_fraction"]
+    max_documents = data_cfg.get("max_documents")
+    tok_cfg = data_cfg["tokenizer"]
+    with atomic_dir(out) as tmp, tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch:
+        train_texts = None
+        if tok_cfg["kind"] == "bpe":
+            bar = _progress_bar(max_documents, "bpe train", progress)
+            records = c4.iter_records(data_cfg, raw_dir)
+            train_texts = split_texts(_counting(records, bar), seed, fraction, "train")
+        tokenizer = tok.build_tokenizer(tok_cfg, train_texts, scratch)
+        if train_texts is not None:
+            bar.close()
+        tokenizer_dir = tok.save_tokenizer(tokenizer, tmp / "tokenizer")
+        backend = tok.load_backend(tokenizer_dir)
+        vocab_size = len(tokenizer)
+        eos_token_id = int(tokenizer.eos_token_id)
+        added = tok.describe(backend, eos_token_id)
+        dtype = tok.token_dtype(vocab_size)
+        if shard_sequences is None:
+            shard_sequences = max(1, SHARD_TOKENS // seq_len)
+        writers = {s: ShardWriter(tmp, s, seq_len, dtype, shard_sequences) for s in SPLITS}
+        documents = dict.fromkeys(SPLITS, 0)
+
+        stream, source = c4.open_stream(data_cfg, raw_dir)
+        origin = source.get("hub_path") or str(raw_dir or data_cfg["raw_dir"])
+        records = c4.normalize_records(stream, max_documents, origin)
+        batches = encode_stream(
+            batched_texts(records),
+            tokenizer_dir,
+            eos_token_id,
+            dtype,
+            append_eos=not added["appends_eos"],
+            num_proc=data_cfg.get("num_proc", 1),
+        )
+        start = 0
+        with _progress_bar(max_documents, "tokenize", progress) as bar:
+            for flat, lengths in batches:
+                if flat.size and int(flat.max()) >= vocab_size:
+                    raise ValueError(
+                        f"tokenizer produced id {int(flat.max())} >= its vocabulary {vocab_size}"
+                    )
+                is_val = validation_mask(np.arange(start, start + lengths.size), seed, fraction)
+                token_is_val = np.repeat(is_val, lengths)
+                writers["validation"].add(flat[token_is_val])
+                writers["train"].add(flat[~token_is_val])
+                documents["validation"] += int(is_val.sum())
+                documents["train"] += int(lengths.size - is_val.sum())
+                start += int(lengths.size)
+                bar.update(int(lengths.size))
+
+        splits = {}
+        for name in SPLITS:
+            entry = {"documents": documents[name], **writers[name].finish()}
+            if entry["sequences"] == 0:
+                raise ValueError(
+                    f"the {name} split got {entry['documents']} documents, {entry['tokens']} tokens: "
+                    f"not one sequence of {seq_len} tokens (raise data.max_documents or "
+                    f"data.validation_fraction, or lower data.seq_len_tokens)"
+                )
+            splits[name] = entry
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "dataset": data_cfg["dataset"],
+            "source": {**source, "documents_read": start},
+            "tokenizer": {
+                "kind": tok_cfg["kind"],
+                "name": _tokenizer_name(tok_cfg),
+                "dir": "tokenizer",
+                "vocab_size": vocab_size,
+                "eos_token_id": eos_token_id,
+                "bos_token_id": added["bos_token_id"],
+            },
+            "vocab_size": vocab_size,
+            "seq_len_tokens": seq_len,
+            "dtype": dtype.name,
+            "seed": seed,
+            "validation_fraction": fraction,
+            "splits": splits,
+        }
+        write_json_atomic(tmp / "manifest.json", manifest)
+    return manifest
+
+
+def _counting(records: Iterable[dict], bar: Any) -> Iterator[dict]:
+    for record in records:
+        bar.update(1)
+        yield record
+
+
+def _tokenizer_name(tok_cfg: dict) -> str | None:
+    from adloco.data import tokenizer as tok
+
+    if tok_cfg["kind"] == "mistral-v1":
+        return f"{tok.MISTRAL_PACKAGE}:{tok.MISTRAL_V1_FILE}"
+    if tok_cfg["kind"] == "pretrained":
+        return tok_cfg["name"]
+    return None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument("--raw", help="folder of C4-format *.json.gz files (sources offline-wiki, local)")
+    parser.add_argument(
+        "--raw", help="folder of C4-format *.json.gz files (sources offline-wiki, local)"
+    )
     parser.add_argument("--out", required=True, help="output folder, data/tokenized/<dataset>")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("adloco tokenize: not implemented yet")
+    from adloco.config import load_config
+
+    cfg = load_config(args.config)
+    data = cfg["data"]
+    if data["source"] == "hub" and args.raw:
+        log.info("data.source is hub: --raw %s is not read", args.raw)
+    manifest = tokenize_corpus(data, cfg["seed"], args.out, raw_dir=args.raw)
+    for name in SPLITS:
+        split = manifest["splits"][name]
+        log.info(
+            "%s: %d documents, %d tokens, %d sequences of %d (%d tokens dropped)",
+            name,
+            split["documents"],
+            split["tokens"],
+            split["sequences"],
+            manifest["seq_len_tokens"],
+            split["dropped_tokens"],
+        )
+    return 0

@@ -1,0 +1,211 @@
+"""Reader of the tokenized data: memory-mapped shards, verified, batches by index.
+
+Training, calibration and the variance stage read ``data/tokenized/<dataset>/``
+(written by :mod:`adloco.data.tokenize`) through :class:`TokenData`. Opening
+checks every shard against ``manifest.json``: its size always, its sha256 when
+``verify`` is true (the default), so a truncated or corrupted shard fails at
+once with :class:`CorruptDataError` naming the file instead of training on
+garbage. Shards are memory-mapped, never read whole; :meth:`TokenSplit.get`
+gathers sequences by index with one numpy fancy index per shard touched.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT_VERSION = 1
+DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
+
+
+class CorruptDataError(ValueError):
+    """A tokenized data folder does not match its manifest."""
+
+
+class TokenSplit:
+    """The sequences of one split: ``len(split)`` sequences of ``seq_len_tokens`` tokens."""
+
+    def __init__(self, folder: Path, name: str, entry: dict, seq_len_tokens: int, dtype: np.dtype):
+        self.folder = folder
+        self.name = name
+        self.entry = entry
+        self.seq_len_tokens = seq_len_tokens
+        self.dtype = dtype
+        self.documents = int(entry["documents"])
+        self.tokens = int(entry["tokens"])
+        counts = [int(shard["sequences"]) for shard in entry["shards"]]
+        # starts[i] is the first global index of shard i; starts[-1] the total.
+        self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        self._arrays = self._map()
+
+    def _map(self) -> list[np.memmap]:
+        return [
+            np.memmap(
+                self.folder / shard["file"],
+                dtype=self.dtype,
+                mode="r",
+                shape=(int(shard["sequences"]), self.seq_len_tokens),
+            )
+            for shard in self.entry["shards"]
+        ]
+
+    def __getstate__(self) -> dict:
+        # Re-map in the receiving process instead of pickling the mapped data.
+        state = dict(self.__dict__)
+        state["_arrays"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._arrays = self._map()
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __repr__(self) -> str:
+        return (
+            f"TokenSplit({self.name!r}, sequences={len(self)}, "
+            f"seq_len_tokens={self.seq_len_tokens}, shards={len(self._arrays)})"
+        )
+
+    def _indices(self, indices: Any) -> np.ndarray:
+        idx = np.asarray(indices)
+        if idx.ndim != 1:
+            raise ValueError(f"{self.name}: indices must be one-dimensional, got shape {idx.shape}")
+        if idx.size == 0:
+            return idx.astype(np.int64)
+        if not np.issubdtype(idx.dtype, np.integer):
+            raise TypeError(f"{self.name}: indices must be integers, got {idx.dtype}")
+        idx = idx.astype(np.int64, copy=False)
+        low, high = int(idx.min()), int(idx.max())
+        if low < 0 or high >= len(self):
+            bad = low if low < 0 else high
+            raise IndexError(f"{self.name}: sequence index {bad} outside [0, {len(self)})")
+        return idx
+
+    def get_numpy(self, indices: Any) -> np.ndarray:
+        """Sequences ``indices`` as a ``[n, seq_len_tokens]`` array of the shard dtype."""
+        idx = self._indices(indices)
+        if len(self._arrays) == 1:
+            return self._arrays[0][idx]
+        out = np.empty((idx.size, self.seq_len_tokens), dtype=self.dtype)
+        shard_of = np.searchsorted(self._starts, idx, side="right") - 1
+        for shard in np.unique(shard_of):
+            rows = shard_of == shard
+            out[rows] = self._arrays[shard][idx[rows] - self._starts[shard]]
+        return out
+
+    def get(self, indices: Any) -> Any:
+        """Sequences ``indices`` (ints, numpy or torch) as ``torch.LongTensor [n, seq_len_tokens]``."""
+        import torch
+
+        if isinstance(indices, torch.Tensor):
+            indices = indices.detach().cpu().numpy()
+        return torch.from_numpy(self.get_numpy(indices).astype(np.int64))
+
+
+class TokenData:
+    """A tokenized data folder: manifest, tokenizer folder and the two splits."""
+
+    def __init__(self, folder: Path, manifest: dict):
+        self.folder = folder
+        self.manifest = manifest
+        self.vocab_size = int(manifest["vocab_size"])
+        self.seq_len_tokens = int(manifest["seq_len_tokens"])
+        self.eos_token_id = int(manifest["tokenizer"]["eos_token_id"])
+        self.bos_token_id = manifest["tokenizer"].get("bos_token_id")
+        self.tokenizer_dir = folder / manifest["tokenizer"]["dir"]
+        self.dtype = DTYPES[manifest["dtype"]]
+        self._splits = {
+            name: TokenSplit(folder, name, entry, self.seq_len_tokens, self.dtype)
+            for name, entry in manifest["splits"].items()
+        }
+
+    @classmethod
+    def open(cls, folder: str | Path, verify: bool = True) -> TokenData:
+        """Open and check a folder written by ``adloco tokenize``.
+
+        Every shard's size is checked; with ``verify`` its sha256 too. A
+        mismatch raises :class:`CorruptDataError` naming the file.
+        """
+        folder = Path(folder)
+        manifest = read_manifest(folder)
+        check_shards(folder, manifest, verify=verify)
+        return cls(folder, manifest)
+
+    def split(self, name: str) -> TokenSplit:
+        if name not in self._splits:
+            raise KeyError(f"{self.folder}: no split {name!r} (have {sorted(self._splits)})")
+        return self._splits[name]
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{n}={len(s)}" for n, s in self._splits.items())
+        return f"TokenData({str(self.folder)!r}, vocab_size={self.vocab_size}, {sizes})"
+
+
+def read_manifest(folder: str | Path) -> dict:
+    path = Path(folder) / "manifest.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenized data manifest not found: {path} (run adloco tokenize)")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CorruptDataError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise CorruptDataError(f"{path}: expected a JSON object")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise CorruptDataError(
+            f"{path}: format_version {manifest.get('format_version')!r}, this reader reads "
+            f"{FORMAT_VERSION}"
+        )
+    missing = [
+        k
+        for k in ("vocab_size", "seq_len_tokens", "dtype", "tokenizer", "splits")
+        if k not in manifest
+    ]
+    if missing:
+        raise CorruptDataError(f"{path}: missing fields {missing}")
+    if manifest["dtype"] not in DTYPES:
+        raise CorruptDataError(
+            f"{path}: dtype {manifest['dtype']!r} is not one of {sorted(DTYPES)}"
+        )
+    for name, entry in manifest["splits"].items():
+        for key in ("documents", "tokens", "sequences", "shards"):
+            if key not in entry:
+                raise CorruptDataError(f"{path}: split {name} has no field {key!r}")
+        if sum(int(s["sequences"]) for s in entry["shards"]) != int(entry["sequences"]):
+            raise CorruptDataError(f"{path}: split {name}: shard sequences do not add up")
+    return manifest
+
+
+def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> None:
+    """Size (and with ``verify``, sha256) of every shard against the manifest."""
+    from adloco.io import sha256_file
+
+    folder = Path(folder)
+    itemsize = DTYPES[manifest["dtype"]].itemsize
+    seq_len = int(manifest["seq_len_tokens"])
+    shards = [s for entry in manifest["splits"].values() for s in entry["shards"]]
+    for shard in shards:
+        path = folder / shard["file"]
+        if not path.is_file():
+            raise FileNotFoundError(f"shard listed in {folder / 'manifest.json'} not found: {path}")
+        expected_bytes = int(shard["sequences"]) * seq_len * itemsize
+        actual_bytes = path.stat().st_size
+        if actual_bytes != expected_bytes:
+            raise CorruptDataError(
+                f"{path}: {actual_bytes} bytes, the manifest says {expected_bytes} "
+                f"({shard['sequences']} sequences of {seq_len} tokens): truncated or overwritten"
+            )
+    if verify:
+        for shard in shards:
+            path = folder / shard["file"]
+            digest = sha256_file(path)
+            if digest != shard["sha256"]:
+                raise CorruptDataError(
+                    f"{path}: sha256 {digest} does not match the manifest's {shard['sha256']}: "
+                    "the shard is corrupt (re-run adloco tokenize)"
+                )

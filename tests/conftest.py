@@ -1,0 +1,101 @@
+"""Shared fixtures: a tiny C4-format corpus and its tokenized folder, built once per session.
+
+``tiny_tokenized`` is a folder in the layout of ``data/tokenized/<dataset>/``
+(byte-level BPE of 300 tokens, sequences of 16 tokens), written by the same
+function ``adloco tokenize`` calls; tests of later stages open it with
+``adloco.data.reader.TokenData.open``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+TINY_DOCUMENTS = 120
+TINY_SEQ_LEN_TOKENS = 16
+TINY_VOCAB_SIZE = 300
+TINY_VALIDATION_FRACTION = 0.2
+TINY_SEED = 0
+
+_WORDS = (
+    "the of and to in is was for on that with as by at from his an were are which this be "
+    "has had also first one their its after new who they two her she been other when there "
+    "all during into school time may years more most only over city some world would where "
+    "later up such used many can state about national out known university united then made "
+    "café naïve façade résumé Zürich São–Paulo “quoted” it’s 東京 Ωmega"
+).split()
+
+
+def make_c4_records(count: int, seed: int = 0) -> list[dict]:
+    """Deterministic synthetic C4 records with unique texts (some non-ASCII, some newlines)."""
+    rng = random.Random(seed)
+    records = []
+    for index in range(count):
+        sentences = []
+        for _ in range(rng.randint(2, 6)):
+            words = [rng.choice(_WORDS) for _ in range(rng.randint(4, 14))]
+            sentences.append(" ".join(words).capitalize() + ".")
+        text = f"Document {index}. " + " ".join(sentences)
+        if index % 5 == 0:
+            text += "\n\nA second paragraph of document " + str(index) + "."
+        records.append(
+            {
+                "text": text,
+                "timestamp": f"2019-04-{1 + index % 28:02d}T12:{index % 60:02d}:00Z",
+                "url": f"https://example.org/doc/{index}",
+            }
+        )
+    return records
+
+
+def make_data_config(**overrides) -> dict:
+    """A default-filled ``data`` section of the configuration for the tiny corpus."""
+    from adloco.config import load_schema, validate
+
+    tokenizer = {"kind": "bpe", "vocab_size": TINY_VOCAB_SIZE, **overrides.pop("tokenizer", {})}
+    data = {
+        "dataset": "tiny",
+        "source": "local",
+        "seq_len_tokens": TINY_SEQ_LEN_TOKENS,
+        "validation_fraction": TINY_VALIDATION_FRACTION,
+        "num_proc": 1,
+        "tokenizer": tokenizer,
+        **overrides,
+    }
+    return validate(data, load_schema()["properties"]["data"], prefix="data")
+
+
+@pytest.fixture(scope="session")
+def tiny_c4_records() -> list[dict]:
+    return make_c4_records(TINY_DOCUMENTS)
+
+
+@pytest.fixture(scope="session")
+def tiny_c4_dir(tmp_path_factory, tiny_c4_records):
+    """The tiny corpus as C4 ``c4-train.*.json.gz`` files (three of them)."""
+    from adloco.data.corpus import write_c4_files
+
+    folder = tmp_path_factory.mktemp("tiny-raw") / "tiny"
+    write_c4_files(tiny_c4_records, folder, documents_per_file=50)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenized(tmp_path_factory, tiny_c4_dir):
+    """A tokenized data folder (manifest, tokenizer/, train and validation shards)."""
+    from adloco.data.tokenize import tokenize_corpus
+
+    out = tmp_path_factory.mktemp("tiny-tokenized") / "tiny"
+    tokenize_corpus(make_data_config(raw_dir=str(tiny_c4_dir)), TINY_SEED, out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_data_config(tiny_c4_dir):
+    """A factory: the tiny corpus's ``data`` config, with keyword overrides."""
+
+    def factory(**overrides) -> dict:
+        return make_data_config(**{"raw_dir": str(tiny_c4_dir), **overrides})
+
+    return factory
