@@ -99,7 +99,7 @@ class TokenSplit:
         return out
 
     def get(self, indices: Any) -> Any:
-        """Sequences ``indices`` (ints, numpy or torch) as ``torch.LongTensor [n, seq_len_tokens]``."""
+        """Sequences ``indices`` (ints, numpy or torch) as a ``LongTensor [n, seq_len_tokens]``."""
         import torch
 
         if isinstance(indices, torch.Tensor):

@@ -144,7 +144,7 @@ class ShardWriter:
         self._file = None
 
     def finish(self) -> dict:
-        """Write what is left, drop the partial tail; the split's manifest entry (without documents)."""
+        """Write what is left, drop the partial tail; return the split's manifest entry."""
         self._flush()
         dropped = self._pending_tokens
         self._pending = []
@@ -303,9 +303,10 @@ def tokenize_corpus(
             entry = {"documents": documents[name], **writers[name].finish()}
             if entry["sequences"] == 0:
                 raise ValueError(
-                    f"the {name} split got {entry['documents']} documents, {entry['tokens']} tokens: "
-                    f"not one sequence of {seq_len} tokens (raise data.max_documents or "
-                    f"data.validation_fraction, or lower data.seq_len_tokens)"
+                    f"the {name} split got {entry['documents']} documents, "
+                    f"{entry['tokens']} tokens: not one sequence of {seq_len} tokens "
+                    "(raise data.max_documents or data.validation_fraction, "
+                    "or lower data.seq_len_tokens)"
                 )
             splits[name] = entry
         manifest = {
