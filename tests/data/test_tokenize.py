@@ -1,0 +1,241 @@
+"""Tokenize stage: packing, split by document, manifest, determinism, atomic output."""
+
+from __future__ import annotations
+
+import datetime as dt
+import filecmp
+import json
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+import yaml
+from transformers import AutoTokenizer
+
+from adloco import cli
+from adloco.data import c4
+from adloco.data.tokenize import SPLITS, tokenize_corpus, validation_mask
+from adloco.io import sha256_file
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def _stream(folder: Path, split: str) -> np.ndarray:
+    """All tokens of a split's shards, in order (read without the reader under test)."""
+    manifest = _manifest(folder)
+    shards = manifest["splits"][split]["shards"]
+    return np.concatenate([np.fromfile(folder / s["file"], dtype="<u2") for s in shards])
+
+
+def _expected_stream(records, manifest, tokenizer, split: str) -> list[int]:
+    """Brute force: the split's documents, encoded one by one, each followed by EOS."""
+    is_val = validation_mask(
+        np.arange(len(records)), manifest["seed"], manifest["validation_fraction"]
+    )
+    eos = manifest["tokenizer"]["eos_token_id"]
+    stream: list[int] = []
+    for record, val in zip(records, is_val, strict=True):
+        if bool(val) == (split == "validation"):
+            stream += tokenizer(record["text"])["input_ids"] + [eos]
+    return stream
+
+
+def _same_files(a: Path, b: Path) -> bool:
+    names_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    names_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    return names_a == names_b and all(filecmp.cmp(a / n, b / n, shallow=False) for n in names_a)
+
+
+def test_manifest_layout(tiny_tokenized, tiny_c4_records):
+    manifest = _manifest(tiny_tokenized)
+    assert set(manifest) == {
+        "format_version",
+        "dataset",
+        "source",
+        "tokenizer",
+        "vocab_size",
+        "seq_len_tokens",
+        "dtype",
+        "seed",
+        "validation_fraction",
+        "splits",
+    }
+    assert manifest["format_version"] == 1 and manifest["dataset"] == "tiny"
+    assert manifest["source"] == {
+        "kind": "local",
+        "files": [f"c4-train.{i:05d}-of-00003.json.gz" for i in range(3)],
+        "documents_read": len(tiny_c4_records),
+    }
+    tokenizer = AutoTokenizer.from_pretrained(tiny_tokenized / "tokenizer")
+    assert manifest["tokenizer"] == {
+        "kind": "bpe",
+        "name": None,
+        "dir": "tokenizer",
+        "vocab_size": len(tokenizer),
+        "eos_token_id": tokenizer.eos_token_id,
+        "bos_token_id": None,
+    }
+    assert manifest["vocab_size"] == len(tokenizer) == 300
+    assert (manifest["dtype"], manifest["seq_len_tokens"], manifest["seed"]) == ("uint16", 16, 0)
+    assert set(manifest["splits"]) == set(SPLITS)
+    for entry in manifest["splits"].values():
+        assert set(entry) == {"documents", "tokens", "sequences", "dropped_tokens", "shards"}
+
+
+def test_shards_are_the_split_documents_packed_with_eos(tiny_tokenized, tiny_c4_records):
+    manifest = _manifest(tiny_tokenized)
+    seq_len = manifest["seq_len_tokens"]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_tokenized / "tokenizer")
+    is_val = validation_mask(np.arange(len(tiny_c4_records)), 0, manifest["validation_fraction"])
+    for split in SPLITS:
+        entry = manifest["splits"][split]
+        expected = _expected_stream(tiny_c4_records, manifest, tokenizer, split)
+        assert entry["tokens"] == len(expected)
+        assert entry["sequences"] == len(expected) // seq_len
+        assert entry["dropped_tokens"] == len(expected) % seq_len
+        kept = entry["sequences"] * seq_len
+        assert _stream(tiny_tokenized, split).tolist() == expected[:kept]
+        want_docs = int(is_val.sum()) if split == "validation" else int((~is_val).sum())
+        assert entry["documents"] == want_docs > 0
+
+
+def test_no_document_in_both_splits_and_documents_round_trip(tiny_tokenized, tiny_c4_records):
+    manifest = _manifest(tiny_tokenized)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_tokenized / "tokenizer")
+    eos = manifest["tokenizer"]["eos_token_id"]
+    texts = {r["text"] for r in tiny_c4_records}
+    decoded = {}
+    for split in SPLITS:
+        stream = _stream(tiny_tokenized, split).tolist()
+        ends = [i for i, t in enumerate(stream) if t == eos]
+        starts = [0] + [e + 1 for e in ends[:-1]]
+        # Complete documents only: the dropped tail cuts the last one.
+        docs = [tokenizer.decode(stream[s:e]) for s, e in zip(starts, ends, strict=True)]
+        assert set(docs) <= texts  # decode gives each document's text back exactly
+        decoded[split] = set(docs)
+    assert decoded["train"] and decoded["validation"]
+    assert not decoded["train"] & decoded["validation"]
+
+
+def test_manifest_checksums_and_sizes_match_the_files(tiny_tokenized):
+    manifest = _manifest(tiny_tokenized)
+    for entry in manifest["splits"].values():
+        for shard in entry["shards"]:
+            path = tiny_tokenized / shard["file"]
+            assert sha256_file(path) == shard["sha256"]
+            assert path.stat().st_size == shard["sequences"] * manifest["seq_len_tokens"] * 2
+
+
+def test_two_runs_give_identical_bytes(tmp_path, tiny_tokenized, tiny_data_config):
+    tokenize_corpus(tiny_data_config(), 0, tmp_path / "again", progress=False)
+    assert _same_files(tiny_tokenized, tmp_path / "again")
+
+
+def test_worker_processes_give_identical_bytes(tmp_path, tiny_tokenized, tiny_data_config):
+    tokenize_corpus(tiny_data_config(num_proc=2), 0, tmp_path / "pool", progress=False)
+    assert _same_files(tiny_tokenized, tmp_path / "pool")
+
+
+def test_shards_roll_over(tmp_path, tiny_tokenized, tiny_data_config):
+    manifest = tokenize_corpus(
+        tiny_data_config(), 0, tmp_path / "small", shard_sequences=7, progress=False
+    )
+    for split in SPLITS:
+        shards = manifest["splits"][split]["shards"]
+        assert [s["file"] for s in shards] == [f"{split}-{i:05d}.bin" for i in range(len(shards))]
+        assert all(s["sequences"] == 7 for s in shards[:-1]) and 1 <= shards[-1]["sequences"] <= 7
+        assert len(shards) > 1
+        assert (_stream(tmp_path / "small", split) == _stream(tiny_tokenized, split)).all()
+
+
+def test_seed_changes_the_split(tmp_path, tiny_tokenized, tiny_data_config):
+    manifest = tokenize_corpus(tiny_data_config(), 1, tmp_path / "seed1", progress=False)
+    base = _manifest(tiny_tokenized)
+    assert manifest["splits"]["train"]["shards"] != base["splits"]["train"]["shards"]
+    total = sum(manifest["splits"][s]["documents"] for s in SPLITS)
+    assert total == sum(base["splits"][s]["documents"] for s in SPLITS)
+
+
+def test_validation_mask_is_a_seeded_hash():
+    indices = np.arange(20000)
+    mask = validation_mask(indices, 3, 0.1)
+    assert (mask == validation_mask(indices, 3, 0.1)).all()
+    assert (mask[:500] == validation_mask(indices[:500], 3, 0.1)).all()  # prefix-stable
+    assert (mask != validation_mask(indices, 4, 0.1)).any()
+    # Binomial(20000, 0.1): sd ~ 42; 5 sd either side.
+    assert abs(int(mask.sum()) - 2000) < 212
+
+    def splitmix64(x: int) -> int:
+        m = (1 << 64) - 1
+        x = (x + 0x9E3779B97F4A7C15) & m
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+        return x ^ (x >> 31)
+
+    for i in (0, 1, 17, 19999):
+        u = (splitmix64(i ^ splitmix64(3)) >> 11) * 2.0**-53
+        assert bool(mask[i]) == (u < 0.1)
+
+
+def test_empty_split_is_an_error_and_leaves_the_output_alone(tmp_path, tiny_data_config):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "marker").write_text("previous output")
+    with pytest.raises(ValueError, match="validation split got 0 documents"):
+        tokenize_corpus(tiny_data_config(validation_fraction=1e-9), 0, out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["marker"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_hub_source_gives_the_same_shards(tmp_path, monkeypatch, tiny_c4_records, tiny_data_config):
+    real_load = datasets.load_dataset
+
+    def fake_load(path, name=None, **kwargs):
+        if path == "json":
+            return real_load(path, name, **kwargs)
+        assert (path, name, kwargs) == ("allenai/c4", "en", {"split": "train", "streaming": True})
+        return (
+            {**r, "timestamp": dt.datetime.strptime(r["timestamp"], c4.C4_TIMESTAMP_FORMAT)}
+            for r in tiny_c4_records
+        )
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    hub = tokenize_corpus(
+        tiny_data_config(source="hub", max_documents=80), 0, tmp_path / "hub", progress=False
+    )
+    local = tokenize_corpus(
+        tiny_data_config(max_documents=80), 0, tmp_path / "local", progress=False
+    )
+    assert hub["source"] == {
+        "kind": "hub",
+        "hub_path": "allenai/c4",
+        "hub_name": "en",
+        "files": [],
+        "documents_read": 80,
+    }
+    assert hub["splits"] == local["splits"]
+
+
+def test_cli_tokenize_writes_the_same_folder(tmp_path, tiny_tokenized, tiny_c4_dir):
+    cfg = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    cfg["seed"] = 0
+    cfg["data"] = {
+        "dataset": "tiny",
+        "source": "local",
+        "raw_dir": "/nonexistent",
+        "seq_len_tokens": 16,
+        "validation_fraction": 0.2,
+        "num_proc": 1,
+        "tokenizer": {"kind": "bpe", "vocab_size": 300},
+    }
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "tokenized" / "tiny"
+    argv = ["tokenize", "--config", str(config), "--raw", str(tiny_c4_dir), "--out", str(out)]
+    assert cli.main(argv) == 0
+    assert _same_files(tiny_tokenized, out)
