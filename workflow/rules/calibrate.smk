@@ -1,0 +1,35 @@
+# Calibration: the largest micro-batch that trains on each device of
+# cluster.devices whose max_batch is null (one job per device). A CUDA device
+# is measured on a real GPU, so its job asks for one.
+
+
+rule calibrate:
+    input:
+        manifest=MANIFEST,
+    output:
+        report(
+            "results/calibration/{device}.json",
+            caption="../report/calibration.rst",
+            category="Calibration",
+        ),
+    wildcard_constraints:
+        device=DEVICE_PATTERN,
+    params:
+        config=CONFIG_FILE,
+        settings=stage_params("calibrate"),
+        data=input_folder("manifest"),
+    log:
+        "logs/calibrate/{device}.log",
+    benchmark:
+        "logs/benchmarks/calibrate/{device}.tsv"
+    threads: 2
+    resources:
+        mem_mb=lambda wildcards: 4000 + round(DEVICES[wildcards.device]["memory_gib"] * 1024),
+        runtime=60,
+        gpu=device_gpu,
+        gpu_model=device_gpu_model,
+    conda:
+        "../envs/adloco.yaml"
+    shell:
+        "adloco calibrate --config {params.config} --data {params.data}"
+        " --device {wildcards.device} --out {output} > {log} 2>&1"

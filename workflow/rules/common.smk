@@ -1,0 +1,170 @@
+# Helpers of the workflow, shared by rules/*.smk. They decide which
+# configuration file the jobs read, validate it before any job starts, list
+# the devices, runs and seeds that expand the DAG and the configuration keys
+# each stage depends on, and size the jobs that use a GPU. Rules live in the
+# other files.
+
+import os
+import re
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+import adloco.config
+
+# Configuration keys each stage depends on. They are the rules' `params`, so
+# Snakemake re-runs a job when one of them changes (the params rerun trigger);
+# dvc.yaml lists the same keys under `params` (tests/workflow checks it).
+STAGE_PARAMS = {
+    "prepare-corpus": ["data.source", "data.raw_dir", "data.max_documents"],
+    "tokenize": ["seed", "data"],
+    "calibrate": ["seed", "model", "cluster", "calibration"],
+    "variance": ["seed", "model", "variance"],
+    "train": ["seed", "model", "cluster", "train", "runs.{run}"],
+    "report": ["seeds", "runs", "report"],
+}
+
+
+def _config_file():
+    """The one YAML file every `adloco` command of this run reads."""
+    if workflow.config_settings.config:
+        keys = ", ".join(sorted(workflow.config_settings.config))
+        raise WorkflowError(
+            f"--config {keys}: the configuration file is the single source of every "
+            "setting (the adloco commands read the file, not Snakemake's config); "
+            "copy config/config.yaml, edit the copy and pass it with --configfile"
+        )
+    cli_files = list(workflow.overwrite_configfiles)
+    if len(cli_files) > 1:
+        raise WorkflowError(
+            f"--configfile {' '.join(map(str, cli_files))}: pass exactly one configuration "
+            "file; the adloco commands read a single file"
+        )
+    # A --configfile comes first in workflow.configfiles and the `configfile:`
+    # directive's default is appended after it, so the command line wins here.
+    path = str(cli_files[0]) if cli_files else str(workflow.configfiles[-1])
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def _read_config(path):
+    with open(path) as fh:
+        return yaml.safe_load(fh) or {}
+
+
+CONFIG_FILE = _config_file()
+# Snakemake deep-merges a --configfile into config/config.yaml; the jobs read
+# the file alone, so the DAG must be built from the file alone too (otherwise
+# runs of the default file would leak into a --configfile with fewer runs).
+config.clear()
+config.update(_read_config(CONFIG_FILE))
+validate(config, "../schemas/config.schema.yaml")
+try:
+    adloco.config.validate(config)
+    RUN_SETTINGS = {name: adloco.config.resolve_run(config, name) for name in config["runs"]}
+except adloco.config.ConfigError as exc:
+    raise WorkflowError(f"{CONFIG_FILE}: {exc}") from None
+
+DATASET = config["data"]["dataset"]
+RAW_DIR = config["data"]["raw_dir"].rstrip("/")
+TOKENIZED_DIR = f"data/tokenized/{DATASET}"
+MANIFEST = f"{TOKENIZED_DIR}/manifest.json"
+RUNS = list(config["runs"])
+SEEDS = [str(seed) for seed in config["seeds"]]
+DEVICES = {device["name"]: device for device in config["cluster"]["devices"]}
+# Devices with a fixed max_batch in the config are not calibrated.
+CALIBRATED_DEVICES = [name for name, d in DEVICES.items() if d["max_batch"] is None]
+
+
+def _alternatives(names):
+    return "|".join(re.escape(name) for name in names) or "(?!)"
+
+
+# Wildcard values: exactly the configured names, so a path never matches
+# a rule by accident (a run name that is a prefix of another, say).
+DEVICE_PATTERN = _alternatives(CALIBRATED_DEVICES)
+RUN_PATTERN = _alternatives(RUNS)
+
+
+def input_folder(key):
+    """A param function: the folder of input ``key`` (one path per folder)."""
+    def folder(wildcards, input):
+        paths = input[key]
+        return os.path.dirname(paths if isinstance(paths, str) else paths[0])
+
+    return folder
+
+
+def output_folder(key):
+    """A param function: the folder of output ``key``."""
+    return lambda wildcards, output: os.path.dirname(output[key])
+
+
+def stage_params(stage, wildcards=None):
+    """The configuration values ``stage`` depends on, keyed by dotted key."""
+    values = {}
+    for template in STAGE_PARAMS[stage]:
+        key = template.format(**dict(wildcards.items())) if wildcards else template
+        # Two levels at most; a run name may itself contain dots.
+        section, _, field = key.partition(".")
+        values[key] = config[section][field] if field else config[section]
+    return values
+
+
+def calibration_files():
+    return expand("results/calibration/{device}.json", device=CALIBRATED_DEVICES)
+
+
+def run_summaries():
+    return expand("results/runs/{run}/seed{seed}/summary.json", run=RUNS, seed=SEEDS)
+
+
+def run_metrics():
+    return expand("results/runs/{run}/seed{seed}/metrics.jsonl", run=RUNS, seed=SEEDS)
+
+
+def tokenize_raw_arg():
+    # The hub source streams records; the other sources read C4-format files.
+    return "" if config["data"]["source"] == "hub" else f"--raw {RAW_DIR}"
+
+
+def tokenize_raw_input():
+    return [] if config["data"]["source"] == "hub" else [RAW_DIR]
+
+
+def _uses_cuda():
+    return any(device["kind"] == "cuda" for device in DEVICES.values())
+
+
+# GPU resources. A job that trains or measures on CUDA asks for one GPU; the
+# default profile allows one at a time on a local machine (`resources: gpu: 1`),
+# the SLURM plugin turns `gpu` and `gpu_model` into `sbatch --gpus=[model:]1`.
+# The GPU model (SLURM's GPU type, e.g. a100) belongs to the cluster, not to
+# the experiment, so it comes from the environment, and only CUDA jobs get it.
+GPU_MODEL = os.environ.get("ADLOCO_GPU_MODEL") or None
+
+
+def device_gpu(wildcards):
+    return 1 if DEVICES[wildcards.device]["kind"] == "cuda" else 0
+
+
+def device_gpu_model(wildcards):
+    return GPU_MODEL if DEVICES[wildcards.device]["kind"] == "cuda" else None
+
+
+def cluster_gpu(wildcards):
+    return 1 if _uses_cuda() else 0
+
+
+def cluster_gpu_model(wildcards):
+    return GPU_MODEL if _uses_cuda() else None
+
+
+def cpu_budget_mb():
+    """Host memory the simulated CPU devices of the config may fill."""
+    return sum(
+        round(device["count"] * device["memory_gib"] * 1024)
+        for device in DEVICES.values()
+        if device["kind"] == "cpu"
+    )

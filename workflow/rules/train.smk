@@ -1,0 +1,45 @@
+# Training: one job per run (an entry of `runs`) and seed. Checkpoints go to
+# results/checkpoints/{run}/seed{seed} and are deliberately not an output:
+# Snakemake deletes the outputs of a failed job, and the checkpoints must
+# survive so that re-running the job resumes instead of starting over.
+
+
+rule train:
+    input:
+        manifest=MANIFEST,
+        calibration=calibration_files(),
+    output:
+        metrics=report(
+            "results/runs/{run}/seed{seed}/metrics.jsonl",
+            caption="../report/perplexity.rst",
+            category="Training",
+            subcategory="{run}",
+            labels={"run": "{run}", "seed": "{seed}"},
+        ),
+        summary="results/runs/{run}/seed{seed}/summary.json",
+        final=directory("results/runs/{run}/seed{seed}/final"),
+    wildcard_constraints:
+        run=RUN_PATTERN,
+        seed=r"\d+",
+    params:
+        config=CONFIG_FILE,
+        settings=lambda wildcards: stage_params("train", wildcards),
+        data=input_folder("manifest"),
+        out=output_folder("summary"),
+        checkpoints="results/checkpoints/{run}/seed{seed}",
+    log:
+        "logs/train/{run}/seed{seed}.log",
+    benchmark:
+        "logs/benchmarks/train/{run}/seed{seed}.tsv"
+    threads: 4
+    resources:
+        mem_mb=4000 + cpu_budget_mb(),
+        runtime=24 * 60,
+        gpu=cluster_gpu,
+        gpu_model=cluster_gpu_model,
+    conda:
+        "../envs/adloco.yaml"
+    shell:
+        "adloco train --config {params.config} --run {wildcards.run} --seed {wildcards.seed}"
+        " --data {params.data} --calibration results/calibration"
+        " --out {params.out} --checkpoints {params.checkpoints} > {log} 2>&1"

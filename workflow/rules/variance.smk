@@ -1,0 +1,43 @@
+# Variance analysis: batch-gradient deviations from the full gradient at the
+# initial model, tr(Sigma), the noise scale and the batch the norm test asks for.
+
+
+rule variance:
+    input:
+        manifest=MANIFEST,
+    output:
+        summary=report(
+            "results/variance/variance.json",
+            caption="../report/variance.rst",
+            category="Variance",
+        ),
+        per_batch=report(
+            "results/variance/per_batch.csv",
+            caption="../report/variance.rst",
+            category="Variance",
+        ),
+        figure=report(
+            "results/variance/deviations.png",
+            caption="../report/variance.rst",
+            category="Variance",
+        ),
+    params:
+        config=CONFIG_FILE,
+        settings=stage_params("variance"),
+        data=input_folder("manifest"),
+        out=output_folder("summary"),
+    log:
+        "logs/variance.log",
+    benchmark:
+        "logs/benchmarks/variance.tsv"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+        gpu=cluster_gpu,
+        gpu_model=cluster_gpu_model,
+    conda:
+        "../envs/adloco.yaml"
+    shell:
+        "adloco variance --config {params.config} --data {params.data}"
+        " --out {params.out} > {log} 2>&1"
