@@ -142,9 +142,11 @@ def _identity(rows: list[dict], key: str, expected: Any, path: Path) -> None:
         )
 
 
-def load_run_seed(runs_dir: Path, config: dict, run: str, seed: int) -> RunSeed:
+def load_run_seed(
+    runs_dir: Path, config: dict, run: str, seed: int, settings: dict | None = None
+) -> RunSeed:
     """Read one run and seed; check it is the run the configuration describes."""
-    settings = resolve_run(config, run)
+    settings = settings if settings is not None else resolve_run(config, run)
     folder = runs_dir / run / f"seed{seed}"
     metrics_path = folder / "metrics.jsonl"
     rows = read_metrics(metrics_path)
@@ -195,8 +197,9 @@ def load_runs(runs_dir: Path, config: dict) -> list[RunSeed]:
     if missing:
         listed = "\n  ".join(str(p) for p in missing)
         raise FileNotFoundError(f"runs missing (train them first):\n  {listed}")
+    settings = {run: resolve_run(config, run) for run in config["runs"]}
     return [
-        load_run_seed(runs_dir, config, run, seed)
+        load_run_seed(runs_dir, config, run, seed, settings[run])
         for run in config["runs"]
         for seed in config["seeds"]
     ]
