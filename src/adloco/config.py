@@ -105,7 +105,9 @@ def _check_consistency(config: dict) -> None:
     if config["model"]["source"] == "pretrained" and not config["model"].get("name"):
         raise ConfigError("model.name: required when model.source is pretrained")
     if config["data"]["source"] == "hub" and config["data"].get("max_documents") is None:
-        raise ConfigError("data.max_documents: required when data.source is hub (C4 is 365M documents)")
+        raise ConfigError(
+            "data.max_documents: required when data.source is hub (C4 is 365M documents)"
+        )
     m = config["model"]
     if m["hidden_size"] % m["num_attention_heads"]:
         raise ConfigError("model.hidden_size: must be a multiple of model.num_attention_heads")

@@ -32,7 +32,9 @@ def llama_config(model_cfg: dict, vocab_size: int, seq_len_tokens: int) -> Llama
     )
 
 
-def build_model(model_cfg: dict, vocab_size: int, seq_len_tokens: int, seed: int) -> torch.nn.Module:
+def build_model(
+    model_cfg: dict, vocab_size: int, seq_len_tokens: int, seed: int
+) -> torch.nn.Module:
     """A causal LM per ``model_cfg``: seeded random init or ``from_pretrained``."""
     dtype = DTYPES[model_cfg["dtype"]]
     if model_cfg["source"] == "pretrained":
@@ -75,7 +77,9 @@ def causal_lm_loss(
     return loss_sum, n_tokens
 
 
-def batch_loss(model: torch.nn.Module, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def batch_loss(
+    model: torch.nn.Module, input_ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed loss and predicted-token count of a batch of packed sequences."""
     logits = model(input_ids=input_ids, use_cache=False).logits
     return causal_lm_loss(logits, input_ids)

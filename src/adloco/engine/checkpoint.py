@@ -48,7 +48,9 @@ def load(directory: str | Path, expected_fingerprint: str) -> dict | None:
     except Exception as exc:  # a truncated or foreign file
         raise ValueError(f"{path}: unreadable checkpoint ({exc}); delete it to start over") from exc
     if state.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: checkpoint format {state.get('format_version')} is not {FORMAT_VERSION}")
+        raise ValueError(
+            f"{path}: checkpoint format {state.get('format_version')} is not {FORMAT_VERSION}"
+        )
     if state.get("fingerprint") != expected_fingerprint:
         raise ValueError(
             f"{path}: checkpoint was written under a different configuration, run or seed; "

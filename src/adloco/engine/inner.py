@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from adloco.algo.switch import StepPlan
+from adloco.algo.switch import StepPlan, split_evenly
 from adloco.model import batch_loss
 
 
@@ -42,13 +42,6 @@ class NodeResult:
     loss_sum: float  # summed next-token loss over the round
     loss_tokens: int  # predicted tokens behind loss_sum
     extra: dict = field(default_factory=dict)
-
-
-def split_evenly(total: int, parts: int) -> list[int]:
-    """``total`` items in ``parts`` near-equal positive sizes, larger ones first."""
-    parts = max(1, min(parts, total))
-    base, extra = divmod(total, parts)
-    return [base + 1] * extra + [base] * (parts - extra)
 
 
 class Worker:
@@ -102,7 +95,9 @@ class Worker:
         (loss_sum / scale_tokens).backward()
         return loss_sum.detach()
 
-    def _stats_step(self, seqs: torch.Tensor, groups: list[int], stats, step_tokens: int) -> torch.Tensor:
+    def _stats_step(
+        self, seqs: torch.Tensor, groups: tuple[int, ...], stats, step_tokens: int
+    ) -> torch.Tensor:
         """First step of a round: per-group gradients to ``stats``, their weighted sum to .grad."""
         step_grad: list[torch.Tensor] | None = None
         loss = torch.zeros((), device=self.device)
@@ -154,7 +149,8 @@ class Worker:
                 seqs = fetch(step_indices[h]).to(self.device, non_blocking=True)
                 step_tokens = seqs.size(0) * (seqs.size(1) - 1)
                 if h == 0 and stats is not None:
-                    groups = split_evenly(seqs.size(0), max(stats_groups, plan.accum_steps))
+                    n = seqs.size(0)
+                    groups = split_evenly(n, min(n, max(stats_groups, plan.accum_steps)))
                     loss = self._stats_step(seqs, groups, stats, step_tokens)
                 else:
                     for p in self.params:

@@ -29,7 +29,9 @@ def allreduce_bytes(payload_bytes: int, nodes: int) -> int:
     return 2 * (nodes - 1) * payload_bytes if nodes > 1 else 0
 
 
-def allreduce_time_s(payload_bytes: int, nodes: int, bandwidth_bytes_s: float, latency_s: float) -> float:
+def allreduce_time_s(
+    payload_bytes: int, nodes: int, bandwidth_bytes_s: float, latency_s: float
+) -> float:
     if nodes <= 1:
         return 0.0
     steps = 2 * (nodes - 1)
@@ -60,7 +62,9 @@ class Ledger:
             # The pooled statistics gradient (float32) and a handful of scalars.
             stats_payload = self.num_params * 4 + STATS_SCALARS * SCALAR_BYTES
             moved += allreduce_bytes(stats_payload, nodes)
-            seconds += allreduce_time_s(stats_payload, nodes, self.bandwidth_bytes_s, self.latency_s)
+            seconds += allreduce_time_s(
+                stats_payload, nodes, self.bandwidth_bytes_s, self.latency_s
+            )
         return moved, seconds
 
     def merge(self, absorbed: int, with_momentum: bool) -> tuple[int, float]:

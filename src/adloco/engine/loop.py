@@ -59,7 +59,14 @@ def build_slots(cluster_cfg: dict, max_batches: dict[str, int]) -> list[Slot]:
     slots = []
     for dev in cluster_cfg["devices"]:
         for _ in range(dev["count"] * per_device):
-            slots.append(Slot(len(slots), dev["name"], dev["speed_tflops"] / per_device, max_batches[dev["name"]]))
+            slots.append(
+                Slot(
+                    len(slots),
+                    dev["name"],
+                    dev["speed_tflops"] / per_device,
+                    max_batches[dev["name"]],
+                )
+            )
     return slots
 
 
@@ -92,8 +99,14 @@ class Engine:
         self.slots = build_slots(cfg["cluster"], max_batches)
         self.H = run_cfg["inner_steps"]
         self.fingerprint = checkpoint.fingerprint(
-            {"run": run_cfg, "seed": seed, "model": cfg["model"], "cluster": cfg["cluster"],
-             "max_batches": max_batches, "data": data.manifest.get("splits")}
+            {
+                "run": run_cfg,
+                "seed": seed,
+                "model": cfg["model"],
+                "cluster": cfg["cluster"],
+                "max_batches": max_batches,
+                "data": data.manifest.get("splits"),
+            }
         )
         model = build_model(cfg["model"], data.vocab_size, self.seq_len, seed)
         self.num_params = num_parameters(model)
@@ -126,11 +139,15 @@ class Engine:
         shared = [p.detach().clone().float() for p in self.worker.params]
         for k in range(self.tc["initial_trainers"]):
             if self.tc["init"] == "independent" and k > 0:
-                model = build_model(self.cfg["model"], self.data.vocab_size, self.seq_len, self.seed * 1000 + k)
+                model = build_model(
+                    self.cfg["model"], self.data.vocab_size, self.seq_len, self.seed * 1000 + k
+                )
                 params = [p.detach().clone().float().to(self.device) for p in model.parameters()]
             else:
                 params = [p.clone() for p in shared]
-            subset = draw_subset(len(self.train_split), self.tc["subset_fraction"], self.seed * 7919 + k)
+            subset = draw_subset(
+                len(self.train_split), self.tc["subset_fraction"], self.seed * 7919 + k
+            )
             sampler = SubsetSampler(subset, seed=self.seed * 104_729 + k)
             self.trainers.append(
                 Trainer(k, params, self._new_outer(params), self.tc["initial_batch"], sampler)
@@ -156,9 +173,7 @@ class Engine:
                 }
                 for t in self.trainers
             ],
-            "nodes": [
-                {"slot": n.slot, "inner_state": n.inner_state} for n in self.nodes.values()
-            ],
+            "nodes": [{"slot": n.slot, "inner_state": n.inner_state} for n in self.nodes.values()],
             "ledger": self.ledger.state_dict(),
             "rng": torch.get_rng_state(),
             "history": json.dumps(self.history),
@@ -177,15 +192,22 @@ class Engine:
             direction = ts["direction"]
             self.trainers.append(
                 Trainer(
-                    ts["id"], params, opt, ts["requested_batch"],
-                    SubsetSampler.from_state_dict(ts["sampler"]), ts["tokens"],
+                    ts["id"],
+                    params,
+                    opt,
+                    ts["requested_batch"],
+                    SubsetSampler.from_state_dict(ts["sampler"]),
+                    ts["tokens"],
                     None if direction is None else [d.to(self.device) for d in direction],
                 )
             )
         for ns in state["nodes"]:
             inner = ns["inner_state"]
             if inner is not None:
-                inner = [{k: v.to(self.device) if k != "step" else v for k, v in s.items()} for s in inner]
+                inner = [
+                    {k: v.to(self.device) if k != "step" else v for k, v in s.items()}
+                    for s in inner
+                ]
             self.nodes[ns["slot"]] = NodeState(ns["slot"], inner)
         self.ledger = Ledger.from_state_dict(state["ledger"])
         torch.set_rng_state(state["rng"])
@@ -211,13 +233,19 @@ class Engine:
     def _slots_of(self, trainer_id: int) -> list[Slot]:
         return [s for s in self.slots if self.slot_owner[s.index] == trainer_id]
 
-    def _train_trainer(self, trainer: Trainer, plans: dict[int, switch.StepPlan], lrs: list[float]) -> dict:
+    def _train_trainer(
+        self, trainer: Trainer, plans: dict[int, switch.StepPlan], lrs: list[float]
+    ) -> dict:
         slots = self._slots_of(trainer.id)
         test_on = self.tc["batch_test"] != "none"
         planned = sum(self.H * plans[s.index].effective * self.seq_len for s in slots)
         for attempt in range(MAX_NAN_RETRIES + 1):
             snapshot = {s.index: _clone_state(self.nodes[s.index].inner_state) for s in slots}
-            acc = stats.GradientStatsAccumulator(trainer.params, trainer.direction) if test_on else None
+            acc = (
+                stats.GradientStatsAccumulator(trainer.params, trainer.direction)
+                if test_on
+                else None
+            )
             avg = [torch.zeros_like(p) for p in trainer.params]
             loss_sum, loss_tokens, node_tokens = 0.0, 0, {}
             try:
@@ -225,8 +253,14 @@ class Engine:
                     plan = plans[s.index]
                     idx = trainer.sampler.take(self.H * plan.effective).view(self.H, plan.effective)
                     res = self.worker.run_node(
-                        trainer.params, self.nodes[s.index], idx, self.train_split.get, plan, lrs,
-                        stats=acc, stats_groups=self.tc["stats_microbatches"],
+                        trainer.params,
+                        self.nodes[s.index],
+                        idx,
+                        self.train_split.get,
+                        plan,
+                        lrs,
+                        stats=acc,
+                        stats_groups=self.tc["stats_microbatches"],
                     )
                     with torch.no_grad():
                         torch._foreach_add_(avg, self.worker.params, alpha=res.tokens / planned)
@@ -239,8 +273,15 @@ class Engine:
                     self.nodes[s.index].inner_state = snapshot[s.index]
                 # Remedy: the sampler has moved past the offending batches, so
                 # the retry sees fresh data from the same θ and inner state.
-                trainer.events.append({"type": "nan_rollback", "attempt": attempt + 1, "reason": str(exc)})
-                log.warning("trainer %d round %d: %s; rolled back, retrying", trainer.id, self.round + 1, exc)
+                trainer.events.append(
+                    {"type": "nan_rollback", "attempt": attempt + 1, "reason": str(exc)}
+                )
+                log.warning(
+                    "trainer %d round %d: %s; rolled back, retrying",
+                    trainer.id,
+                    self.round + 1,
+                    exc,
+                )
         else:
             raise RuntimeError(
                 f"trainer {trainer.id}: non-finite loss in {MAX_NAN_RETRIES + 1} attempts of round "
@@ -261,14 +302,21 @@ class Engine:
         group_stats = acc.finalize()
         est = stats.estimate(group_stats)
         new_batch, requested_global = batch_tests.next_batch(
-            self.tc["batch_test"], est, trainer.requested_batch, nodes,
-            eta=self.tc["eta"], vartheta=self.tc["vartheta"], nu=self.tc["nu"],
+            self.tc["batch_test"],
+            est,
+            trainer.requested_batch,
+            nodes,
+            eta=self.tc["eta"],
+            vartheta=self.tc["vartheta"],
+            nu=self.tc["nu"],
             max_growth=self.tc["max_batch_growth"],
         )
         if self.tc["batch_test"] == "augmented_inner_product":
             trainer.direction = [g.detach().clone() for g in acc.pooled_sum()]
         if new_batch != trainer.requested_batch:
-            trainer.events.append({"type": "batch_change", "from": trainer.requested_batch, "to": new_batch})
+            trainer.events.append(
+                {"type": "batch_change", "from": trainer.requested_batch, "to": new_batch}
+            )
             trainer.requested_batch = new_batch
         if est is None:
             return {"groups": group_stats.groups, "requested_global": None}
@@ -296,13 +344,13 @@ class Engine:
         with torch.no_grad():
             merged = merge.average_tensors([t.params for t in group], weights)
             torch._foreach_copy_(kept.params, merged)
-            momenta = [_momentum(t) for t in group]
-            with_momentum = any(m is not None for m in momenta)
+            with_momentum = self.tc["outer_momentum"] > 0
             if with_momentum:
-                filled = [m if m is not None else [torch.zeros_like(p) for p in kept.params] for m in momenta]
-                merged_m = merge.average_tensors(filled, weights)
-                for p, m in zip(kept.params, merged_m, strict=True):
-                    kept.outer_opt.state[p]["momentum_buffer"] = m
+                # A trainer that has no momentum yet contributes zeros.
+                momenta = [outer.momentum_buffers(t.outer_opt, t.params) for t in group]
+                outer.set_momentum_buffers(
+                    kept.outer_opt, kept.params, merge.average_tensors(momenta, weights)
+                )
         new_batch = merge.merged_batch([t.requested_batch for t in group])
         subset = torch.unique(torch.cat([t.sampler.subset for t in group]))
         kept.sampler.replace_subset(subset)
@@ -310,8 +358,14 @@ class Engine:
         if kept.direction is not None:
             kept.direction = None  # directions of different trainers do not average meaningfully
         kept.events.append(
-            {"type": "merge", "merged": ids, "kept": keep_id, "weights": weights,
-             "batches": [t.requested_batch for t in group], "batch": new_batch}
+            {
+                "type": "merge",
+                "merged": ids,
+                "kept": keep_id,
+                "weights": weights,
+                "batches": [t.requested_batch for t in group],
+                "batch": new_batch,
+            }
         )
         kept.requested_batch = new_batch
         self.trainers = [t for t in self.trainers if t.id == keep_id or t.id not in ids]
@@ -322,8 +376,10 @@ class Engine:
         moved = self._allocate()
         plans = {
             s.index: switch.plan_step(
-                self._trainer(self.slot_owner[s.index]).requested_batch, s.max_batch,
-                self.tc["switch"], self.tc["switch_lambda"],
+                self._trainer(self.slot_owner[s.index]).requested_batch,
+                s.max_batch,
+                self.tc["switch"],
+                self.tc["switch_lambda"],
             )
             for s in self.slots
         }
@@ -332,8 +388,11 @@ class Engine:
         # tokens, in lock-step, whatever order the slots run in here.
         lrs = [
             schedule.inner_lr(
-                self.tokens_total + planned_round * h / self.H, self.tc["max_tokens"],
-                self.tc["inner_lr"], self.tc["warmup_fraction"], self.tc["min_lr_ratio"],
+                self.tokens_total + planned_round * h / self.H,
+                self.tc["max_tokens"],
+                self.tc["inner_lr"],
+                self.tc["warmup_fraction"],
+                self.tc["min_lr_ratio"],
             )
             for h in range(self.H)
         ]
@@ -348,7 +407,8 @@ class Engine:
             res["stats"] = self._batch_test(trainer, res["acc"], nodes)
             res["bytes"], comm_s = self.ledger.trainer_round(nodes, res["acc"] is not None)
             compute_s = max(
-                self.ledger.compute_time_s(res["node_tokens"][s.index], s.tflops) for s in res["slots"]
+                self.ledger.compute_time_s(res["node_tokens"][s.index], s.tflops)
+                for s in res["slots"]
             )
             round_time_s = max(round_time_s, compute_s + comm_s)
             res["plans"] = [plans[s.index] for s in res["slots"]]
@@ -364,7 +424,11 @@ class Engine:
 
         trained = list(self.trainers)
         merge_bytes = 0
-        if self.tc["merge"] != "none" and r % self.tc["merge_frequency"] == 0 and len(self.trainers) > 1:
+        if (
+            self.tc["merge"] != "none"
+            and r % self.tc["merge_frequency"] == 0
+            and len(self.trainers) > 1
+        ):
             merge_bytes, merge_s = self._merge()
             round_time_s += merge_s
         self.ledger.sim_time_s += round_time_s
@@ -373,7 +437,9 @@ class Engine:
         for trainer in trained:
             res = results[trainer.id]
             self.ledger.communications += 1
-            row_bytes = res["bytes"] + (merge_bytes if any(e["type"] == "merge" for e in trainer.events) else 0)
+            row_bytes = res["bytes"] + (
+                merge_bytes if any(e["type"] == "merge" for e in trainer.events) else 0
+            )
             self.ledger.bytes_total += row_bytes
             p_list = res["plans"]
             modes = {p.mode for p in p_list}
@@ -392,7 +458,9 @@ class Engine:
                     "global_batch": sum(p.effective for p in p_list),
                     "micro_batch": max(max(p.micro_batches) for p in p_list),
                     "accum_steps": max(p.accum_steps for p in p_list),
-                    "switch_mode": "accumulate" if "accumulate" in modes else ("capped" if "capped" in modes else "plain"),
+                    "switch_mode": "accumulate"
+                    if "accumulate" in modes
+                    else ("capped" if "capped" in modes else "plain"),
                     "inner_steps": self.H,
                     "tokens": res["tokens"],
                     "tokens_total": self.tokens_total,
@@ -432,7 +500,9 @@ class Engine:
             self.load_state_dict(state)
             log.info("resuming %s seed %d after round %d", self.tc["name"], self.seed, self.round)
             self._truncate_metrics()
-        bar = _progress(self.tc["max_rounds"], self.round, f"{self.tc['name']} s{self.seed}", self.progress)
+        bar = _progress(
+            self.tc["max_rounds"], self.round, f"{self.tc['name']} s{self.seed}", self.progress
+        )
         try:
             while not self._finished(self.round):
                 rows = self._round()
@@ -440,7 +510,9 @@ class Engine:
                     for row in rows:
                         fh.write(json.dumps(row) + "\n")
                 self.history.extend(rows)
-                if self.round % self.tc["checkpoint_every_rounds"] == 0 or self._finished(self.round):
+                if self.round % self.tc["checkpoint_every_rounds"] == 0 or self._finished(
+                    self.round
+                ):
                     checkpoint.save(self.ckpt_dir, self.state_dict())
                 bar.update(1)
                 bar.set_postfix(_postfix(rows))
@@ -455,7 +527,9 @@ class Engine:
 
     def best_trainer(self) -> Trainer:
         """The active trainer with the lowest validation perplexity in the last round."""
-        last = [r for r in self.history if r["round"] == self.round and r["val_perplexity"] is not None]
+        last = [
+            r for r in self.history if r["round"] == self.round and r["val_perplexity"] is not None
+        ]
         alive = {t.id for t in self.trainers}
         scored = sorted((r["val_perplexity"], r["trainer"]) for r in last if r["trainer"] in alive)
         best_id = scored[0][1] if scored else self.trainers[0].id
@@ -473,15 +547,17 @@ def _clone_state(inner_state: list[dict] | None) -> list[dict] | None:
     return [{k: v.clone() for k, v in s.items()} for s in inner_state]
 
 
-def _momentum(trainer: Trainer) -> list[torch.Tensor] | None:
-    bufs = [trainer.outer_opt.state.get(p, {}).get("momentum_buffer") for p in trainer.params]
-    return None if any(b is None for b in bufs) else bufs
-
-
 def _progress(total: int, initial: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, desc=desc, unit="round", disable=not enabled, dynamic_ncols=True)
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit="round",
+        disable=not enabled,
+        dynamic_ncols=True,
+    )
 
 
 def _postfix(rows: list[dict]) -> dict:

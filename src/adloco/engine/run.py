@@ -25,7 +25,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="tokenized data folder")
     parser.add_argument("--calibration", required=True, help="folder of calibration JSON files")
     parser.add_argument("--out", required=True, help="run folder, results/runs/<run>/seed<seed>")
-    parser.add_argument("--checkpoints", required=True, help="checkpoint folder (kept when a job fails)")
+    parser.add_argument(
+        "--checkpoints", required=True, help="checkpoint folder (kept when a job fails)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -45,13 +47,12 @@ def compute_device(cfg: dict):
     return torch.device("cpu")
 
 
-def summarize(rows: list[dict], run_cfg: dict, seed: int, rounds: int) -> dict:
+def summarize(rows: list[dict], run_cfg: dict, seed: int, rounds: int, final_trainers: int) -> dict:
     by_round: dict[int, list[float]] = {}
     for r in rows:
         if r["val_perplexity"] is not None:
             by_round.setdefault(r["round"], []).append(r["val_perplexity"])
     last = rows[-1]
-    final_round = [r for r in rows if r["round"] == last["round"]]
     return {
         "run": run_cfg["name"],
         "seed": seed,
@@ -64,9 +65,7 @@ def summarize(rows: list[dict], run_cfg: dict, seed: int, rounds: int) -> dict:
         "bytes_total": last["bytes_total"],
         "sim_time_s": last["sim_time_s"],
         "wall_time_s": last["wall_time_s"],
-        "final_trainers": len(final_round) - sum(
-            len(e["merged"]) - 1 for r in final_round for e in r["events"] if e["type"] == "merge"
-        ),
+        "final_trainers": final_trainers,
     }
 
 
@@ -83,8 +82,14 @@ def run(args: argparse.Namespace) -> int:
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     engine = Engine(
-        cfg, run_cfg, args.seed, data, max_batches(cfg, args.calibration), args.checkpoints,
-        device=compute_device(cfg), progress=not args.no_progress,
+        cfg,
+        run_cfg,
+        args.seed,
+        data,
+        max_batches(cfg, args.calibration),
+        args.checkpoints,
+        device=compute_device(cfg),
+        progress=not args.no_progress,
     )
     rows = engine.run()
     out = Path(args.out)
@@ -98,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
     with atomic_dir(out / "final") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-    summary = summarize(rows, run_cfg, args.seed, engine.round)
+    summary = summarize(rows, run_cfg, args.seed, engine.round, len(engine.trainers))
     summary["final_trainer"] = best.id
     write_json_atomic(out / "summary.json", summary)
-    log.info("%s seed %d: final val perplexity %s", args.run, args.seed, summary["final_val_perplexity"])
+    log.info(
+        "%s seed %d: final val perplexity %s", args.run, args.seed, summary["final_val_perplexity"]
+    )
     return 0

@@ -1,0 +1,237 @@
+"""The round loop against hand computations on a tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from adloco.engine import inner as inner_mod
+from adloco.engine.loop import Engine
+from adloco.model import batch_loss
+
+
+def max_batches(cfg):
+    return {d["name"]: d["max_batch"] for d in cfg["cluster"]["devices"]}
+
+
+def make_engine(cfg, run_cfg, data, tmp_path, seed=0):
+    return Engine(cfg, run_cfg, seed, data, max_batches(cfg), tmp_path / "ckpt", progress=False)
+
+
+def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
+    # LocalSGD with one node, H = 1, outer lr 1 and no momentum is plain SGD.
+    cfg, run = make_config(
+        {
+            "method": "localsgd",
+            "inner_lr": 0.05,
+            "grad_clip_norm": None,
+            "weight_decay": 0.0,
+            "inner_steps": 1,
+            "max_rounds": 3,
+        },
+        cluster={
+            "nodes_per_device": 1,
+            "devices": [{"name": "sim", "count": 1, "memory_gib": 1.0, "max_batch": 4}],
+        },
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    seen: list[torch.Tensor] = []
+    original = engine.train_split.get
+    engine.train_split.get = lambda idx: seen.append(original(idx)) or seen[-1]
+    engine.run()
+
+    from adloco.model import build_model
+
+    reference = build_model(cfg["model"], array_data.vocab_size, array_data.seq_len_tokens, 0)
+    opt = torch.optim.SGD(reference.parameters(), lr=0.05)
+    for batch in seen:
+        opt.zero_grad()
+        loss_sum, n = batch_loss(reference, batch)
+        (loss_sum / n).backward()
+        opt.step()
+    for p, q in zip(engine.trainers[0].params, reference.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert len(seen) == 3
+
+
+def test_outer_average_is_token_weighted(array_data, make_config, tmp_path, monkeypatch):
+    # Two slots with different max_batch process different token counts; with outer
+    # lr 1 and no momentum the new θ is exactly their token-weighted mean.
+    cfg, run = make_config(
+        {
+            "method": "diloco",
+            "outer_lr": 1.0,
+            "outer_momentum": 0.0,
+            "nesterov": False,
+            "initial_batch": 4,
+            "switch": "never_accumulate",
+            "max_rounds": 1,
+        },
+        cluster={
+            "nodes_per_device": 1,
+            "devices": [
+                {"name": "big", "count": 1, "memory_gib": 1.0, "max_batch": 4},
+                {"name": "small", "count": 1, "memory_gib": 1.0, "max_batch": 1},
+            ],
+        },
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    finals, tokens = [], []
+    original = inner_mod.Worker.run_node
+
+    def spy(self, *args, **kwargs):
+        res = original(self, *args, **kwargs)
+        finals.append([p.detach().clone() for p in self.params])
+        tokens.append(res.tokens)
+        return res
+
+    monkeypatch.setattr(inner_mod.Worker, "run_node", spy)
+    engine.run()
+    seq = array_data.seq_len_tokens
+    assert tokens == [2 * 4 * seq, 2 * 1 * seq]
+    total = sum(tokens)
+    for i, p in enumerate(engine.trainers[0].params):
+        expected = sum(t / total * f[i] for t, f in zip(tokens, finals, strict=True))
+        torch.testing.assert_close(p, expected, rtol=1e-5, atol=1e-6)
+    row = json.loads(engine.metrics_path.read_text().splitlines()[0])
+    assert row["tokens"] == total and row["switch_mode"] == "capped"
+
+
+def test_micro_batch_never_exceeds_max_batch(array_data, make_config, tmp_path, monkeypatch):
+    cfg, run = make_config(
+        {
+            "method": "diloco",
+            "initial_batch": 11,
+            "switch": "switch",
+            "switch_lambda": 2.0,
+            "max_rounds": 1,
+        },
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    sizes = []
+    original = inner_mod.batch_loss
+    monkeypatch.setattr(
+        inner_mod, "batch_loss", lambda m, x: sizes.append(x.size(0)) or original(m, x)
+    )
+    rows = engine.run()
+    assert max(sizes) <= 4
+    # 11 > 2 * 4: accumulation over ceil(11 / 4) = 3 micro-batches, effective batch 11.
+    assert rows[0]["accum_steps"] == 3 and rows[0]["effective_batch"] == 11
+    assert rows[0]["micro_batch"] == 4 and rows[0]["switch_mode"] == "accumulate"
+    assert sum(sizes) == 4 * 2 * 11  # 4 slots x H=2 steps x 11 sequences
+
+
+def test_inner_adamw_state_persists_across_rounds(array_data, make_config, tmp_path):
+    cfg, run = make_config({"method": "diloco", "max_rounds": 3, "inner_steps": 2})
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    engine.run()
+    for node in engine.nodes.values():
+        assert float(node.inner_state[0]["step"]) == 3 * 2
+
+
+def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_path, monkeypatch):
+    cfg, run = make_config(
+        {
+            "method": "adloco",
+            "initial_trainers": 3,
+            "batch_test": "none",
+            "merge": "smallest_batch",
+            "merge_frequency": 1,
+            "merge_count": 2,
+            "max_rounds": 1,
+            "outer_momentum": 0.9,
+            "nesterov": True,
+        },
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    engine._init_trainers()
+    engine.trainers[0].requested_batch = 3
+    engine.trainers[1].requested_batch = 1
+    engine.trainers[2].requested_batch = 2
+    captured = {}
+    original = Engine._merge
+
+    def spy(self):
+        captured["params"] = {t.id: [p.clone() for p in t.params] for t in self.trainers}
+        captured["mom"] = {
+            t.id: [t.outer_opt.state[p]["momentum_buffer"].clone() for p in t.params]
+            for t in self.trainers
+        }
+        return original(self)
+
+    monkeypatch.setattr(Engine, "_merge", spy)
+    engine._t0 = 0.0
+    rows = engine._round()
+    # Trainers 1 (batch 1) and 2 (batch 2) merge, 2 is kept with weights 1/3, 2/3.
+    assert sorted(t.id for t in engine.trainers) == [0, 2]
+    kept = engine._trainer(2)
+    for i, p in enumerate(kept.params):
+        expected = captured["params"][1][i] / 3 + captured["params"][2][i] * 2 / 3
+        torch.testing.assert_close(p, expected)
+        m = kept.outer_opt.state[p]["momentum_buffer"]
+        torch.testing.assert_close(m, captured["mom"][1][i] / 3 + captured["mom"][2][i] * 2 / 3)
+    merge_event = [e for r in rows for e in r["events"] if e["type"] == "merge"][0]
+    assert (
+        merge_event["merged"] == [1, 2] and merge_event["kept"] == 2 and kept.requested_batch == 2
+    )
+    # Next round the 4 slots go to the 2 trainers in proportion to demand 3 : 2.
+    engine._allocate()
+    counts = [sum(1 for t in engine.slot_owner.values() if t == k) for k in (0, 2)]
+    assert sum(counts) == 4 and min(counts) >= 1
+
+
+def test_nan_loss_rolls_back_and_retries(array_data, make_config, tmp_path, monkeypatch):
+    cfg, run = make_config({"method": "diloco", "max_rounds": 2})
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    calls = {"n": 0}
+    original = inner_mod.batch_loss
+
+    def poisoned(model, x):
+        calls["n"] += 1
+        loss, n = original(model, x)
+        # The 10th forward pass (round 2, after 4 slots x 2 steps of round 1) returns NaN.
+        return (loss * float("nan"), n) if calls["n"] == 10 else (loss, n)
+
+    monkeypatch.setattr(inner_mod, "batch_loss", poisoned)
+    rows = engine.run()
+    events = [e for r in rows for e in r["events"] if e["type"] == "nan_rollback"]
+    assert len(events) == 1 and rows[-1]["round"] == 2
+    assert all(torch.isfinite(p).all() for p in engine.trainers[0].params)
+    assert all(torch.isfinite(torch.tensor(r["train_loss"])) for r in rows)
+
+
+def test_persistent_nan_fails_clearly(array_data, make_config, tmp_path, monkeypatch):
+    cfg, run = make_config({"method": "diloco", "max_rounds": 1})
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    original = inner_mod.batch_loss
+    monkeypatch.setattr(inner_mod, "batch_loss", lambda m, x: (original(m, x)[0] * float("nan"), 1))
+    with pytest.raises(RuntimeError, match="non-finite loss"):
+        engine.run()
+
+
+def test_norm_test_grows_batch_and_logs_statistics(array_data, make_config, tmp_path):
+    cfg, run = make_config(
+        {
+            "method": "adloco",
+            "initial_trainers": 2,
+            "batch_test": "norm",
+            "eta": 0.1,
+            "merge": "none",
+            "max_rounds": 2,
+            "initial_batch": 2,
+        },
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    rows = engine.run()
+    stats = rows[0]["stats"]
+    assert stats["groups"] == 2 * 2  # 2 slots per trainer x 2 sequences, one group each
+    assert stats["trace_cov"] > 0 and stats["batch_grad_sqnorm"] > 0
+    expected = -(-stats["trace_cov"] // (0.1**2 * stats["batch_grad_sqnorm"]))
+    assert stats["requested_global"] == pytest.approx(
+        stats["trace_cov"] / (0.01 * stats["batch_grad_sqnorm"])
+    )
+    new_local = max(2, min(int(-(-expected // 2)), int(2 * run["max_batch_growth"])))
+    second = [r for r in rows if r["round"] == 2 and r["trainer"] == rows[0]["trainer"]][0]
+    assert second["requested_batch"] == new_local

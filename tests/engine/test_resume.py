@@ -1,0 +1,119 @@
+"""Kill a real training process mid-run; the re-run must match an uninterrupted one bit for bit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+HERE = Path(__file__).parent
+
+CONFIG = {
+    "seed": 0,
+    "data": {"dataset": "array", "source": "local", "seq_len_tokens": 12},
+    "model": {
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+    },
+    "cluster": {
+        "nodes_per_device": 2,
+        "devices": [{"name": "sim", "count": 2, "memory_gib": 1.0, "max_batch": 3}],
+    },
+    "train": {
+        "max_rounds": 7,
+        "inner_steps": 2,
+        "inner_lr": 0.01,
+        "warmup_fraction": 0.1,
+        "max_tokens": 20000,
+        "eval_sequences": 8,
+        "eval_batch": 8,
+    },
+    # Every piece of state in play: several trainers, norm test, merges, accumulation,
+    # outer Nesterov momentum, AdamW moments, epochs of a small subset.
+    "runs": {
+        "r": {
+            "method": "adloco",
+            "initial_trainers": 3,
+            "initial_batch": 2,
+            "batch_test": "augmented_inner_product",
+            "vartheta": 0.05,
+            "nu": 0.05,
+            "max_batch_growth": 1.5,
+            "merge": "smallest_batch",
+            "merge_frequency": 3,
+            "subset_fraction": 0.3,
+            "outer_momentum": 0.9,
+            "nesterov": True,
+            "switch_lambda": 1.5,
+        }
+    },
+}
+
+
+def launch(config: Path, ckpt: Path, out: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "resume_worker.py"), str(config), str(ckpt), str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def rows_without_wall_time(path: Path) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in rows:
+        r.pop("wall_time_s")
+    return rows
+
+
+def test_killed_run_resumes_bit_identically(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+
+    straight = launch(config, tmp_path / "straight", tmp_path / "straight.pt")
+    assert straight.wait(timeout=300) == 0, straight.stdout.read().decode()
+
+    ckpt = tmp_path / "killed"
+    victim = launch(config, ckpt, tmp_path / "killed.pt")
+    metrics = ckpt / "metrics.jsonl"
+    deadline = time.time() + 240
+    # Kill once at least two rounds are checkpointed and the run is mid-way.
+    while time.time() < deadline:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 5:
+            break
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert not (tmp_path / "killed.pt").exists(), "the run finished before it could be killed"
+    rounds_done = len(rows_without_wall_time(metrics))
+
+    resumed = launch(config, ckpt, tmp_path / "killed.pt")
+    out = resumed.wait(timeout=300)
+    log = resumed.stdout.read().decode()
+    assert out == 0, log
+    assert "resuming" in log
+    assert rows_without_wall_time(metrics) == rows_without_wall_time(
+        tmp_path / "straight" / "metrics.jsonl"
+    )
+    assert rounds_done < len(rows_without_wall_time(metrics))
+
+    a = torch.load(tmp_path / "straight.pt", weights_only=True)
+    b = torch.load(tmp_path / "killed.pt", weights_only=True)
+    assert a.keys() == b.keys()
+    for k in a:
+        for p, q in zip(a[k], b[k], strict=True):
+            assert torch.equal(p, q)
+    rows = rows_without_wall_time(metrics)
+    events = {e["type"] for r in rows for e in r["events"]}
+    assert "merge" in events  # the state that resumed really included merges
