@@ -189,25 +189,23 @@ def test_load_max_batch(tmp_path):
         load_max_batch(tmp_path, {"name": "gpu-c"})
 
 
-def _write_inputs(tmp_path: Path, seq_len: int, memory_gib: float) -> tuple[Path, Path]:
+def _write_config(tmp_path: Path, seq_len: int, memory_gib: float) -> Path:
     raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     raw["data"]["seq_len_tokens"] = seq_len
     raw["cluster"]["devices"][0]["memory_gib"] = memory_gib
     raw["calibration"]["max_batch_limit"] = 8
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(raw))
-    data = tmp_path / "tokenized"
-    data.mkdir()
-    (data / "manifest.json").write_text(json.dumps({"vocab_size": 64, "seq_len_tokens": seq_len}))
-    return config_path, data
+    return config_path
 
 
-def test_cli_writes_the_calibration(tmp_path):
+def test_cli_writes_the_calibration(tmp_path, tiny_tokenized):
     from adloco.cli import main
 
-    config_path, data = _write_inputs(tmp_path, seq_len=16, memory_gib=0.05)
+    manifest = json.loads((tiny_tokenized / "manifest.json").read_text())
+    config_path = _write_config(tmp_path, manifest["seq_len_tokens"], memory_gib=0.05)
     out = tmp_path / "results" / "cpu-tiny.json"
-    argv = ["calibrate", "--config", str(config_path), "--data", str(data)]
+    argv = ["calibrate", "--config", str(config_path), "--data", str(tiny_tokenized)]
     assert main([*argv, "--device", "cpu-tiny", "--out", str(out)]) == 0
     record = json.loads(out.read_text())
     for key in (
@@ -229,7 +227,8 @@ def test_cli_writes_the_calibration(tmp_path):
     assert record["device"] == "cpu-tiny"
     assert record["memory_bytes"] == int(0.05 * GIB)
     assert record["budget_bytes"] == int(0.05 * GIB) // 2
-    assert record["seq_len_tokens"] == 16
+    assert record["seq_len_tokens"] == manifest["seq_len_tokens"]
+    assert record["vocab_size"] == manifest["vocab_size"]
     # 25 MiB per slot is far above what batch 8 of this model needs.
     assert record["raw_max_batch"] == 8
     assert record["max_batch"] == 7
@@ -242,13 +241,13 @@ def test_cli_writes_the_calibration(tmp_path):
     assert main([*bad, "--device", "cpu-tiny", "--out", str(out)]) == 1
 
 
-def test_cli_rejects_data_of_another_sequence_length(tmp_path, capsys):
+def test_cli_rejects_data_of_another_sequence_length(tmp_path, tiny_tokenized, capsys):
     from adloco.cli import main
 
-    config_path, data = _write_inputs(tmp_path, seq_len=16, memory_gib=0.05)
-    (data / "manifest.json").write_text(json.dumps({"vocab_size": 64, "seq_len_tokens": 32}))
+    manifest = json.loads((tiny_tokenized / "manifest.json").read_text())
+    config_path = _write_config(tmp_path, 2 * manifest["seq_len_tokens"], memory_gib=0.05)
     out = tmp_path / "cal.json"
-    argv = ["calibrate", "--config", str(config_path), "--data", str(data), "--device", "cpu-tiny"]
-    assert main([*argv, "--out", str(out)]) == 1
+    argv = ["calibrate", "--config", str(config_path), "--data", str(tiny_tokenized)]
+    assert main([*argv, "--device", "cpu-tiny", "--out", str(out)]) == 1
     assert "seq_len_tokens" in capsys.readouterr().err
     assert not out.exists()

@@ -245,18 +245,6 @@ def find_device(config: dict, name: str) -> dict:
     raise ValueError(f"--device {name}: not in cluster.devices (known: {known})")
 
 
-def read_manifest(data_dir: str | Path) -> dict:
-    """The tokenized folder's manifest.json (vocabulary and sequence length)."""
-    path = Path(data_dir) / "manifest.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no manifest; run `adloco tokenize` first")
-    manifest = json.loads(path.read_text())
-    for key in ("vocab_size", "seq_len_tokens"):
-        if not isinstance(manifest.get(key), int) or manifest[key] < 1:
-            raise ValueError(f"{path}: {key} missing or not a positive integer")
-    return manifest
-
-
 def calibrate_device(
     config: dict,
     device_cfg: dict,
@@ -413,6 +401,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from adloco.config import load_config
+    from adloco.data.reader import read_manifest
     from adloco.io import write_json_atomic
 
     config = load_config(args.config)
