@@ -1,0 +1,110 @@
+"""Norm and augmented inner-product tests (adloco.algo.batch_tests)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from adloco.algo.batch_tests import augmented_parts, next_batch, requested_global_batch
+from adloco.algo.stats import GradientStatsAccumulator, VarianceEstimate, estimate
+
+KW = {"eta": 0.8, "vartheta": 0.01, "nu": 0.3, "max_growth": 4.0}
+
+
+def est_of(trace_cov=8.0, bgs=0.5, ip_var=None, orth_var=None) -> VarianceEstimate:
+    return VarianceEstimate(
+        trace_cov=trace_cov,
+        grad_sqnorm=bgs - trace_cov / 64,
+        batch_grad_sqnorm=bgs,
+        ip_var=ip_var,
+        orth_var=orth_var,
+        groups=8,
+        samples=64,
+    )
+
+
+def test_norm_test_hand_values():
+    # B = 8 / (0.64 * 0.5) = 25; over 4 nodes ceil(6.25) = 7; cap floor(2 * 4) = 8.
+    local, b_global = next_batch("norm", est_of(), current_batch=2, num_nodes=4, **KW)
+    assert b_global == pytest.approx(25.0)
+    assert local == 7
+    # Growth cap: floor(2 * 2.5) = 5.
+    local, _ = next_batch("norm", est_of(), 2, 4, **{**KW, "max_growth": 2.5})
+    assert local == 5
+    # One node: ceil(25) = 25, capped at floor(10 * 4) = 40.
+    assert next_batch("norm", est_of(), 10, 1, **KW) == (25, pytest.approx(25.0))
+
+
+def test_batch_never_decreases_and_unchanged_cases():
+    small = est_of(trace_cov=0.01)
+    assert next_batch("norm", small, 16, 2, **KW)[0] == 16
+    assert next_batch("norm", None, 16, 2, **KW) == (16, None)
+    assert next_batch("none", est_of(), 3, 2, **KW) == (3, None)
+    assert next_batch("norm", est_of(bgs=1e-13), 3, 2, **KW) == (3, None)
+    # Augmented test without a reference direction cannot say anything.
+    assert next_batch("augmented_inner_product", est_of(), 3, 2, **KW) == (3, None)
+    assert next_batch("norm", est_of(trace_cov=math.nan), 3, 2, **KW) == (3, None)
+    for current in range(1, 50):
+        for trace in (0.0, 0.3, 5.0, 80.0, 1e6):
+            local, _ = next_batch("norm", est_of(trace_cov=trace), current, 3, **KW)
+            assert current <= local <= math.floor(current * KW["max_growth"])
+    with pytest.raises(ValueError, match="unknown batch test"):
+        next_batch("inner", est_of(), 3, 2, **KW)
+
+
+def test_vartheta_and_nu_each_drive_their_own_part():
+    est = est_of(trace_cov=101.0, bgs=2.0, ip_var=1.0, orth_var=100.0)
+    inner, orth = augmented_parts(est, vartheta=0.01, nu=0.3)
+    assert inner == pytest.approx(1.0 / (0.01**2 * 2.0))  # 5000
+    assert orth == pytest.approx(100.0 / (0.3**2 * 2.0))  # 555.6
+    # ϑ changes only the inner-product part, ν only the orthogonal part.
+    assert augmented_parts(est, vartheta=0.1, nu=0.3) == (pytest.approx(50.0), orth)
+    assert augmented_parts(est, vartheta=0.01, nu=0.6) == (inner, pytest.approx(orth / 4))
+    b = requested_global_batch("augmented_inner_product", est, eta=0.8, vartheta=0.01, nu=0.3)
+    assert b == pytest.approx(5000.0)
+    b = requested_global_batch("augmented_inner_product", est, eta=0.8, vartheta=0.1, nu=0.3)
+    assert b == pytest.approx(orth)  # the orthogonal part now dominates
+    # 5000 over 2 nodes is 2500 per node; the default growth cap allows 400.
+    local, _ = next_batch("augmented_inner_product", est, 100, 2, **{**KW, "max_growth": 100.0})
+    assert local == 2500
+    assert next_batch("augmented_inner_product", est, 100, 2, **KW)[0] == 400
+
+
+def _gaussian_estimate(group_size: int, groups: int, dim: int, seed: int, mean_scale: float):
+    """Estimate from `groups` group means of i.i.d. N(mu, I) samples, mu = mean_scale * e_0."""
+    gen = torch.Generator().manual_seed(seed)
+    mu = torch.zeros(dim)
+    mu[0] = mean_scale
+    acc = GradientStatsAccumulator([mu], direction=[mu.clone()])
+    for _ in range(groups):
+        samples = mu + torch.randn(group_size, dim, generator=gen)
+        acc.add_group([samples.mean(dim=0)], group_size)
+    return estimate(acc.finalize())
+
+
+def test_reference_code_bugs_do_not_reappear():
+    dim, kw = 200, {"eta": 0.8, "vartheta": 0.5, "nu": 0.5}
+    # Bug 3: the orthogonal variance is a trace over D - 1 directions (here 199
+    # per sample), not a variance of all entries (about 1).
+    est = _gaussian_estimate(group_size=4, groups=400, dim=dim, seed=0, mean_scale=3.0)
+    assert est.orth_var == pytest.approx(dim - 1, rel=0.05)
+    assert est.ip_var == pytest.approx(1.0, rel=0.25)
+    # Bug 2: each part is a batch size, a property of the per-sample noise, so
+    # forming the groups from 1 or from 16 samples asks for the same B, while
+    # the variance of group means (the reference's ratio) shrinks 16-fold.
+    small = _gaussian_estimate(group_size=1, groups=400, dim=dim, seed=1, mean_scale=3.0)
+    large = _gaussian_estimate(group_size=16, groups=400, dim=dim, seed=2, mean_scale=3.0)
+    b_small = requested_global_batch("augmented_inner_product", small, **kw)
+    b_large = requested_global_batch("augmented_inner_product", large, **kw)
+    assert b_large == pytest.approx(b_small, rel=0.15)
+    # At B the orthogonality condition holds with equality: σ_⊥² / B = ν² ‖ḡ‖².
+    inner, orth = augmented_parts(large, vartheta=0.5, nu=0.5)
+    assert large.orth_var / orth == pytest.approx(0.5**2 * large.batch_grad_sqnorm)
+    assert large.ip_var / inner == pytest.approx(0.5**2 * large.batch_grad_sqnorm)
+    # Bug 1: ϑ is used — with the inner part dominating, halving ϑ quadruples B.
+    est = est_of(trace_cov=2.0, bgs=1.0, ip_var=1.0, orth_var=1.0)
+    b1 = requested_global_batch("augmented_inner_product", est, eta=0.8, vartheta=0.1, nu=0.3)
+    b2 = requested_global_batch("augmented_inner_product", est, eta=0.8, vartheta=0.05, nu=0.3)
+    assert b2 == pytest.approx(4 * b1)
