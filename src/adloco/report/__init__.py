@@ -82,6 +82,8 @@ def build_report(
         "claims": [c.to_dict() for c in claims],
     }
     write_json_atomic(out / "claims.json", claims_doc)
+    # The folder exists even when no figure could be drawn: the workflow declares it.
+    (out / "figures").mkdir(parents=True, exist_ok=True)
     for name in FIGURE_NAMES:
         path = out / "figures" / f"{name}.png"
         if drawn[name] is None:

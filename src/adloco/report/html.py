@@ -43,15 +43,21 @@ LABELS = {
     "eta": "norm test η",
     "device": "device",
     "kind": "kind",
+    "method": "method",
+    "memory_bytes": "device memory",
     "total_memory_bytes": "device memory",
+    "nodes_per_device": "node slots per device",
+    "budget_bytes": "memory budget per node slot",
     "budget_memory_bytes": "memory budget per node slot",
     "raw_max_batch": "largest batch that fits",
     "max_batch": "max batch (after margin)",
     "margin": "margin",
     "seq_len_tokens": "sequence length (tokens)",
+    "vocab_size": "vocabulary",
+    "model_parameters": "model parameters",
     "dtype": "dtype",
     "torch_version": "torch",
-    "method": "method",
+    "trials": "trials",
 }
 
 

@@ -224,7 +224,10 @@ def load_calibration(cal_dir: Path, config: dict) -> list[Calibration]:
         name = device["name"]
         path = cal_dir / f"{name}.json"
         if device.get("max_batch") is None:
-            out.append(Calibration(name, "file", _read_json_object(path, "calibration"), path))
+            fields = _read_json_object(path, "calibration")
+            if fields.get("device", name) != name:
+                raise ValueError(f"{path}: calibrates device {fields['device']!r}, not {name!r}")
+            out.append(Calibration(name, "file", fields, path))
         else:
             # Training uses the configured value, so that is what the report shows.
             out.append(
