@@ -46,7 +46,7 @@ def test_caption_renders_without_warnings(caption):
     )
     # halt_level 2: a docutils warning raises instead of printing.
     body = publish_parts(
-        text, writer_name="html", settings_overrides={"halt_level": 2, "report_level": 2}
+        text, writer="html", settings_overrides={"halt_level": 2, "report_level": 2}
     )["html_body"]
     assert "placeholder" not in body.lower()
     assert len(body) > 200
