@@ -1,0 +1,192 @@
+"""The Snakemake workflow as a user runs it from the repository root.
+
+Dry runs only (nothing executes): the linter is clean, the DAG of the default
+configuration has the expected jobs per rule with the paths of
+``adloco.paths``, the default profile is really applied, and a bad
+configuration fails at parse time naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from adloco import paths
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+
+
+def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [SNAKEMAKE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def parse_dry_run(text: str) -> list[dict]:
+    """Jobs of a dry run's output: rule, input/output lists, wildcards, resources, shell."""
+    jobs: list[dict] = []
+    job: dict | None = None
+    for line in text.splitlines():
+        if m := re.match(r"^(?:local)?rule (\S+):$", line):
+            job = {"rule": m.group(1), "input": [], "output": [], "wildcards": {}, "resources": {}}
+            jobs.append(job)
+        elif job is None:
+            continue
+        elif m := re.match(r"^    (input|output): (.*)$", line):
+            job[m.group(1)] = [p.strip() for p in m.group(2).split(",")]
+        elif m := re.match(r"^    (log|threads): (.*)$", line):
+            job[m.group(1)] = m.group(2)
+        elif m := re.match(r"^    (wildcards|resources): (.*)$", line):
+            job[m.group(1)] = dict(kv.split("=", 1) for kv in m.group(2).split(", "))
+        elif line.startswith("Shell command: "):
+            job["shell"] = line.removeprefix("Shell command: ")
+    return jobs
+
+
+def load_yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def default_dry_run() -> str:
+    # --forceall: the DAG must not depend on outputs already on disk.
+    result = snakemake("-n", "--forceall")
+    assert result.returncode == 0, result.stderr + result.stdout
+    return result.stdout + result.stderr
+
+
+def test_lint_is_clean():
+    result = snakemake("--lint")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Lints for" not in output
+    assert "Congratulations, your workflow is in a good condition!" in output
+
+
+@pytest.mark.parametrize("config_file", ["config/config.yaml", "config/test.yaml"])
+def test_dry_run_has_one_job_per_stage_device_and_run(config_file):
+    config = load_yaml(ROOT / config_file)
+    result = snakemake("-n", "--forceall", "--configfile", config_file)
+    assert result.returncode == 0, result.stderr + result.stdout
+    counts = Counter(job["rule"] for job in parse_dry_run(result.stdout + result.stderr))
+    calibrated = [d for d in config["cluster"]["devices"] if d.get("max_batch") is None]
+    expected = {
+        "prepare_corpus": 1 if config["data"]["source"] == "offline-wiki" else 0,
+        "tokenize": 1,
+        "calibrate": len(calibrated),
+        "variance": 1,
+        "train": len(config["runs"]) * len(config["seeds"]),
+        "report": 1,
+        "default": 1,
+    }
+    assert {rule: counts[rule] for rule in expected} == expected
+    assert set(counts) <= set(expected)
+
+
+def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
+    config = load_yaml(ROOT / "config/config.yaml")
+    jobs = parse_dry_run(default_dry_run)
+    trains = [j for j in jobs if j["rule"] == "train"]
+    assert {(j["wildcards"]["run"], j["wildcards"]["seed"]) for j in trains} == {
+        (run, str(seed)) for run in config["runs"] for seed in config["seeds"]
+    }
+    for job in trains:
+        run, seed = job["wildcards"]["run"], int(job["wildcards"]["seed"])
+        run_dir = paths.run_dir(run, seed)
+        assert job["output"] == [
+            str(run_dir / "metrics.jsonl"),
+            str(run_dir / "summary.json"),
+            str(run_dir / "final"),
+        ]
+        assert f"--out {run_dir} " in job["shell"]
+        assert f"--checkpoints {paths.checkpoint_dir(run, seed)} " in job["shell"]
+        # Checkpoints must outlive a failed job, so they are never an output.
+        assert not any(p.startswith(str(paths.CHECKPOINTS)) for p in job["output"])
+        assert str(paths.tokenized_dir(config["data"]["dataset"]) / "manifest.json") in job["input"]
+    calibrations = [j for j in jobs if j["rule"] == "calibrate"]
+    for job in calibrations:
+        assert job["output"] == [str(paths.calibration_file(job["wildcards"]["device"]))]
+    report = next(j for j in jobs if j["rule"] == "report")
+    assert str(paths.REPORT / "index.html") in report["output"]
+    assert str(paths.REPORT / "summary.csv") in report["output"]
+    summaries = {
+        str(paths.run_dir(j["wildcards"]["run"], int(j["wildcards"]["seed"]))) + "/summary.json"
+        for j in trains
+    }
+    assert summaries <= set(report["input"])
+
+
+def test_every_job_logs_and_passes_the_config_file(default_dry_run):
+    for job in parse_dry_run(default_dry_run):
+        if job["rule"] == "default":
+            continue
+        assert job["log"].startswith("logs/"), job
+        assert job["shell"].startswith(f"adloco {job['rule'].replace('_', '-')} "), job
+        assert "--config config/config.yaml " in job["shell"]
+        assert job["shell"].endswith(f"> {job['log']} 2>&1")
+
+
+def test_default_profile_is_applied_from_the_root(default_dry_run):
+    # Where Snakemake 9 looks: profiles/default next to the Snakefile it uses.
+    # printshellcmds comes only from the profile, so "Shell command:" lines
+    # show that the profile was read; `--workflow-profile none` drops them.
+    profile = load_yaml(ROOT / "profiles/default/config.yaml")
+    assert profile["printshellcmds"] is True
+    assert profile["resources"] == {"gpu": 1}
+    jobs = [j for j in parse_dry_run(default_dry_run) if j["rule"] != "default"]
+    assert "workflow specific profile profiles/default" in default_dry_run
+    assert default_dry_run.count("Shell command: adloco ") == len(jobs) > 0
+    without = snakemake("-n", "--forceall", "--workflow-profile", "none", "--cores", "1")
+    assert without.returncode == 0, without.stdout + without.stderr
+    assert "Shell command:" not in without.stdout + without.stderr
+    assert (ROOT / "workflow/profiles/default").resolve() == (ROOT / "profiles/default").resolve()
+
+
+def test_a_configfile_replaces_the_default_file_instead_of_merging(tmp_path):
+    # Snakemake deep-merges --configfile into config/config.yaml; the jobs read
+    # the given file alone, so runs of the default file must not leak in.
+    config = load_yaml(ROOT / "config/test.yaml")
+    config["runs"] = {"only-diloco": {"method": "diloco"}}
+    path = tmp_path / "one-run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--forceall", "--configfile", str(path))
+    assert result.returncode == 0, result.stderr + result.stdout
+    jobs = parse_dry_run(result.stdout + result.stderr)
+    assert [j["wildcards"]["run"] for j in jobs if j["rule"] == "train"] == ["only-diloco"]
+    assert all(f"--config {path} " in j["shell"] for j in jobs if j["rule"] != "default")
+
+
+def test_config_on_the_command_line_is_refused():
+    result = snakemake("-n", "--config", "seed=3")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "--config seed: the configuration file is the single source" in output
+    assert "--configfile" in output
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"),
+    [
+        ("train", "max_rounds", "zero", "['train']['max_rounds']"),
+        ("runs", "adloco", {"method": "adloco", "inner_lr": -1.0}, "runs.adloco.inner_lr"),
+    ],
+)
+def test_malformed_config_fails_at_parse_time_naming_the_key(
+    tmp_path, section, key, value, message
+):
+    config = load_yaml(ROOT / "config/config.yaml")
+    config[section][key] = value
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--configfile", str(path))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert message in output
+    assert "Building DAG of jobs" not in output
