@@ -239,3 +239,17 @@ def test_cli_tokenize_writes_the_same_folder(tmp_path, tiny_tokenized, tiny_c4_d
     argv = ["tokenize", "--config", str(config), "--raw", str(tiny_c4_dir), "--out", str(out)]
     assert cli.main(argv) == 0
     assert _same_files(tiny_tokenized, out)
+
+
+def test_mistral_v1_stage_opens_documents_with_bos(tmp_path, tiny_c4_records, tiny_data_config):
+    cfg = tiny_data_config(tokenizer={"kind": "mistral-v1"}, max_documents=40)
+    manifest = tokenize_corpus(cfg, 0, tmp_path / "mistral", progress=False)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "mistral" / "tokenizer")
+    assert manifest["vocab_size"] == len(tokenizer) == 32000
+    assert manifest["tokenizer"]["bos_token_id"] == 1 and manifest["tokenizer"]["eos_token_id"] == 2
+    assert manifest["tokenizer"]["name"] == "mistral-common:mistral_common/data/tokenizer.model.v1"
+    for split in SPLITS:
+        expected = _expected_stream(tiny_c4_records[:40], manifest, tokenizer, split)
+        stream = _stream(tmp_path / "mistral", split).tolist()
+        assert stream == expected[: len(stream)] and stream[0] == 1
+        assert len(stream) == len(expected) - len(expected) % 16
