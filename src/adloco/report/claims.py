@@ -114,11 +114,17 @@ def claim_to_target(
         f"{len(ad_values)} seeds, {roles.diloco} in "
         f"{sum(map(math.isfinite, di_values.values()))} of {len(di_values)}"
     )
-    mean_note = " (mean over seeds; never when a seed did not reach it)" if len(ad) > 1 else ""
+    several = len(ad) > 1 or len(di) > 1
+
+    def amount(value: float) -> str:
+        if math.isinf(value):
+            return "not reached in every seed" if several else "never reached"
+        return f"{fmt(value)} {unit}"
+
     details = [
         f"Target perplexity {fmt(target.value)} ({target.note}).",
-        f"{roles.adloco}: {fmt(ad_mean)} {unit}; {roles.diloco}: {fmt(di_mean)} {unit}"
-        f"{mean_note}; {reached}.",
+        f"{roles.adloco}: {amount(ad_mean)}; {roles.diloco}: {amount(di_mean)}"
+        f"{' (means over seeds)' if several else ''}; {reached}.",
         _agree_text(agree, len(common)).capitalize() + ".",
     ]
     verdict = SUPPORTED if ad_mean < di_mean else NOT_SUPPORTED

@@ -46,6 +46,12 @@ def _integer_rounds(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+def _plain_numbers():
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _: f"{value:g}")
+
+
 def _run_names(runs: list[RunSeed]) -> list[str]:
     return list(dict.fromkeys(r.run for r in runs))
 
@@ -106,7 +112,12 @@ def perplexity_figure(runs: list[RunSeed], target: Target) -> bytes | None:
         if target.value is not None:
             ax.axhline(target.value, color="black", linestyle=":", linewidth=1, label="target")
         ax.set_xlabel(label)
-        ax.set_yscale("log")
+    # Log scale only when perplexity spans more than a decade; then plain numbers on it.
+    low, high = axes[0].get_ylim()
+    if low > 0 and high / low > 10:
+        for ax in axes:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(_plain_numbers())
     axes[0].set_ylabel("validation perplexity")
     handles, legend_labels = axes[0].get_legend_handles_labels()
     fig.legend(
@@ -140,7 +151,7 @@ def batch_figure(runs: list[RunSeed]) -> bytes | None:
     if not first:
         return None
     plt, sns = _pyplot()
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import NullFormatter
 
     cols = min(len(first), 2)
     rows_n = math.ceil(len(first) / cols)
@@ -187,7 +198,7 @@ def batch_figure(runs: list[RunSeed]) -> bytes | None:
         for i, m in enumerate(_merge_rounds(run.rows)):
             ax.axvline(m, color="grey", linestyle=":", label="merge" if i == 0 else None)
         ax.set_yscale("log", base=2)
-        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_major_formatter(_plain_numbers())
         ax.yaxis.set_minor_formatter(NullFormatter())
         _integer_rounds(ax)
         ax.set_title(f"{name} (seed {run.seed})")
