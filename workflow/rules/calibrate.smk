@@ -24,7 +24,7 @@ rule calibrate:
         "logs/benchmarks/calibrate/{device}.tsv"
     threads: 2
     resources:
-        mem_mb=lambda wildcards: 4000 + round(DEVICES[wildcards.device]["memory_gib"] * 1024),
+        mem_mb=calibrate_mem_mb,
         runtime=60,
         gpu=device_gpu,
         gpu_model=device_gpu_model,

@@ -161,6 +161,13 @@ def cluster_gpu_model(wildcards):
     return GPU_MODEL if _uses_cuda() else None
 
 
+def calibrate_mem_mb(wildcards):
+    """Host memory of a calibration: a simulated CPU device lives in it."""
+    device = DEVICES[wildcards.device]
+    simulated_mb = round(device["memory_gib"] * 1024) if device["kind"] == "cpu" else 0
+    return 4000 + simulated_mb
+
+
 def cpu_budget_mb():
     """Host memory the simulated CPU devices of the config may fill."""
     return sum(

@@ -1,0 +1,163 @@
+"""The SLURM profile (workflow/profiles/slurm), checked without a cluster.
+
+A dry run with the profile gives each job's resources; the executor plugin's
+own functions then turn them into the sbatch command line it would submit, so
+a resource the plugin rejects or ignores shows here. The configuration has one
+CUDA device to calibrate and one CPU device with a fixed max_batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
+
+PROFILE = "workflow/profiles/slurm"
+ENV = {"SBATCH_ACCOUNT": "proj-adloco", "SBATCH_PARTITION": "gpu-short", "ADLOCO_GPU_MODEL": "a100"}
+INT_RESOURCES = ("mem_mb", "runtime", "cpus_per_task", "gpu")
+
+
+def cuda_config(tmp_path: Path) -> Path:
+    config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
+    config["seeds"] = [0, 1]
+    config["cluster"]["devices"] = [
+        {"name": "gpu-sim", "count": 2, "kind": "cuda", "memory_gib": 20.0, "max_batch": None},
+        {"name": "cpu-fixed", "count": 1, "kind": "cpu", "memory_gib": 1.0, "max_batch": 16},
+    ]
+    path = tmp_path / "cuda.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def dry_run(config: Path, env: dict[str, str]) -> list[dict]:
+    # --cores 64: a dry run caps threads at the local cores; a cluster does not.
+    result = subprocess.run(
+        [SNAKEMAKE, "-n", "--forceall", "--workflow-profile", PROFILE]
+        + ["--configfile", str(config), "--cores", "64"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"workflow specific profile {PROFILE}" in result.stderr
+    return parse_dry_run(result.stdout + result.stderr)
+
+
+class Resources(dict):
+    """Job resources as the plugin reads them: ``.get(name)`` and ``.name``."""
+
+    __getattr__ = dict.get
+
+
+def sbatch_command(job: dict) -> str:
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    resources = Resources(
+        {k: int(v) if k in INT_RESOURCES else v for k, v in job["resources"].items()}
+    )
+    stub = SimpleNamespace(resources=resources, threads=int(job.get("threads", 1)))
+    # The executor validates the account with sacctmgr and passes " -A <account>".
+    params = {
+        "run_uuid": "uuid",
+        "slurm_logfile": "logs/slurm/job.log",
+        "comment_str": job["rule"],
+        "account": f" -A {resources['slurm_account']}",
+        "partition": f" -p {resources['slurm_partition']}",
+        "workdir": str(ROOT),
+    }
+    return get_submit_command(stub, params) + set_gres_string(stub)
+
+
+@pytest.fixture(scope="module")
+def slurm_jobs(tmp_path_factory) -> list[dict]:
+    return dry_run(cuda_config(tmp_path_factory.mktemp("slurm")), ENV)
+
+
+def test_gpu_jobs_ask_for_one_gpu_of_the_model_and_cpu_jobs_for_none(slurm_jobs):
+    by_rule: dict[str, list[dict]] = {}
+    for job in slurm_jobs:
+        by_rule.setdefault(job["rule"], []).append(job)
+    # Only the CUDA device is calibrated; the CPU one has a fixed max_batch.
+    assert [j["wildcards"]["device"] for j in by_rule["calibrate"]] == ["gpu-sim"]
+    for rule in ("calibrate", "variance", "train"):
+        for job in by_rule[rule]:
+            assert job["resources"]["gpu"] == "1", job
+            assert job["resources"]["gpu_model"] == "a100", job
+    for rule in ("prepare_corpus", "tokenize", "report"):
+        assert "gpu" not in by_rule[rule][0]["resources"]
+        assert "gpu_model" not in by_rule[rule][0]["resources"]
+
+
+def test_sbatch_commands_carry_account_partition_time_memory_cpus_and_gpus(slurm_jobs):
+    profile = yaml.safe_load((ROOT / PROFILE / "config.yaml").read_text())
+    trains = [j for j in slurm_jobs if j["rule"] == "train"]
+    assert len(trains) == 4  # 2 runs x 2 seeds
+    for job in trains:
+        command = sbatch_command(job)
+        assert " -A proj-adloco " in command
+        assert " -p gpu-short " in command
+        assert f" -t {profile['set-resources']['train']['runtime']} " in command
+        assert f" --mem {profile['set-resources']['train']['mem_mb']} " in command
+        assert f"--cpus-per-task={profile['set-threads']['train']}" in command
+        assert command.endswith(" --gpus=a100:1")
+        assert "--gres" not in command
+    tokenize = sbatch_command(next(j for j in slurm_jobs if j["rule"] == "tokenize"))
+    assert f" -t {profile['set-resources']['tokenize']['runtime']} " in tokenize
+    assert "--gpus" not in tokenize
+
+
+def test_training_runs_are_independent_jobs_and_the_profile_lets_them_run_together(slurm_jobs):
+    profile = yaml.safe_load((ROOT / PROFILE / "config.yaml").read_text())
+    trains = [j for j in slurm_jobs if j["rule"] == "train"]
+    train_outputs = {p for j in trains for p in j["output"]}
+    for job in trains:
+        assert not set(job["input"]) & train_outputs
+    assert profile["jobs"] >= len(trains)
+    assert profile["executor"] == "slurm"
+    assert "group" not in json.dumps(profile)
+
+
+def test_without_account_variables_the_plugin_chooses(tmp_path):
+    env = {k: "" for k in ("SBATCH_ACCOUNT", "SBATCH_PARTITION", "ADLOCO_GPU_MODEL")}
+    jobs = dry_run(cuda_config(tmp_path), env)
+    train = next(j for j in jobs if j["rule"] == "train")
+    assert "slurm_account" not in train["resources"]
+    assert "slurm_partition" not in train["resources"]
+    # A GPU without a model: sbatch --gpus=1, any model.
+    assert train["resources"]["gpu"] == "1"
+    assert "gpu_model" not in train["resources"]
+
+
+def test_report_is_a_local_rule():
+    # Asked of Snakemake itself, in a separate process (the Snakefile mutates
+    # its global config): what Workflow.is_local answers under a cluster executor.
+    code = (
+        "import json; from pathlib import Path;"
+        "from snakemake.api import SnakemakeApi;"
+        "from snakemake.settings.types import ConfigSettings, ResourceSettings, OutputSettings\n"
+        "with SnakemakeApi(OutputSettings()) as api:\n"
+        "    wf = api.workflow(resource_settings=ResourceSettings(),"
+        " config_settings=ConfigSettings(), snakefile=Path('Snakefile'), workdir=Path('.'))\n"
+        "    w = wf._workflow\n"
+        "    print(json.dumps({r.name: r.group is None and (r.name in w._localrules or r.norun)"
+        " for r in w.rules}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    local = json.loads(result.stdout.strip().splitlines()[-1])
+    assert local["report"] is True
+    assert not any(local[r] for r in ("prepare_corpus", "tokenize", "calibrate", "variance"))
+    assert local["train"] is False
