@@ -80,12 +80,13 @@ def _not_testable(number: int, statement: str, why: str) -> Claim:
     return Claim(number, statement, NOT_TESTABLE, why=why)
 
 
-def _needs(roles: Roles, target: Target, diloco: bool = False, use_target: bool = False):
+def _needs(roles: Roles, target: Target | None = None, diloco: bool = False) -> str | None:
+    """Why a claim cannot be tested: a missing run, or a missing target when one is needed."""
     if roles.adloco is None:
         return "no run of method adloco is configured"
     if diloco and roles.diloco is None:
         return "no run of method diloco is configured"
-    if use_target and target.value is None:
+    if target is not None and target.value is None:
         return target.note
     return None
 
@@ -95,7 +96,7 @@ def claim_to_target(
 ) -> Claim:
     """AdLoCo reaches the target perplexity with less of ``key`` than DiLoCo."""
     statement = f"AdLoCo reaches the target perplexity in {what} than DiLoCo."
-    why = _needs(roles, target, diloco=True, use_target=True)
+    why = _needs(roles, target, diloco=True)
     if why:
         return _not_testable(number, statement, why)
     ad, di = _seeds(runs, roles.adloco), _seeds(runs, roles.diloco)
@@ -137,7 +138,7 @@ def claim_ablations(runs: list[RunSeed], roles: Roles, target: Target) -> Claim:
         "Each ablation is worse than full AdLoCo: higher final perplexity and more "
         "communications to reach the target."
     )
-    why = _needs(roles, target)
+    why = _needs(roles)
     if why:
         return _not_testable(3, statement, why)
     if not roles.ablations:
@@ -203,7 +204,7 @@ def _first_last(rows: list[dict], key: str) -> tuple[float, float] | None:
 
 def claim_batch_growth(runs: list[RunSeed], roles: Roles) -> Claim:
     statement = "Batch sizes grow: the requested batch at the end is larger than at the start."
-    why = _needs(roles, Target(None, "none", ""))
+    why = _needs(roles)
     if why:
         return _not_testable(4, statement, why)
     seeds = _seeds(runs, roles.adloco)
@@ -234,7 +235,7 @@ def merge_count(rows: list[dict]) -> int:
 
 def claim_merges(runs: list[RunSeed], roles: Roles) -> Claim:
     statement = "Trainers merge during training."
-    why = _needs(roles, Target(None, "none", ""))
+    why = _needs(roles)
     if why:
         return _not_testable(5, statement, why)
     seeds = _seeds(runs, roles.adloco)
@@ -268,7 +269,7 @@ def switch_rounds(rows: list[dict]) -> dict[str, int]:
 
 def claim_switch(runs: list[RunSeed], roles: Roles) -> Claim:
     statement = "Switch mode engages: some rounds run capped or with gradient accumulation."
-    why = _needs(roles, Target(None, "none", ""))
+    why = _needs(roles)
     if why:
         return _not_testable(6, statement, why)
     seeds = _seeds(runs, roles.adloco)

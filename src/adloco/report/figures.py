@@ -277,19 +277,29 @@ def ablation_figure(runs: list[RunSeed], roles: Roles, target: Target) -> bytes 
                     yerr=[[mean - min(done)], [max(done) - mean]] if len(done) > 1 else None,
                     capsize=4,
                 )
-                ax.text(i, mean, f"{mean:.4g}", ha="center", va="bottom", fontsize=8)
+                # Above the error bar, so the label stays readable.
+                ax.text(i, max(done), f"{mean:.4g}", ha="center", va="bottom", fontsize=8)
             else:
                 missing = (
                     "no target"
                     if target.value is None and key == "comms"
                     else (
-                        f"not reached\n({len(values) - len(done)} of {len(values)} seeds)"
+                        f"not reached in\n{len(values) - len(done)} of {len(values)} seeds"
                         if key == "comms"
                         else "not evaluated"
                     )
                 )
-                ax.text(i, 0, missing, ha="center", va="bottom", fontsize=8, rotation=90)
+                ax.text(
+                    i,
+                    0.05,
+                    missing,
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                    transform=ax.get_xaxis_transform(),
+                )
         ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+        ax.set_xlim(-0.6, len(names) - 0.4)
         ax.set_ylabel(
             "final validation perplexity" if key == "final" else "communications to target"
         )
@@ -306,6 +316,8 @@ def variance_figure(variance: Variance) -> bytes | None:
         for c in variance.per_batch[0]
         if c.lower() not in INDEX_COLUMNS
         and all(isinstance(row.get(c), (int, float)) for row in variance.per_batch)
+        # A constant column (a batch size, say) has nothing to show as a histogram.
+        and len({row[c] for row in variance.per_batch}) > 1
     ][:4]
     if not columns:
         return None
