@@ -1,4 +1,4 @@
-"""The paper's claims, each checked against this run's numbers.
+"""The paper's claims, each checked against the numbers of these runs.
 
 Part of ``adloco report``: given the runs, their roles (DiLoCo baseline, full
 AdLoCo, ablations; :func:`adloco.report.summary.assign_roles`) and the target
