@@ -1,0 +1,134 @@
+"""dvc.yaml and the Snakemake workflow describe the same pipeline.
+
+Both are resolved by their own tools: Snakemake's dry run on the default
+configuration gives each job's shell command and files, DVC's index gives each
+templated stage's command, dependencies, outputs and params. Every job must
+match one stage by command (the log redirection aside) and the other way
+round, with the same files (a DVC folder may hold a Snakemake file) and the
+params keys of workflow/rules/common.smk's STAGE_PARAMS.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
+
+CONFIG_FILE = "config/config.yaml"
+
+
+def normalize(command: str) -> str:
+    # Snakemake sends a job's output to its log; DVC shows it on the terminal.
+    command = re.sub(r"\s*>\s*\S+\s+2>&1\s*$", "", command)
+    return " ".join(command.split())
+
+
+def within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def stage_params() -> dict[str, list[str]]:
+    tree = ast.parse((ROOT / "workflow/rules/common.smk").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "STAGE_PARAMS":
+            return ast.literal_eval(node.value)
+    raise AssertionError("STAGE_PARAMS not found in workflow/rules/common.smk")
+
+
+@pytest.fixture(scope="module")
+def snakemake_jobs() -> dict[str, dict]:
+    result = subprocess.run(
+        [SNAKEMAKE, "-n", "--forceall", "--printshellcmds", "--configfile", CONFIG_FILE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    jobs = [j for j in parse_dry_run(result.stdout + result.stderr) if j["rule"] != "default"]
+    by_command = {normalize(j["shell"]): j for j in jobs}
+    assert len(by_command) == len(jobs), "two jobs with the same command"
+    return by_command
+
+
+@pytest.fixture(scope="module")
+def dvc_stages() -> dict[str, dict]:
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    stages = {}
+    with Repo(str(ROOT)) as repo:
+        for stage in repo.index.stages:
+            params = [d for d in stage.deps if isinstance(d, ParamsDependency)]
+            stages[normalize(stage.cmd)] = {
+                "name": stage.name,
+                "deps": [d.def_path for d in stage.deps if not isinstance(d, ParamsDependency)],
+                "params": {d.def_path: list(d.params) for d in params},
+                "outs": [o.def_path for o in stage.outs if not o.persist],
+                "persist": [o.def_path for o in stage.outs if o.persist],
+            }
+    return stages
+
+
+def test_every_job_is_a_stage_with_the_same_command(snakemake_jobs, dvc_stages):
+    assert sorted(snakemake_jobs) == sorted(dvc_stages)
+    for command, job in snakemake_jobs.items():
+        stage_name = dvc_stages[command]["name"]
+        assert stage_name.split("@")[0].replace("-", "_") == job["rule"]
+
+
+def test_stages_read_and_write_the_same_files(snakemake_jobs, dvc_stages):
+    for command, job in snakemake_jobs.items():
+        stage = dvc_stages[command]
+        for kind, files, folders in (
+            ("input", job["input"], stage["deps"]),
+            ("output", job["output"], stage["outs"]),
+        ):
+            # Only prepare-corpus reads nothing (the corpus ships in a package).
+            assert (
+                bool(files)
+                == bool(folders)
+                == (kind == "output" or job["rule"] != "prepare_corpus")
+            )
+            stray = [f for f in files if not any(within(f, d) for d in folders)]
+            unused = [d for d in folders if not any(within(f, d) for f in files)]
+            assert not stray, f"{stage['name']}: Snakemake {kind} not in dvc.yaml: {stray}"
+            assert not unused, f"{stage['name']}: dvc.yaml path not in Snakemake {kind}: {unused}"
+
+
+def test_checkpoints_persist_in_dvc_and_are_no_snakemake_output(snakemake_jobs, dvc_stages):
+    trains = [(c, j) for c, j in snakemake_jobs.items() if j["rule"] == "train"]
+    assert trains
+    for command, job in trains:
+        stage = dvc_stages[command]
+        checkpoints = re.search(r"--checkpoints (\S+)", command).group(1)
+        assert stage["persist"] == [checkpoints]
+        assert not any(within(o, checkpoints) for o in job["output"])
+    others = [s for s in dvc_stages.values() if not s["name"].startswith("train@")]
+    assert all(not s["persist"] for s in others)
+
+
+def test_stages_depend_on_the_same_config_keys(snakemake_jobs, dvc_stages):
+    keys = stage_params()
+    for command, job in snakemake_jobs.items():
+        stage = dvc_stages[command]
+        expected = [k.format(**job["wildcards"]) for k in keys[stage["name"].split("@")[0]]]
+        assert stage["params"] == {CONFIG_FILE: expected}
+        assert f"--config {CONFIG_FILE} " in command
+
+
+def test_default_remote_is_a_folder_beside_the_repository():
+    from dvc.repo import Repo
+
+    with Repo(str(ROOT)) as repo:
+        name = repo.config["core"]["remote"]
+        url = repo.config["remote"][name]["url"]
+    store = (ROOT / ".dvc" / url).resolve() if not Path(url).is_absolute() else Path(url)
+    assert name == "local"
+    # Outside the work tree, so neither git nor `make clean-results` touches it.
+    assert ROOT not in store.parents and store.parent == ROOT.parent
