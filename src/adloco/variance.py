@@ -1,16 +1,364 @@
-"""Gradient-variance analysis.  (stub: issue 4)"""
+"""Gradient-variance analysis: how far batch gradients fall from the full gradient.
+
+``adloco variance`` runs after tokenization, beside calibration, and feeds the
+report. On one model (the seeded initial model, or a saved one) it takes a
+fixed sample of ``variance.eval_sequences`` training sequences, computes their
+full gradient ∇F (token-weighted mean), the exact per-sample variance tr Σ from
+per-sequence gradients (:func:`adloco.algo.exact.per_sample_grads`), then
+``variance.num_batches`` batch gradients g_B of ``variance.batch_size``
+sequences drawn from the sample, their deviations ‖g_B − ∇F‖, and the cheap
+estimate the training engine would form from those batch gradients
+(:mod:`adloco.algo.stats`). From these: the noise scale B_simple = tr Σ / ‖∇F‖²
+and the batch the norm test asks for. The core, :func:`analyse_gradient_variance`,
+takes any model, loss and sample, so it is tested on a linear model whose
+figures have closed forms. Formulas: ``docs/variance.md``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SAMPLING = (
+    "each batch: batch_size distinct sequences drawn uniformly without replacement from the "
+    "eval_sequences sample; batches drawn independently of each other"
+)
+NORM_USED = (
+    "grad_sqnorm: squared norm of the full gradient of the fixed sample (exact, not an estimate)"
+)
+
+
+@dataclass
+class VarianceAnalysis:
+    """Figures of one analysis; ``per_batch`` has one dict per batch gradient."""
+
+    summary: dict[str, Any]
+    per_batch: list[dict[str, Any]] = field(default_factory=list)
+
+
+def model_loss(model, rows, loss_fn: Callable) -> tuple[Any, Any]:
+    """(summed loss, predicted-token count) of ``rows``, the model called as in training."""
+    logits = model(input_ids=rows, use_cache=False).logits
+    return loss_fn(logits, rows)
+
+
+def _grads(model, params: list, rows, loss_fn: Callable) -> tuple[list, float, int]:
+    """Token-weighted mean gradient of ``rows``, their mean loss and token count."""
+    import torch
+
+    loss_sum, n_tokens = model_loss(model, rows, loss_fn)
+    count = int(n_tokens)
+    if count < 1:
+        raise ValueError("a batch has no predicted tokens")
+    grads = torch.autograd.grad(loss_sum / count, params)
+    return [g.detach() for g in grads], float(loss_sum.detach()) / count, count
+
+
+def _sqnorm(tensors: list) -> float:
+    return float(sum(t.double().pow(2).sum() for t in tensors))
+
+
+def _sqdist(a: list, b: list) -> float:
+    return float(sum((x.double() - y.double()).pow(2).sum() for x, y in zip(a, b, strict=True)))
+
+
+def analyse_gradient_variance(
+    model,
+    sample,
+    *,
+    batch_size: int,
+    num_batches: int,
+    eta: float,
+    seed: int,
+    loss_fn: Callable | None = None,
+    chunk_size: int = 8,
+) -> VarianceAnalysis:
+    """The variance figures of ``model`` on ``sample`` (first dimension: sequences).
+
+    ``loss_fn(logits, rows) -> (loss_sum, n_tokens)`` defaults to
+    :func:`adloco.model.causal_lm_loss`; the model is called as
+    ``model(input_ids=rows, use_cache=False).logits``. Every row must predict
+    the same number of tokens (packed sequences), so that the token-weighted
+    full gradient is the mean of the per-row gradients and the per-sample
+    variance is the variance of those.
+    """
+    import torch
+
+    from adloco.algo.batch_tests import requested_global_batch
+    from adloco.algo.exact import per_sample_grads
+    from adloco.algo.stats import GradientStatsAccumulator, estimate
+    from adloco.model import causal_lm_loss
+
+    loss_fn = loss_fn or causal_lm_loss
+    n = int(sample.shape[0])
+    if n < 2:
+        raise ValueError(f"variance.eval_sequences must be >= 2, got {n}")
+    if not 1 <= batch_size <= n:
+        raise ValueError(f"variance.batch_size must be in [1, {n}], got {batch_size}")
+    if num_batches < 2:
+        raise ValueError(f"variance.num_batches must be >= 2, got {num_batches}")
+    was_training = model.training
+    # Eval mode: no dropout, so the spread comes from the data alone.
+    model.eval()
+    params = [p for _, p in model.named_parameters() if p.requires_grad]
+
+    # Full gradient: summed loss over all tokens of the sample / their number,
+    # accumulated chunk by chunk (the reference code divided by the wrong count).
+    full = [torch.zeros_like(p, dtype=torch.float64) for p in params]
+    loss_total, tokens_total, tokens_per_row = 0.0, 0, None
+    for start in range(0, n, chunk_size):
+        rows = sample[start : start + chunk_size]
+        grads, loss, count = _grads(model, params, rows, loss_fn)
+        torch._foreach_add_(full, [g.double() for g in grads], alpha=float(count))
+        loss_total += loss * count
+        tokens_total += count
+        tokens_per_row = tokens_per_row or count // len(rows)
+        if count != tokens_per_row * len(rows):
+            raise ValueError(
+                "rows predict different numbers of tokens; the analysis needs packed "
+                "sequences of equal length"
+            )
+    torch._foreach_div_(full, float(tokens_total))
+    grad_sqnorm = _sqnorm(full)
+
+    # Exact per-sample variance. Shifting by the full gradient c = ∇F keeps the
+    # sum of squares free of cancellation: Σ‖g_i − ḡ‖² = Σ‖g_i − c‖² − n‖ḡ − c‖².
+    def per_row_mean_loss(logits, rows):
+        loss_sum, count = loss_fn(logits, rows)
+        return loss_sum / count
+
+    shifted_sq = 0.0
+    shifted_sum = [torch.zeros_like(f) for f in full]
+    for start in range(0, n, chunk_size):
+        rows = sample[start : start + chunk_size]
+        per_row = per_sample_grads(model, rows, per_row_mean_loss, chunk_size=chunk_size)
+        centred = [g.double() - f.unsqueeze(0) for g, f in zip(per_row, full, strict=True)]
+        shifted_sq += sum(float(c.pow(2).sum()) for c in centred)
+        torch._foreach_add_(shifted_sum, [c.sum(0) for c in centred])
+    mean_shift_sq = _sqnorm(shifted_sum) / n**2
+    trace_cov = max((shifted_sq - n * mean_shift_sq) / (n - 1), 0.0)
+
+    # Batch gradients, their deviations, and the engine's cheap estimator fed
+    # with them as groups (all at the same point, as at a round's first step).
+    generator = torch.Generator().manual_seed(seed)
+    accumulator = GradientStatsAccumulator(params)
+    per_batch = []
+    for k in range(num_batches):
+        index = torch.randperm(n, generator=generator)[:batch_size]
+        g_b, loss, _ = _grads(model, params, sample[index.to(sample.device)], loss_fn)
+        # float32, as the engine's gradients: the accumulator works in float32.
+        accumulator.add_group([g.float() for g in g_b], batch_size)
+        deviation_sq = _sqdist(g_b, full)
+        per_batch.append(
+            {
+                "batch": k,
+                "deviation": math.sqrt(deviation_sq),
+                "deviation_sq": deviation_sq,
+                "batch_grad_sqnorm": _sqnorm(g_b),
+                "loss": loss,
+            }
+        )
+    cheap = estimate(accumulator.finalize())
+    model.train(was_training)
+
+    b, fpc = batch_size, 1.0 - batch_size / n
+    expected_sq_dev = trace_cov * fpc / b
+    deviations = torch.tensor([r["deviation"] for r in per_batch], dtype=torch.float64)
+    dev_sq = deviations.pow(2)
+    centred_dev = deviations - deviations.mean()
+    kurtosis = float(centred_dev.pow(4).mean() / centred_dev.pow(2).mean().pow(2) - 3.0)
+    safe_ratio = grad_sqnorm > 0
+    cheap_summary: dict[str, Any] = {}
+    if cheap is not None:
+        cheap_norm_batch = requested_global_batch("norm", cheap, eta=eta, vartheta=1.0, nu=1.0)
+        cheap_summary = {
+            "trace_cov": cheap.trace_cov,
+            "grad_sqnorm": cheap.grad_sqnorm,
+            "batch_grad_sqnorm": cheap.batch_grad_sqnorm,
+            "groups": cheap.groups,
+            "samples": cheap.samples,
+            "expected_trace_cov": trace_cov * fpc,
+            "b_simple": cheap.trace_cov / cheap.grad_sqnorm if cheap.grad_sqnorm > 0 else None,
+            "norm_test_batch": cheap_norm_batch,
+            "norm_used": "batch_grad_sqnorm: ‖ḡ‖² of the pooled batch gradients, as the engine",
+        }
+    summary = {
+        "eval_sequences": n,
+        "batch_size": b,
+        "num_batches": num_batches,
+        "seed": seed,
+        "eta": eta,
+        "tokens_per_sequence": tokens_per_row,
+        "sampling": SAMPLING,
+        "full_loss": loss_total / tokens_total,
+        "grad_sqnorm": grad_sqnorm,
+        "trace_cov": trace_cov,
+        "trace_cov_divisor": "n - 1",
+        "grad_sqnorm_unbiased": grad_sqnorm - trace_cov / n,
+        "b_simple": trace_cov / grad_sqnorm if safe_ratio else None,
+        "norm_test_batch": trace_cov / (eta**2 * grad_sqnorm) if safe_ratio else None,
+        "norm_test_batch_ceil": (
+            math.ceil(trace_cov / (eta**2 * grad_sqnorm)) if safe_ratio else None
+        ),
+        "norm_used": NORM_USED,
+        "finite_population_factor": fpc,
+        "expected_sq_deviation": expected_sq_dev,
+        "theoretical_rms_deviation": math.sqrt(expected_sq_dev),
+        "mean_sq_deviation": float(dev_sq.mean()),
+        "mean_deviation": float(deviations.mean()),
+        "rms_deviation": float(dev_sq.mean().sqrt()),
+        "deviation_excess_kurtosis": kurtosis,
+        "per_sample_mean_shift_sqnorm": mean_shift_sq,
+        "cheap": cheap_summary,
+        "parameters": sum(p.numel() for p in params),
+    }
+    return VarianceAnalysis(summary, per_batch)
+
+
+def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
+    """Histogram of ‖g_B − ∇F‖ with the mean and the theoretical RMS marked, as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from adloco.io import atomic_path
+
+    deviations = [row["deviation"] for row in per_batch]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    sns.histplot(deviations, ax=ax, bins=min(30, max(5, len(deviations) // 3)), color="#4c72b0")
+    ax.axvline(summary["mean_deviation"], color="black", linestyle="-", label="mean")
+    ax.axvline(summary["rms_deviation"], color="grey", linestyle=":", label="RMS (measured)")
+    ax.axvline(
+        summary["theoretical_rms_deviation"],
+        color="#c44e52",
+        linestyle="--",
+        label="√(tr Σ (1 − b/n) / b), expected RMS",
+    )
+    ax.set_xlabel("‖g_B − ∇F‖")
+    ax.set_ylabel("batches")
+    ax.set_title(
+        f"{summary['num_batches']} batches of {summary['batch_size']} from "
+        f"{summary['eval_sequences']} sequences",
+        fontsize=10,
+    )
+    ax.legend()
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+
+
+def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
+    """variance.json, per_batch.csv and deviations.png under ``out_dir`` (each atomic)."""
+    import pandas as pd
+
+    from adloco.io import atomic_path, write_json_atomic
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out_dir / "per_batch.csv") as tmp:
+        pd.DataFrame(analysis.per_batch).to_csv(tmp, index=False)
+    plot_deviations(analysis.per_batch, analysis.summary, out_dir / "deviations.png")
+    # Last, so that a complete variance.json means the other two are there.
+    write_json_atomic(out_dir / "variance.json", analysis.summary)
+
+
+def load_model(model_dir: str | None, config: dict, vocab_size: int, seq_len_tokens: int):
+    """The saved model in ``model_dir``, or the seeded initial model of the config."""
+    import torch
+
+    from adloco.model import build_model
+
+    if model_dir is None:
+        return build_model(config["model"], vocab_size, seq_len_tokens, config["seed"])
+    from transformers import AutoModelForCausalLM
+
+    if not (Path(model_dir) / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a saved model folder (no config.json)")
+    # float32: gradient statistics are sums of many small squares.
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if model.config.vocab_size < vocab_size:
+        raise ValueError(
+            f"{model_dir}: vocabulary {model.config.vocab_size}, the data needs {vocab_size}"
+        )
+    return model
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="configuration YAML")
     parser.add_argument("--data", required=True, help="tokenized data folder")
-    parser.add_argument("--model", default=None, help="a saved model folder (default: the initial model)")
+    parser.add_argument(
+        "--model", default=None, help="a saved model folder (default: the initial model)"
+    )
     parser.add_argument("--out", required=True, help="output folder, results/variance")
+    parser.add_argument(
+        "--torch-device",
+        default=None,
+        help="torch device for the gradients (default: cuda if available, else cpu)",
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=8,
+        help="sequences per forward/backward pass and per vmap chunk (memory only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("adloco variance: not implemented yet (issue: calibration, variance, report)")
+    import numpy as np
+    import torch
+
+    from adloco.config import load_config
+    from adloco.data.reader import TokenData
+
+    config = load_config(args.config)
+    settings = config["variance"]
+    if args.chunk_size < 1:
+        raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    data = TokenData.open(args.data)
+    train = data.split("train")
+    n = settings["eval_sequences"]
+    if n > len(train):
+        raise ValueError(
+            f"variance.eval_sequences is {n}, the train split of {args.data} has {len(train)}"
+        )
+    rng = np.random.default_rng(config["seed"])
+    indices = np.sort(rng.choice(len(train), size=n, replace=False))
+    device = torch.device(args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = load_model(args.model, config, data.vocab_size, data.seq_len_tokens).to(device)
+    analysis = analyse_gradient_variance(
+        model,
+        train.get(indices).to(device),
+        batch_size=settings["batch_size"],
+        num_batches=settings["num_batches"],
+        eta=settings["eta"],
+        seed=config["seed"],
+        chunk_size=args.chunk_size,
+    )
+    analysis.summary.update(
+        model=args.model or f"initial model ({config['model']['source']}, seed {config['seed']})",
+        data=str(args.data),
+        seq_len_tokens=data.seq_len_tokens,
+        vocab_size=data.vocab_size,
+        torch_device=str(device),
+        torch_version=torch.__version__,
+    )
+    write_outputs(analysis, args.out)
+    s = analysis.summary
+    log.info(
+        "tr Σ %.4g, ‖∇F‖² %.4g, B_simple %.4g, norm-test batch %.4g",
+        s["trace_cov"],
+        s["grad_sqnorm"],
+        s["b_simple"] or float("nan"),
+        s["norm_test_batch"] or float("nan"),
+    )
+    return 0

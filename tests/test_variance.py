@@ -1,0 +1,274 @@
+"""Tests of adloco.variance against closed forms, brute force and the tiny data set."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import yaml
+
+from adloco.variance import analyse_gradient_variance
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # Small tensors on a shared 2-core machine: extra intra-op threads only
+    # oversubscribe the cores (the figures do not depend on threads).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class LinearRegression(torch.nn.Module):
+    """ŷ = xᵀw, called like a causal LM: rows are [x, y], the output has ``.logits``."""
+
+    def __init__(self, w: torch.Tensor):
+        super().__init__()
+        self.w = torch.nn.Parameter(w.clone())
+
+    def forward(self, input_ids, use_cache=False):
+        return SimpleNamespace(logits=input_ids[:, :-1] @ self.w)
+
+
+def squared_loss(prediction, rows):
+    """(Σ ½(ŷ − y)², number of rows): one 'token' per row."""
+    residual = prediction - rows[:, -1]
+    return 0.5 * (residual * residual).sum(), torch.tensor(rows.shape[0])
+
+
+def regression_sample(n: int, d: int, noise: float, delta_norm: float, seed: int):
+    """Rows [x, y] with x ~ N(0, I), y = xᵀw* + ε, and w = w* + δ."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    w_star = torch.randn(d, generator=gen, dtype=torch.float64)
+    y = x @ w_star + noise * torch.randn(n, generator=gen, dtype=torch.float64)
+    delta = torch.randn(d, generator=gen, dtype=torch.float64)
+    delta = delta * (delta_norm / delta.norm())
+    return torch.cat([x, y[:, None]], dim=1), w_star + delta
+
+
+def closed_form_grads(rows: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """g_i = (x_iᵀw − y_i) x_i, by hand."""
+    x, y = rows[:, :-1], rows[:, -1]
+    return (x @ w - y)[:, None] * x
+
+
+def test_figures_match_the_closed_form_of_the_sample():
+    rows, w = regression_sample(n=300, d=6, noise=0.5, delta_norm=0.4, seed=1)
+    g = closed_form_grads(rows, w)
+    n = rows.shape[0]
+    mean = g.mean(0)
+    trace_cov = float(((g - mean) ** 2).sum() / (n - 1))
+    grad_sqnorm = float(mean @ mean)
+    result = analyse_gradient_variance(
+        LinearRegression(w),
+        rows,
+        batch_size=10,
+        num_batches=50,
+        eta=0.5,
+        seed=0,
+        loss_fn=squared_loss,
+        chunk_size=64,
+    ).summary
+    assert result["trace_cov"] == pytest.approx(trace_cov, rel=1e-10)
+    assert result["grad_sqnorm"] == pytest.approx(grad_sqnorm, rel=1e-10)
+    assert result["grad_sqnorm_unbiased"] == pytest.approx(grad_sqnorm - trace_cov / n, rel=1e-9)
+    assert result["b_simple"] == pytest.approx(trace_cov / grad_sqnorm, rel=1e-9)
+    assert result["norm_test_batch"] == pytest.approx(trace_cov / (0.25 * grad_sqnorm), rel=1e-9)
+    assert result["norm_test_batch_ceil"] == math.ceil(trace_cov / (0.25 * grad_sqnorm))
+    assert result["expected_sq_deviation"] == pytest.approx(trace_cov * (1 - 10 / n) / 10, rel=1e-9)
+    assert result["full_loss"] == pytest.approx(
+        float(0.5 * ((rows[:, :-1] @ w - rows[:, -1]) ** 2).mean()), rel=1e-12
+    )
+    assert result["tokens_per_sequence"] == 1
+
+
+def test_figures_match_the_population_closed_form():
+    # x ~ N(0, I_d), ε ~ N(0, σ²), δ = w − w*: g = x xᵀδ − ε x, so
+    # ∇F = δ and tr Σ = E[(xᵀδ)²‖x‖²] + σ² d − ‖δ‖² = (d + 1)‖δ‖² + σ² d.
+    n, d, noise, delta_norm = 20000, 4, 0.5, 0.3
+    rows, w = regression_sample(n=n, d=d, noise=noise, delta_norm=delta_norm, seed=2)
+    result = analyse_gradient_variance(
+        LinearRegression(w),
+        rows,
+        batch_size=4,
+        num_batches=4,
+        eta=0.8,
+        seed=0,
+        loss_fn=squared_loss,
+        chunk_size=5000,
+    ).summary
+    trace_cov = (d + 1) * delta_norm**2 + noise**2 * d
+    grad_sqnorm = delta_norm**2
+    # Four standard errors of the sample estimates: tr Σ̂ is a mean of the
+    # ‖g_i − ḡ‖²; ‖ḡ‖² − tr Σ̂/n moves by 2⟨δ, ḡ − δ⟩, of std ≤ ‖δ‖ √(tr Σ / n).
+    g = closed_form_grads(rows, w)
+    sq_dev = ((g - g.mean(0)) ** 2).sum(1)
+    tol_trace = 4 * float(sq_dev.std()) / math.sqrt(n)
+    tol_grad = 4 * 2 * delta_norm * math.sqrt(trace_cov / n)
+    assert abs(result["trace_cov"] - trace_cov) < tol_trace
+    assert abs(result["grad_sqnorm_unbiased"] - grad_sqnorm) < tol_grad
+    rel = tol_trace / trace_cov + tol_grad / grad_sqnorm
+    assert result["b_simple"] == pytest.approx(trace_cov / grad_sqnorm, rel=rel)
+
+
+def test_deviations_and_cheap_estimator_match_their_expectations():
+    rows, w = regression_sample(n=200, d=5, noise=1.0, delta_norm=0.5, seed=3)
+    b, k = 8, 3000
+    analysis = analyse_gradient_variance(
+        LinearRegression(w),
+        rows,
+        batch_size=b,
+        num_batches=k,
+        eta=0.8,
+        seed=7,
+        loss_fn=squared_loss,
+        chunk_size=200,
+    )
+    s = analysis.summary
+    dev_sq = torch.tensor([r["deviation_sq"] for r in analysis.per_batch], dtype=torch.float64)
+    # Without replacement within a batch: E‖g_B − ∇F‖² = tr Σ (1 − b/n) / b.
+    expected = s["trace_cov"] * (1 - b / 200) / b
+    assert s["expected_sq_deviation"] == pytest.approx(expected, rel=1e-12)
+    tolerance = 4 * float(dev_sq.std()) / math.sqrt(k)
+    assert abs(s["mean_sq_deviation"] - expected) < tolerance
+    # The cheap estimator: b/(k−1) Σ‖g_B − mean‖², expectation tr Σ (1 − b/n).
+    cheap = s["cheap"]
+    assert cheap["groups"] == k and cheap["samples"] == k * b
+    assert cheap["expected_trace_cov"] == pytest.approx(s["trace_cov"] * (1 - b / 200))
+    assert abs(cheap["trace_cov"] - cheap["expected_trace_cov"]) < b * tolerance
+    # Its norm-test batch uses the pooled batch gradient, as the engine's test.
+    assert cheap["norm_test_batch"] == pytest.approx(
+        cheap["trace_cov"] / (0.8**2 * cheap["batch_grad_sqnorm"]), rel=1e-12
+    )
+    rows_deviation = [r["deviation"] for r in analysis.per_batch]
+    assert s["mean_deviation"] == pytest.approx(sum(rows_deviation) / k, rel=1e-12)
+    assert s["rms_deviation"] == pytest.approx(math.sqrt(s["mean_sq_deviation"]), rel=1e-12)
+
+
+def test_expected_deviation_formula_against_every_subset():
+    # Brute force over all C(n, b) batches of a small sample: the exact mean of
+    # ‖g_B − ∇F‖² equals the reported tr Σ (1 − b/n) / b.
+    rows, w = regression_sample(n=9, d=3, noise=0.7, delta_norm=0.5, seed=4)
+    g = closed_form_grads(rows, w)
+    full = g.mean(0)
+    for b in (1, 2, 4, 9):
+        subsets = list(itertools.combinations(range(9), b))
+        brute = sum(float(((g[list(s)].mean(0) - full) ** 2).sum()) for s in subsets)
+        brute /= len(subsets)
+        s = analyse_gradient_variance(
+            LinearRegression(w),
+            rows,
+            batch_size=b,
+            num_batches=2,
+            eta=1.0,
+            seed=0,
+            loss_fn=squared_loss,
+        ).summary
+        assert s["expected_sq_deviation"] == pytest.approx(brute, rel=1e-10, abs=1e-15)
+    # b = n: every batch is the whole sample, so it has no deviation at all.
+    assert s["mean_deviation"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_rejects_bad_settings():
+    rows, w = regression_sample(n=10, d=2, noise=1.0, delta_norm=0.1, seed=5)
+    model = LinearRegression(w)
+    with pytest.raises(ValueError, match="batch_size"):
+        analyse_gradient_variance(
+            model, rows, batch_size=11, num_batches=4, eta=1.0, seed=0, loss_fn=squared_loss
+        )
+    with pytest.raises(ValueError, match="num_batches"):
+        analyse_gradient_variance(
+            model, rows, batch_size=2, num_batches=1, eta=1.0, seed=0, loss_fn=squared_loss
+        )
+
+
+def test_language_model_figures_agree_with_the_exact_reference():
+    from adloco.algo.exact import exact_estimate, per_sample_grads
+    from adloco.config import load_config
+    from adloco.model import build_model
+
+    config = load_config(REPO / "config" / "test.yaml")
+    model = build_model(config["model"], 97, 12, seed=0)
+    sample = torch.randint(97, (10, 12), generator=torch.Generator().manual_seed(0))
+    s = analyse_gradient_variance(
+        model, sample, batch_size=3, num_batches=4, eta=0.8, seed=0, chunk_size=4
+    ).summary
+    reference = exact_estimate(per_sample_grads(model, sample))
+    assert s["trace_cov"] == pytest.approx(reference.trace_cov, rel=1e-5)
+    # The token-weighted full gradient equals the mean of per-sequence gradients.
+    assert s["grad_sqnorm"] == pytest.approx(reference.batch_grad_sqnorm, rel=1e-5)
+    assert s["per_sample_mean_shift_sqnorm"] < 1e-8 * s["grad_sqnorm"]
+    assert s["tokens_per_sequence"] == 11
+    assert s["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def _write_config(tmp_path: Path, seq_len: int) -> Path:
+    raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    raw["data"]["seq_len_tokens"] = seq_len
+    raw["variance"] = {"num_batches": 6, "batch_size": 3, "eval_sequences": 12, "eta": 0.8}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_cli_writes_json_csv_and_figure(tmp_path, tiny_tokenized):
+    from adloco.cli import main
+
+    manifest = json.loads((tiny_tokenized / "manifest.json").read_text())
+    config_path = _write_config(tmp_path, manifest["seq_len_tokens"])
+    out = tmp_path / "variance"
+    argv = ["variance", "--config", str(config_path), "--data", str(tiny_tokenized)]
+    assert main([*argv, "--out", str(out)]) == 0
+    summary = json.loads((out / "variance.json").read_text())
+    assert summary["eval_sequences"] == 12 and summary["batch_size"] == 3
+    assert summary["vocab_size"] == manifest["vocab_size"]
+    assert summary["trace_cov"] > 0 and summary["grad_sqnorm"] > 0
+    assert summary["b_simple"] == pytest.approx(summary["trace_cov"] / summary["grad_sqnorm"])
+    with (out / "per_batch.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["batch"]) for r in rows] == list(range(6))
+    mean_dev = sum(float(r["deviation"]) for r in rows) / 6
+    assert summary["mean_deviation"] == pytest.approx(mean_dev)
+    assert (out / "deviations.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Deterministic: the same command gives the same figures.
+    assert main([*argv, "--out", str(tmp_path / "again")]) == 0
+    again = json.loads((tmp_path / "again" / "variance.json").read_text())
+    assert again["trace_cov"] == summary["trace_cov"]
+    assert again["mean_deviation"] == summary["mean_deviation"]
+
+
+def test_cli_loads_a_saved_model_and_rejects_bad_inputs(tmp_path, tiny_tokenized):
+    from adloco.cli import main
+    from adloco.config import load_config
+    from adloco.model import build_model
+
+    manifest = json.loads((tiny_tokenized / "manifest.json").read_text())
+    config_path = _write_config(tmp_path, manifest["seq_len_tokens"])
+    config = load_config(config_path)
+    saved = tmp_path / "saved"
+    model = build_model(config["model"], manifest["vocab_size"], manifest["seq_len_tokens"], 0)
+    model.save_pretrained(saved)
+    argv = ["variance", "--config", str(config_path), "--data", str(tiny_tokenized)]
+    out = tmp_path / "from-saved"
+    assert main([*argv, "--model", str(saved), "--out", str(out)]) == 0
+    from_saved = json.loads((out / "variance.json").read_text())
+    assert main([*argv, "--out", str(tmp_path / "initial")]) == 0
+    initial = json.loads((tmp_path / "initial" / "variance.json").read_text())
+    # The saved model is the seed-0 initial model: same figures.
+    assert from_saved["trace_cov"] == pytest.approx(initial["trace_cov"], rel=1e-6)
+    assert from_saved["model"] == str(saved)
+    assert main([*argv, "--model", str(tmp_path / "nothing"), "--out", str(out)]) == 1
+    raw = yaml.safe_load(config_path.read_text())
+    raw["variance"]["eval_sequences"] = 10**6
+    config_path.write_text(yaml.safe_dump(raw))
+    assert main([*argv, "--out", str(out)]) == 1
