@@ -1,0 +1,211 @@
+"""The workflow wiring run for real, with a stand-in for the `adloco` command.
+
+A small script put first on PATH parses its arguments with the real
+``adloco`` parser (so a rule passing an argument the CLI lacks fails) and
+writes each stage's outputs as the design describes them, in a copy of the
+repository. This checks what a dry run cannot: every declared output appears
+where the command writes it, logs and benchmarks are written, the default
+profile keeps GPU jobs one at a time, `dvc repro`/`push`/`pull` work on
+dvc.yaml, and after `dvc pull` Snakemake's `--touch` marks the pulled files
+up to date instead of re-running them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from test_snakemake import ROOT, SNAKEMAKE
+
+BIN = Path(sys.executable).parent
+DVC = str(BIN / "dvc")
+
+FAKE_ADLOCO = """#!{python}
+import json, os, sys, time
+from pathlib import Path
+
+from adloco.cli import build_parser
+
+args = build_parser().parse_args(sys.argv[1:])
+stage = args.stage
+record = {{"stage": stage, "argv": sys.argv[1:]}}
+if stage in ("calibrate", "variance", "train"):
+    # Jobs that would hold the GPU: how many of them run at once.
+    running = Path(os.environ["FAKE_ADLOCO_RUNNING"])
+    running.mkdir(parents=True, exist_ok=True)
+    mine = running / str(os.getpid())
+    mine.touch()
+    time.sleep(float(os.environ.get("FAKE_ADLOCO_SLEEP_S", "0")))
+    record["concurrent"] = len(list(running.iterdir()))
+    mine.unlink()
+with open(os.environ["FAKE_ADLOCO_RECORD"], "a") as fh:
+    fh.write(json.dumps(record) + "\\n")
+if stage in ("prepare-corpus", "tokenize", "variance", "train", "report"):
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+if stage == "prepare-corpus":
+    (out / "c4-train.00000-of-00001.json.gz").write_bytes(b"records")
+elif stage == "tokenize":
+    (out / "train-00000.bin").write_bytes(b"\\0" * 64)
+    (out / "manifest.json").write_text(json.dumps({{"format_version": 1}}))
+elif stage == "calibrate":
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({{"device": args.device, "max_batch": 8}}))
+elif stage == "variance":
+    (out / "variance.json").write_text(json.dumps({{"trace_cov": 2.0, "b_simple": 4.0}}))
+    (out / "per_batch.csv").write_text("batch,deviation\\n0,1.5\\n")
+    (out / "deviations.png").write_bytes(b"png")
+elif stage == "train":
+    ckpt = Path(args.checkpoints)
+    ckpt.mkdir(parents=True, exist_ok=True)
+    (ckpt / "round-00001.pt").write_bytes(b"state")
+    row = {{"run": args.run, "seed": int(args.seed), "round": 1, "tokens_total": 1000,
+           "val_perplexity": 12.5}}
+    (out / "metrics.jsonl").write_text(json.dumps(row) + "\\n")
+    (out / "summary.json").write_text(json.dumps({{"run": args.run, "seed": int(args.seed),
+                                                  "final_val_perplexity": 12.5}}))
+    (out / "final").mkdir(exist_ok=True)
+    (out / "final" / "config.json").write_text("{{}}")
+elif stage == "report":
+    (out / "index.html").write_text("<html></html>")
+    (out / "summary.csv").write_text("run,seed,final_val_perplexity\\ndiloco,0,12.5\\n")
+    (out / "claims.json").write_text(json.dumps({{"target_perplexity": 12.5}}))
+    (out / "figures").mkdir(exist_ok=True)
+    (out / "figures" / "perplexity.png").write_bytes(b"png")
+"""
+
+
+def make_copy(tmp_path: Path, config: dict | None = None) -> tuple[Path, dict[str, str]]:
+    """A copy of the workflow files with the stand-in `adloco` first on PATH."""
+    work = tmp_path / "repo"
+    work.mkdir(parents=True)
+    for name in ("Snakefile", "dvc.yaml", ".gitignore", ".dvcignore"):
+        shutil.copy2(ROOT / name, work / name)
+    for name in ("workflow", "profiles", "config", "src/adloco/schemas"):
+        shutil.copytree(ROOT / name, work / name, symlinks=True)
+    if config is not None:
+        (work / "config/config.yaml").write_text(yaml.safe_dump(config))
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    fake = fake_bin / "adloco"
+    fake.write_text(FAKE_ADLOCO.format(python=sys.executable))
+    fake.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{fake_bin}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "FAKE_ADLOCO_RECORD": str(tmp_path / "calls.jsonl"),
+        "FAKE_ADLOCO_RUNNING": str(tmp_path / "running"),
+    }
+    return work, env
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, f"{cmd}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def calls(env: dict[str, str]) -> list[dict]:
+    path = Path(env["FAKE_ADLOCO_RECORD"])
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def tiny_config() -> dict:
+    return yaml.safe_load((ROOT / "config/test.yaml").read_text())
+
+
+def cuda_config() -> dict:
+    config = tiny_config()
+    config["cluster"]["devices"][0]["kind"] = "cuda"
+    config["runs"]["adloco-no-merge"] = {"method": "adloco", "initial_trainers": 2}
+    return config
+
+
+def outputs_of(config: dict) -> list[str]:
+    dataset = config["data"]["dataset"]
+    files = [config["data"]["raw_dir"], f"data/tokenized/{dataset}/manifest.json"]
+    files += [f"results/calibration/{d['name']}.json" for d in config["cluster"]["devices"]]
+    files += [f"results/variance/{n}" for n in ("variance.json", "per_batch.csv", "deviations.png")]
+    for run_name in config["runs"]:
+        for seed in config["seeds"]:
+            folder = f"results/runs/{run_name}/seed{seed}"
+            files += [f"{folder}/{n}" for n in ("metrics.jsonl", "summary.json", "final")]
+            files.append(f"results/checkpoints/{run_name}/seed{seed}/round-00001.pt")
+    files += [f"results/report/{n}" for n in ("index.html", "summary.csv", "claims.json")]
+    return files
+
+
+@pytest.mark.slow
+def test_snakemake_writes_every_output_log_and_benchmark(tmp_path):
+    config = tiny_config()
+    work, env = make_copy(tmp_path, config)
+    run([SNAKEMAKE, "--cores", "2"], work, env)
+    missing = [p for p in outputs_of(config) if not (work / p).exists()]
+    assert not missing
+    stages = sorted(c["stage"] for c in calls(env))
+    jobs = 1 + 1 + len(config["cluster"]["devices"]) + 1 + len(config["runs"]) + 1
+    assert len(stages) == jobs
+    logs = sorted(str(p.relative_to(work)) for p in (work / "logs").rglob("*.log"))
+    assert len(logs) == jobs
+    benchmarks = list((work / "logs/benchmarks").rglob("*.tsv"))
+    assert len(benchmarks) == jobs - 2  # all but prepare-corpus and report
+    again = run([SNAKEMAKE, "-n"], work, env)
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_default_profile_runs_gpu_jobs_one_at_a_time(tmp_path):
+    # The CUDA config gives 1 calibration, 1 variance and 3 training jobs, each
+    # asking for a GPU; 8 cores would let several run together.
+    with_profile, env = make_copy(tmp_path / "with", cuda_config())
+    env["FAKE_ADLOCO_SLEEP_S"] = "0.5"
+    run([SNAKEMAKE, "--cores", "8"], with_profile, env)
+    concurrent = [c["concurrent"] for c in calls(env) if "concurrent" in c]
+    assert len(concurrent) == 5
+    assert max(concurrent) == 1
+    # The same run without the profile overlaps them: the limit is the profile's.
+    without, env = make_copy(tmp_path / "without", cuda_config())
+    env["FAKE_ADLOCO_SLEEP_S"] = "0.5"
+    run([SNAKEMAKE, "--cores", "8", "--workflow-profile", "none"], without, env)
+    assert max(c["concurrent"] for c in calls(env) if "concurrent" in c) > 1
+
+
+@pytest.mark.slow
+def test_dvc_repro_push_pull_then_snakemake_touch_is_up_to_date(tmp_path):
+    config = tiny_config()
+    work, env = make_copy(tmp_path, config)
+    store = tmp_path / "store"
+    run(["git", "init", "-q"], work, env)
+    run([DVC, "init", "-q"], work, env)
+    run([DVC, "remote", "add", "-d", "local", str(store)], work, env)
+    run([DVC, "repro"], work, env)
+    commands_run = len(calls(env))
+    assert commands_run == 1 + 1 + 1 + 1 + len(config["runs"]) + 1
+    assert not [p for p in outputs_of(config) if not (work / p).exists()]
+    status = run([DVC, "status"], work, env)
+    assert "up to date" in status.stdout
+    metrics = run([DVC, "metrics", "show"], work, env)
+    assert "12.5" in metrics.stdout  # final_val_perplexity of the runs' summary.json
+    run([DVC, "push"], work, env)
+
+    # A fresh clone: no outputs, no Snakemake metadata, then `dvc pull`.
+    for folder in ("data", "results", ".snakemake"):
+        shutil.rmtree(work / folder, ignore_errors=True)
+    run([DVC, "pull"], work, env)
+    assert not [p for p in outputs_of(config) if not (work / p).exists()]
+    # Pulled files get arbitrary times; make the tokenized data the newest.
+    os.utime(work / f"data/tokenized/{config['data']['dataset']}/manifest.json")
+    stale = run([SNAKEMAKE, "-n"], work, env)
+    assert "rule train:" in stale.stdout + stale.stderr
+    run([SNAKEMAKE, "--touch", "--cores", "1"], work, env)
+    fresh = run([SNAKEMAKE, "-n"], work, env)
+    assert "Nothing to be done" in fresh.stdout + fresh.stderr
+    assert len(calls(env)) == commands_run  # nothing was re-run
