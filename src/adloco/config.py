@@ -10,6 +10,7 @@ against the same ``train`` schema and the rules of its method
 from __future__ import annotations
 
 import copy
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,14 @@ def schema_path() -> Path:
     return Path(str(resources.files("adloco") / "schemas" / SCHEMA_FILE))
 
 
-def load_schema() -> dict:
+@functools.lru_cache(maxsize=1)
+def _parsed_schema() -> dict:
     return yaml.safe_load(schema_path().read_text())
+
+
+def load_schema() -> dict:
+    """The configuration schema (a fresh copy each call: validation fills defaults)."""
+    return copy.deepcopy(_parsed_schema())
 
 
 def _extend_with_default(validator_class):
@@ -150,8 +157,9 @@ def resolve_run(config: dict, name: str) -> dict:
                 f"runs.{name}.{key}: method {method} requires {required!r}, got {overrides[key]!r}"
             )
     merged = {**copy.deepcopy(config.get("train", {})), **METHOD_RULES[method], **overrides}
-    train_schema = copy.deepcopy(load_schema()["properties"]["train"])
-    train_schema["$defs"] = load_schema()["$defs"]
+    schema = load_schema()
+    train_schema = schema["properties"]["train"]
+    train_schema["$defs"] = schema["$defs"]
     validate(merged, train_schema, prefix=f"runs.{name}")
     merged["name"] = name
     return merged

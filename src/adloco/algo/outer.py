@@ -52,13 +52,26 @@ def outer_step(
     """θ ← SGD step with gradient Δ = θ − averaged; params change in place, grads cleared."""
     if len(params) != len(averaged):
         raise ValueError(f"{len(params)} params but {len(averaged)} averaged tensors")
-    _check_params(optimizer, params)
     for p, a in zip(params, averaged, strict=True):
         if p.shape != a.shape:
             raise ValueError(
                 f"averaged tensor of shape {tuple(a.shape)} for a {tuple(p.shape)} param"
             )
-        p.grad = p.detach() - a.to(device=p.device, dtype=p.dtype)
+    apply_pseudo_gradient(
+        optimizer,
+        params,
+        [p.detach() - a.to(device=p.device, dtype=p.dtype) for p, a in zip(params, averaged)],
+    )
+
+
+@torch.no_grad()
+def apply_pseudo_gradient(
+    optimizer: torch.optim.SGD, params: Sequence[torch.Tensor], delta: Sequence[torch.Tensor]
+) -> None:
+    """One outer SGD step with the pseudo-gradient ``delta`` (θ − mean of node parameters)."""
+    _check_params(optimizer, params)
+    for p, d in zip(params, delta, strict=True):
+        p.grad = d
     optimizer.step()
     for p in params:
         p.grad = None

@@ -23,6 +23,7 @@ import torch
 
 from adloco.algo import batch_tests, merge, outer, schedule, stats, switch
 from adloco.engine import checkpoint
+from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
 from adloco.engine.ledger import Ledger
 from adloco.engine.sampler import SubsetSampler, draw_subset
@@ -83,6 +84,7 @@ class Engine:
         checkpoint_dir: str | Path,
         device: torch.device | None = None,
         progress: bool = True,
+        collective=None,
     ):
         self.cfg = cfg
         self.tc = run_cfg
@@ -96,6 +98,7 @@ class Engine:
         self.metrics_path = self.ckpt_dir / "metrics.jsonl"
         self.progress = progress
         self.device = device or torch.device("cpu")
+        self.comm = collective or LocalCollective()
         self.slots = build_slots(cfg["cluster"], max_batches)
         self.H = run_cfg["inner_steps"]
         self.fingerprint = checkpoint.fingerprint(
@@ -238,7 +241,9 @@ class Engine:
     ) -> dict:
         slots = self._slots_of(trainer.id)
         test_on = self.tc["batch_test"] != "none"
-        planned = sum(self.H * plans[s.index].effective * self.seq_len for s in slots)
+        node_tokens = {s.index: self.H * plans[s.index].effective * self.seq_len for s in slots}
+        planned = sum(node_tokens.values())
+        comm_dtype = DTYPES[self.tc["pseudo_grad_dtype"]]
         for attempt in range(MAX_NAN_RETRIES + 1):
             snapshot = {s.index: _clone_state(self.nodes[s.index].inner_state) for s in slots}
             acc = (
@@ -246,12 +251,18 @@ class Engine:
                 if test_on
                 else None
             )
-            avg = [torch.zeros_like(p) for p in trainer.params]
-            loss_sum, loss_tokens, node_tokens = 0.0, 0, {}
-            try:
-                for s in slots:
-                    plan = plans[s.index]
-                    idx = trainer.sampler.take(self.H * plan.effective).view(self.H, plan.effective)
+            # Σ_m w_m (θ − θ_m): each node's pseudo-gradient at the communication
+            # dtype, weighted by its share of the trainer's tokens.
+            delta = [torch.zeros_like(p) for p in trainer.params]
+            # loss sum, predicted tokens, non-finite flag: reduced with delta.
+            scalars = torch.zeros(3, dtype=torch.float64, device=self.device)
+            for s in slots:
+                plan = plans[s.index]
+                # Every process draws every slot's indices so the samplers stay in step.
+                idx = trainer.sampler.take(self.H * plan.effective).view(self.H, plan.effective)
+                if not self.comm.owns(s.index):
+                    continue
+                try:
                     res = self.worker.run_node(
                         trainer.params,
                         self.nodes[s.index],
@@ -262,44 +273,43 @@ class Engine:
                         stats=acc,
                         stats_groups=self.tc["stats_microbatches"],
                     )
-                    with torch.no_grad():
-                        torch._foreach_add_(avg, self.worker.params, alpha=res.tokens / planned)
-                    loss_sum += res.loss_sum
-                    loss_tokens += res.loss_tokens
-                    node_tokens[s.index] = res.tokens
+                except NonFiniteLoss as exc:
+                    log.warning("trainer %d round %d: %s", trainer.id, self.round + 1, exc)
+                    scalars[2] += 1
+                    continue
+                with torch.no_grad():
+                    node_delta = torch._foreach_sub(trainer.params, self.worker.params)
+                    if comm_dtype != torch.float32:
+                        node_delta = [d.to(comm_dtype).float() for d in node_delta]
+                    torch._foreach_add_(delta, node_delta, alpha=res.tokens / planned)
+                scalars[0] += res.loss_sum
+                scalars[1] += res.loss_tokens
+            self.comm.all_reduce_sum_([*delta, scalars])
+            if scalars[2] == 0:
                 break
-            except NonFiniteLoss as exc:
-                for s in slots:
-                    self.nodes[s.index].inner_state = snapshot[s.index]
-                # Remedy: the sampler has moved past the offending batches, so
-                # the retry sees fresh data from the same θ and inner state.
-                trainer.events.append(
-                    {"type": "nan_rollback", "attempt": attempt + 1, "reason": str(exc)}
-                )
-                log.warning(
-                    "trainer %d round %d: %s; rolled back, retrying",
-                    trainer.id,
-                    self.round + 1,
-                    exc,
-                )
+            for s in slots:
+                self.nodes[s.index].inner_state = snapshot[s.index]
+            # Remedy: the samplers have moved past the offending batches, so the
+            # retry sees fresh data from the same θ and inner optimizer states.
+            trainer.events.append({"type": "nan_rollback", "attempt": attempt + 1})
         else:
             raise RuntimeError(
                 f"trainer {trainer.id}: non-finite loss in {MAX_NAN_RETRIES + 1} attempts of round "
                 f"{self.round + 1}; lower train.inner_lr or check the data"
             )
-        outer.outer_step(trainer.outer_opt, trainer.params, avg)
+        outer.apply_pseudo_gradient(trainer.outer_opt, trainer.params, delta)
         return {
             "slots": slots,
+            "stats": self.comm.reduce_stats(acc) if acc is not None else None,
             "acc": acc,
-            "loss": loss_sum / max(loss_tokens, 1),
-            "tokens": sum(node_tokens.values()),
+            "loss": float(scalars[0] / max(float(scalars[1]), 1.0)),
+            "tokens": planned,
             "node_tokens": node_tokens,
         }
 
-    def _batch_test(self, trainer: Trainer, acc, nodes: int) -> dict | None:
-        if acc is None:
+    def _batch_test(self, trainer: Trainer, group_stats, acc, nodes: int) -> dict | None:
+        if group_stats is None:
             return None
-        group_stats = acc.finalize()
         est = stats.estimate(group_stats)
         new_batch, requested_global = batch_tests.next_batch(
             self.tc["batch_test"],
@@ -404,7 +414,7 @@ class Engine:
             res = self._train_trainer(trainer, plans, lrs)
             trainer.tokens += res["tokens"]
             nodes = len(res["slots"])
-            res["stats"] = self._batch_test(trainer, res["acc"], nodes)
+            res["stats"] = self._batch_test(trainer, res["stats"], res["acc"], nodes)
             res["bytes"], comm_s = self.ledger.trainer_round(nodes, res["acc"] is not None)
             compute_s = max(
                 self.ledger.compute_time_s(res["node_tokens"][s.index], s.tflops)
