@@ -502,14 +502,16 @@ class Engine:
     def run(self) -> list[dict]:
         """Train to the end, resuming from the checkpoint folder; return all rows."""
         self._t0 = time.perf_counter()
-        state = checkpoint.load(self.ckpt_dir, self.fingerprint)
+        state = self.load_checkpoint()
         if state is None:
             self._init_trainers()
-            self.metrics_path.write_text("")
+            if self.comm.is_writer:
+                self.metrics_path.write_text("")
         else:
             self.load_state_dict(state)
             log.info("resuming %s seed %d after round %d", self.tc["name"], self.seed, self.round)
-            self._truncate_metrics()
+            if self.comm.is_writer:
+                self._truncate_metrics()
         bar = _progress(
             self.tc["max_rounds"], self.round, f"{self.tc['name']} s{self.seed}", self.progress
         )
@@ -529,6 +531,13 @@ class Engine:
         finally:
             bar.close()
         return self.history
+
+    def save_checkpoint(self) -> None:
+        if self.comm.is_writer:
+            checkpoint.save(self.ckpt_dir, self.state_dict())
+
+    def load_checkpoint(self) -> dict | None:
+        return checkpoint.load(self.ckpt_dir, self.fingerprint)
 
     def _truncate_metrics(self) -> None:
         # Rows written after the checkpoint belong to a round that will be redone.

@@ -29,6 +29,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--checkpoints", required=True, help="checkpoint folder (kept when a job fails)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (Snakemake passes {threads})",
+    )
 
 
 def max_batches(cfg: dict, calibration_dir: str | Path) -> dict[str, int]:
@@ -79,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     run_cfg = resolve_run(cfg, args.run)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     engine = Engine(
