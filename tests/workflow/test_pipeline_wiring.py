@@ -81,8 +81,10 @@ elif stage == "report":
 """
 
 
-def make_copy(tmp_path: Path, config: dict | None = None) -> tuple[Path, dict[str, str]]:
-    """A copy of the workflow files with the stand-in `adloco` first on PATH."""
+def make_copy(
+    tmp_path: Path, config: dict | None = None, fake: bool = True
+) -> tuple[Path, dict[str, str]]:
+    """A copy of the workflow files; with ``fake``, the stand-in `adloco` first on PATH."""
     work = tmp_path / "repo"
     work.mkdir(parents=True)
     for name in ("Snakefile", "dvc.yaml", ".gitignore", ".dvcignore"):
@@ -91,6 +93,8 @@ def make_copy(tmp_path: Path, config: dict | None = None) -> tuple[Path, dict[st
         shutil.copytree(ROOT / name, work / name, symlinks=True)
     if config is not None:
         (work / "config/config.yaml").write_text(yaml.safe_dump(config))
+    if not fake:
+        return work, {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     fake = fake_bin / "adloco"
