@@ -1,0 +1,161 @@
+"""Engine speed against a plain PyTorch loop, and the cost of the batch-test statistics.
+
+Prints ratios measured in one run on the same model, data and thread count:
+
+1. engine tokens/s vs a plain AdamW training loop of the same model and batch
+   (goal >= 0.95x): the engine's per-slot inner loop (``Worker.run_node``)
+   against ``forward, backward, clip, step`` written out by hand;
+2. the first inner step of a round with the statistics on (groups, scalar
+   norms, running sum) vs off: per step, and amortised over a round of H steps
+   (goal <= 5 % per round);
+3. the exact per-sample estimator (``torch.func`` vmap) on the same batch, for
+   comparison.
+
+Usage: .venv/bin/python benchmarks/bench_engine.py [--config config/config.yaml]
+       [--batch 8] [--steps 10] [--repeats 5] [--threads 1]
+Timings alternate between the variants and report medians, so a machine that
+is busy with other work slows both sides alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from adloco.algo import exact, stats, switch
+from adloco.config import load_config, resolve_run
+from adloco.engine.inner import NodeState, Worker
+from adloco.model import batch_loss, build_model
+
+
+def plain_loop(model, params, batches, lr, clip, betas, wd) -> float:
+    opt = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=wd, foreach=True)
+    start = time.perf_counter()
+    for seqs in batches:
+        for p in params:
+            p.grad = None
+        loss_sum, n = batch_loss(model, seqs)
+        (loss_sum / n).backward()
+        torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+        opt.step()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default="config/config.yaml")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=10, help="H: inner steps per round")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--vocab", type=int, default=4096)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg = load_config(args.config)
+    tc = resolve_run(cfg, next(iter(cfg["runs"])))
+    seq_len = cfg["data"]["seq_len_tokens"]
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randint(0, args.vocab, (args.batch * args.steps, seq_len), generator=gen)
+    batches = list(data.view(args.steps, args.batch, seq_len))
+    indices = torch.arange(data.size(0)).view(args.steps, args.batch)
+    plan = switch.plan_step(args.batch, args.batch, "switch")
+    lrs = [tc["inner_lr"]] * args.steps
+    tokens = data.numel()
+
+    model = build_model(cfg["model"], args.vocab, seq_len, 0)
+    worker = Worker(model, tc, torch.device("cpu"))
+    theta = [p.detach().clone() for p in worker.params]
+    reference = build_model(cfg["model"], args.vocab, seq_len, 0)
+    ref_params = list(reference.parameters())
+
+    def engine_round(with_stats: bool) -> float:
+        acc = stats.GradientStatsAccumulator(theta) if with_stats else None
+        node = NodeState(0)
+        start = time.perf_counter()
+        worker.run_node(
+            theta, node, indices, data.__getitem__, plan, lrs, acc, tc["stats_microbatches"]
+        )
+        if acc is not None:
+            stats.estimate(acc.finalize())
+        return time.perf_counter() - start
+
+    def engine_first_step(with_stats: bool) -> float:
+        acc = stats.GradientStatsAccumulator(theta) if with_stats else None
+        start = time.perf_counter()
+        worker.run_node(
+            theta,
+            NodeState(0),
+            indices[:1],
+            data.__getitem__,
+            plan,
+            lrs[:1],
+            acc,
+            tc["stats_microbatches"],
+        )
+        return time.perf_counter() - start
+
+    def exact_stats() -> float:
+        start = time.perf_counter()
+        grads = exact.per_sample_grads(worker.model, batches[0])
+        exact.exact_estimate(grads)
+        return time.perf_counter() - start
+
+    # Warm-up of every path (allocator, first-call dispatch).
+    engine_round(True)
+    plain_loop(
+        reference,
+        ref_params,
+        batches[:2],
+        tc["inner_lr"],
+        tc["grad_clip_norm"],
+        tuple(tc["betas"]),
+        tc["weight_decay"],
+    )
+    times = {k: [] for k in ("plain", "engine", "engine_stats", "step_off", "step_on", "exact")}
+    for _ in range(args.repeats):
+        times["plain"].append(
+            plain_loop(
+                reference,
+                ref_params,
+                batches,
+                tc["inner_lr"],
+                tc["grad_clip_norm"],
+                tuple(tc["betas"]),
+                tc["weight_decay"],
+            )
+        )
+        times["engine"].append(engine_round(False))
+        times["engine_stats"].append(engine_round(True))
+        times["step_off"].append(engine_first_step(False))
+        times["step_on"].append(engine_first_step(True))
+        times["exact"].append(exact_stats())
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(
+        f"model {sum(p.numel() for p in ref_params):,} parameters, "
+        f"batch {args.batch} x {seq_len} tokens, H = {args.steps}, "
+        f"{args.threads} thread(s), medians of {args.repeats}"
+    )
+    print(f"plain loop        {tokens / med['plain']:10.0f} tokens/s")
+    print(
+        f"engine            {tokens / med['engine']:10.0f} tokens/s   "
+        f"ratio {med['plain'] / med['engine']:.3f} (goal >= 0.95)"
+    )
+    print(
+        f"engine + stats    {tokens / med['engine_stats']:10.0f} tokens/s   round overhead "
+        f"{med['engine_stats'] / med['engine'] - 1:+.1%} (goal <= 5 %)"
+    )
+    print(
+        f"first step: stats off {med['step_off'] * 1e3:.1f} ms, on {med['step_on'] * 1e3:.1f} ms "
+        f"({med['step_on'] / med['step_off'] - 1:+.1%} for that one step)"
+    )
+    print(
+        f"exact per-sample estimator on one batch: {med['exact'] * 1e3:.1f} ms "
+        f"({med['exact'] / med['step_off']:.1f}x an inner step)"
+    )
+
+
+if __name__ == "__main__":
+    main()
