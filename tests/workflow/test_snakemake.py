@@ -70,7 +70,9 @@ def test_lint_is_clean():
     assert "Congratulations, your workflow is in a good condition!" in output
 
 
-@pytest.mark.parametrize("config_file", ["config/config.yaml", "config/test.yaml"])
+@pytest.mark.parametrize(
+    "config_file", ["config/config.yaml", "config/test.yaml", "config/paper.yaml"]
+)
 def test_dry_run_has_one_job_per_stage_device_and_run(config_file):
     config = load_yaml(ROOT / config_file)
     result = snakemake("-n", "--forceall", "--configfile", config_file)
