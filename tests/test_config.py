@@ -1,0 +1,135 @@
+"""Configuration: defaults, run resolution, and malformed configs rejected with the key named."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from adloco.cli import main
+from adloco.config import ConfigError, load_config, resolve_run, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def base() -> dict:
+    return yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "test.yaml", "paper.yaml"])
+def test_shipped_configs_validate_and_every_run_resolves(name):
+    cfg = load_config(ROOT / "config" / name)
+    for run in cfg["runs"]:
+        settings = resolve_run(cfg, run)
+        assert settings["name"] == run and settings["method"] in {"adloco", "diloco", "localsgd"}
+
+
+def test_defaults_come_from_the_schema():
+    cfg = base()
+    del cfg["train"]["inner_steps"]
+    del cfg["calibration"]
+    cfg = validate(cfg)
+    assert cfg["train"]["inner_steps"] == 200  # the schema's default, the paper's H
+    assert cfg["calibration"]["margin"] == 0.9
+
+
+def test_run_overrides_train_and_method_rules_apply():
+    cfg = validate(base())
+    run = resolve_run(cfg, "adloco")
+    assert run["batch_test"] == "norm" and run["initial_trainers"] == 2
+    assert run["inner_steps"] == cfg["train"]["inner_steps"]
+    cfg2 = base()
+    cfg2["runs"]["local"] = {"method": "localsgd"}
+    local = resolve_run(validate(cfg2), "local")
+    assert (local["inner_optimizer"], local["outer_lr"], local["outer_momentum"]) == (
+        "sgd",
+        1.0,
+        0.0,
+    )
+
+
+def set_key(cfg: dict, dotted: str, value) -> dict:
+    *parents, leaf = dotted.split(".")
+    node = cfg
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if value is DELETE:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return cfg
+
+
+DELETE = object()
+
+MALFORMED = [
+    ("data.seq_len_tokens", "128", "data.seq_len_tokens"),
+    ("data.source", "s3", "data.source"),
+    ("data.validation_fraction", 1.5, "data.validation_fraction"),
+    ("data.tokenizer.kind", "wordpiece", "data.tokenizer.kind"),
+    ("model.hidden_size", 0, "model.hidden_size"),
+    ("cluster.devices", [], "cluster.devices"),
+    ("cluster.devices.0.memory_gib", -1, "cluster.devices.0.memory_gib"),
+    ("cluster.devices.0.kind", "tpu", "cluster.devices.0.kind"),
+    ("train.outer_momentum", 1.0, "train.outer_momentum"),
+    ("train.betas", [0.9], "train.betas"),
+    ("train.switch", "sometimes", "train.switch"),
+    ("train.lerning_rate", 0.1, "train.lerning_rate"),
+    ("runs.adloco.batch_test", "variance", "runs.adloco.batch_test"),
+    ("runs.adloco.initial_trainers", 99, "runs.adloco.initial_trainers"),
+    ("runs.diloco.initial_trainers", 2, "runs.diloco.initial_trainers"),
+    ("runs.adloco.method", "fedavg", "runs.adloco.method"),
+    ("seeds", [1, 1], "seeds"),
+    ("model.num_key_value_heads", 3, "model.num_key_value_heads"),
+    ("data", DELETE, "data"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "named"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_config_is_rejected_with_the_key(key, value, named):
+    cfg = set_key(copy.deepcopy(base()), key, value)
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+        for run in cfg["runs"]:
+            resolve_run(cfg, run)
+    assert named in str(err.value)
+
+
+def test_cli_rejects_a_bad_config_before_writing_anything(tmp_path, capsys):
+    cfg = set_key(base(), "train.inner_lr", -1)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    code = main(
+        [
+            "train",
+            "--config",
+            str(path),
+            "--run",
+            "adloco",
+            "--seed",
+            "0",
+            "--data",
+            str(tmp_path),
+            "--calibration",
+            str(tmp_path),
+            "--out",
+            str(out),
+            "--checkpoints",
+            str(tmp_path / "ck"),
+        ]
+    )
+    assert code == 2
+    assert "train.inner_lr" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "ck").exists()
+
+
+def test_not_yaml_and_missing_file_are_clear(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
