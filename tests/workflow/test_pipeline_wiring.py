@@ -93,15 +93,17 @@ def make_copy(
         shutil.copytree(ROOT / name, work / name, symlinks=True)
     if config is not None:
         (work / "config/config.yaml").write_text(yaml.safe_dump(config))
+    # No usage reports from the dvc commands of the tests.
+    base_env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     if not fake:
-        return work, {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        return work, {**base_env, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     fake = fake_bin / "adloco"
     fake.write_text(FAKE_ADLOCO.format(python=sys.executable))
     fake.chmod(0o755)
     env = {
-        **os.environ,
+        **base_env,
         "PATH": f"{fake_bin}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "FAKE_ADLOCO_RECORD": str(tmp_path / "calls.jsonl"),
         "FAKE_ADLOCO_RUNNING": str(tmp_path / "running"),
