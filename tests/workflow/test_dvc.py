@@ -24,6 +24,9 @@ CONFIG_FILE = "config/config.yaml"
 def normalize(command: str) -> str:
     # Snakemake sends a job's output to its log; DVC shows it on the terminal.
     command = re.sub(r"\s*>\s*\S+\s+2>&1\s*$", "", command)
+    # Snakemake gives a training job its share of the cores; DVC runs one stage
+    # at a time and leaves torch its default (every core).
+    command = re.sub(r" --threads \d+", "", command)
     return " ".join(command.split())
 
 

@@ -109,6 +109,8 @@ def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
         ]
         assert f"--out {run_dir} " in job["shell"]
         assert f"--checkpoints {paths.checkpoint_dir(run, seed)} " in job["shell"]
+        # torch gets the job's threads (capped at --cores in a local run).
+        assert f" --threads {job.get('threads', '1')} " in job["shell"]
         # Checkpoints must outlive a failed job, so they are never an output.
         assert not any(p.startswith(str(paths.CHECKPOINTS)) for p in job["output"])
         assert str(paths.tokenized_dir(config["data"]["dataset"]) / "manifest.json") in job["input"]

@@ -42,4 +42,5 @@ rule train:
     shell:
         "adloco train --config {params.config} --run {wildcards.run} --seed {wildcards.seed}"
         " --data {params.data} --calibration results/calibration"
-        " --out {params.out} --checkpoints {params.checkpoints} > {log} 2>&1"
+        " --out {params.out} --checkpoints {params.checkpoints}"
+        " --threads {threads} > {log} 2>&1"
