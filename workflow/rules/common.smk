@@ -62,6 +62,8 @@ config.update(_read_config(CONFIG_FILE))
 validate(config, "../schemas/config.schema.yaml")
 try:
     adloco.config.validate(config)
+    # Every run merged with `train` and checked, so that a bad override fails
+    # here, naming the run and the key, rather than in its training job.
     RUN_SETTINGS = {name: adloco.config.resolve_run(config, name) for name in config["runs"]}
 except adloco.config.ConfigError as exc:
     raise WorkflowError(f"{CONFIG_FILE}: {exc}") from None
@@ -89,6 +91,7 @@ RUN_PATTERN = _alternatives(RUNS)
 
 def input_folder(key):
     """A param function: the folder of input ``key`` (one path per folder)."""
+
     def folder(wildcards, input):
         paths = input[key]
         return os.path.dirname(paths if isinstance(paths, str) else paths[0])
