@@ -156,6 +156,16 @@ def device_gpu_model(wildcards):
     return GPU_MODEL if DEVICES[wildcards.device]["kind"] == "cuda" else None
 
 
+def train_threads(wildcards):
+    """CPU threads of a training job.
+
+    A simulated CPU cluster runs its slots one after another in one process on
+    a small model, so parallel runs use cores better than intra-op threads:
+    one thread each. A GPU job gets a few threads to feed the device.
+    """
+    return 4 if _uses_cuda() else 1
+
+
 def cluster_gpu(wildcards):
     return 1 if _uses_cuda() else 0
 

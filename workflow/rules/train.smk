@@ -31,7 +31,7 @@ rule train:
         "logs/train/{run}/seed{seed}.log",
     benchmark:
         "logs/benchmarks/train/{run}/seed{seed}.tsv"
-    threads: 4
+    threads: train_threads
     resources:
         mem_mb=4000 + cpu_budget_mb(),
         runtime=24 * 60,
