@@ -1,10 +1,21 @@
-"""Checkpoints that resume exactly.
+"""Checkpoints that resume exactly, from one process or many.
 
-One file per run, replaced atomically after every ``checkpoint_every_rounds``
-rounds: write ``latest.pt.tmp``, fsync, rename. It holds only tensors and plain
-Python containers, so it loads with ``torch.load(weights_only=True)``: nothing
-in a checkpoint can execute code. A fingerprint of the run's resolved settings
-guards against resuming under a changed configuration.
+A checkpoint of round r is a folder ``round-<r>/`` plus the manifest
+``checkpoint.json`` that names it. The folder holds ``shared.pt`` (the state
+every process holds a replica of: trainers, outer optimizers, samplers,
+ledger, history; written by rank 0) and one ``rank-<k>.pt`` per process (the
+inner optimizer states of the node slots that process runs, and its RNG).
+Protocol: every rank writes its files atomically (temporary name, fsync,
+rename), all ranks meet at a barrier, then rank 0 replaces the manifest
+atomically and only then deletes older round folders. A kill at any moment
+leaves the manifest naming a round whose files are all complete, so every rank
+resumes from the same complete round; a half-written newer folder is ignored
+and overwritten when that round is saved again. Files hold only tensors and
+plain Python containers and load with ``torch.load(weights_only=True)``, so
+nothing in a checkpoint can execute code. A fingerprint of the run's resolved
+settings guards against resuming under a changed configuration. Node states
+are stored per slot, so a run may resume under another number of processes:
+each rank takes the slots it now owns from whichever file holds them.
 """
 
 from __future__ import annotations
@@ -12,14 +23,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from adloco.io import atomic_path
+from adloco.io import atomic_path, write_json_atomic
 
-CHECKPOINT_NAME = "latest.pt"
-FORMAT_VERSION = 1
+MANIFEST_NAME = "checkpoint.json"
+SHARED_NAME = "shared.pt"
+LEGACY_NAME = "latest.pt"
+FORMAT_VERSION = 2
 
 
 def fingerprint(settings: dict) -> str:
@@ -28,32 +44,145 @@ def fingerprint(settings: dict) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-def save(directory: str | Path, state: dict) -> Path:
-    path = Path(directory) / CHECKPOINT_NAME
+def round_dir_name(round_: int) -> str:
+    return f"round-{round_:06d}"
+
+
+def rank_file_name(rank: int) -> str:
+    return f"rank-{rank:05d}.pt"
+
+
+def _save_tensor_file(path: Path, obj: dict) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
-            torch.save({"format_version": FORMAT_VERSION, **state}, fh)
+            torch.save(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
-    return path
 
 
-def load(directory: str | Path, expected_fingerprint: str) -> dict | None:
-    """The saved state, or None when there is none; an error if it is from another config."""
-    path = Path(directory) / CHECKPOINT_NAME
-    if not path.exists():
+def save(
+    directory: str | Path,
+    round_: int,
+    fingerprint_: str,
+    shared: dict | None,
+    local: dict,
+    rank: int,
+    world_size: int,
+    barrier: Callable[[], None],
+) -> Path:
+    """Save round ``round_``: call on every rank; ``shared`` is given by rank 0 only.
+
+    ``barrier`` must return on no rank before every rank has written its file
+    (and may check that the ranks agree); rank 0 then commits the manifest.
+    """
+    directory = Path(directory)
+    round_dir = directory / round_dir_name(round_)
+    round_dir.mkdir(parents=True, exist_ok=True)
+    header = {"format_version": FORMAT_VERSION, "fingerprint": fingerprint_, "round": round_}
+    if rank == 0:
+        if shared is None:
+            raise ValueError("rank 0 must provide the shared state of the checkpoint")
+        _save_tensor_file(round_dir / SHARED_NAME, {**header, **shared})
+    _save_tensor_file(round_dir / rank_file_name(rank), {**header, "rank": rank, **local})
+    barrier()
+    if rank == 0:
+        write_json_atomic(
+            directory / MANIFEST_NAME,
+            {
+                **header,
+                "dir": round_dir.name,
+                "world_size": world_size,
+                "files": [SHARED_NAME] + [rank_file_name(k) for k in range(world_size)],
+            },
+        )
+        for old in directory.glob("round-*"):
+            if old.is_dir() and old.name != round_dir.name:
+                shutil.rmtree(old, ignore_errors=True)
+    return round_dir
+
+
+@dataclass
+class Checkpoint:
+    """A complete saved round: the shared state and the per-rank files beside it."""
+
+    round: int
+    fingerprint: str
+    shared: dict
+    rank_files: list[Path]
+
+    def local(self, rank: int, wants_slot: Callable[[int], bool]) -> dict:
+        """This rank's part: inner states of the slots it owns, and an RNG state.
+
+        The slots are looked up in every rank file (memory-mapped, so only the
+        wanted tensors are read), which lets a run resume under a different
+        number of processes. The RNG state is this rank's own when it had one,
+        else rank 0's.
+        """
+        nodes: dict[int, list[dict] | None] = {}
+        rng = None
+        for path in self.rank_files:
+            part = _check_header(path, _load(path, mmap=True), self.round, self.fingerprint)
+            for node in part["nodes"]:
+                if wants_slot(node["slot"]):
+                    nodes[node["slot"]] = _materialise(node["inner_state"])
+            if part["rank"] == rank or (rng is None and part["rank"] == 0):
+                rng = part["rng"].clone()
+        return {"nodes": nodes, "rng": rng}
+
+
+def _materialise(inner_state: list[dict] | None) -> list[dict] | None:
+    # Memory-mapped tensors would alias the file; the optimizer updates them in place.
+    if inner_state is None:
         return None
+    return [{k: v.clone() for k, v in s.items()} for s in inner_state]
+
+
+def _load(path: Path, mmap: bool = False) -> dict:
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as exc:  # a truncated or foreign file
         raise ValueError(f"{path}: unreadable checkpoint ({exc}); delete it to start over") from exc
-    if state.get("format_version") != FORMAT_VERSION:
+
+
+def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
+    """The last complete round, or None if there is none; an error if from another config."""
+    directory = Path(directory)
+    manifest_path = directory / MANIFEST_NAME
+    if not manifest_path.exists():
+        if (directory / LEGACY_NAME).exists():
+            raise ValueError(
+                f"{directory / LEGACY_NAME}: checkpoint in the single-file format 1, which this "
+                "version does not resume; delete the folder to start over"
+            )
+        return None
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{manifest_path}: not valid JSON ({exc})") from exc
+    if manifest.get("format_version") != FORMAT_VERSION:
         raise ValueError(
-            f"{path}: checkpoint format {state.get('format_version')} is not {FORMAT_VERSION}"
+            f"{manifest_path}: checkpoint format {manifest.get('format_version')} is not "
+            f"{FORMAT_VERSION}; delete the folder to start over"
         )
-    if state.get("fingerprint") != expected_fingerprint:
+    if manifest.get("fingerprint") != expected_fingerprint:
         raise ValueError(
-            f"{path}: checkpoint was written under a different configuration, run or seed; "
-            "delete the folder to start over"
+            f"{manifest_path}: checkpoint was written under a different configuration, run or "
+            "seed; delete the folder to start over"
         )
+    round_dir = directory / manifest["dir"]
+    paths = [round_dir / name for name in manifest["files"]]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        # With several machines, every rank must see the folder rank 0 wrote.
+        raise FileNotFoundError(
+            f"{manifest_path} names files this process cannot see: {', '.join(missing)} "
+            "(is the checkpoint folder on a file system every process shares?)"
+        )
+    shared = _check_header(paths[0], _load(paths[0]), manifest["round"], expected_fingerprint)
+    return Checkpoint(manifest["round"], expected_fingerprint, shared, paths[1:])
+
+
+def _check_header(path: Path, state: dict, round_: int, expected_fingerprint: str) -> dict:
+    if state.get("round") != round_ or state.get("fingerprint") != expected_fingerprint:
+        raise ValueError(f"{path}: does not belong to round {round_} of this run")
     return state

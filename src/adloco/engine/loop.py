@@ -158,8 +158,8 @@ class Engine:
 
     # ----------------------------------------------------------- state
     def state_dict(self) -> dict:
+        """The replicated state: identical on every process, saved once (by rank 0)."""
         return {
-            "fingerprint": self.fingerprint,
             "round": self.round,
             "tokens_total": self.tokens_total,
             "wall_time_s": self._wall_s(),
@@ -176,13 +176,23 @@ class Engine:
                 }
                 for t in self.trainers
             ],
-            "nodes": [{"slot": n.slot, "inner_state": n.inner_state} for n in self.nodes.values()],
             "ledger": self.ledger.state_dict(),
-            "rng": torch.get_rng_state(),
             "history": json.dumps(self.history),
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def local_state_dict(self) -> dict:
+        """This process's own state: inner optimizer states of the slots it runs, its RNG."""
+        return {
+            "nodes": [
+                {"slot": n.slot, "inner_state": n.inner_state}
+                for n in self.nodes.values()
+                if self.comm.owns(n.slot) and n.inner_state is not None
+            ],
+            "rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict, local: dict) -> None:
+        """Restore from :meth:`state_dict` and ``local`` (``{"nodes": {slot: inner}, "rng"}``)."""
         self.round = state["round"]
         self.tokens_total = state["tokens_total"]
         self.wall_offset_s = state["wall_time_s"]
@@ -204,17 +214,57 @@ class Engine:
                     None if direction is None else [d.to(self.device) for d in direction],
                 )
             )
-        for ns in state["nodes"]:
-            inner = ns["inner_state"]
+        for slot in self.nodes:
+            inner = local["nodes"].get(slot)
             if inner is not None:
                 inner = [
                     {k: v.to(self.device) if k != "step" else v for k, v in s.items()}
                     for s in inner
                 ]
-            self.nodes[ns["slot"]] = NodeState(ns["slot"], inner)
+            self.nodes[slot] = NodeState(slot, inner)
         self.ledger = Ledger.from_state_dict(state["ledger"])
-        torch.set_rng_state(state["rng"])
+        if local["rng"] is not None:
+            torch.set_rng_state(local["rng"])
         self.history = json.loads(state["history"])
+
+    def _replica_digest(self) -> int:
+        """A 31-bit digest of the replicated state; equal on all processes whose replicas agree."""
+        values = [self.round, self.tokens_total]
+        for t in self.trainers:
+            # The bit patterns of θ: any changed bit changes the sum (barring cancellation).
+            bits = torch.stack(
+                [p.detach().contiguous().view(torch.int32).sum(dtype=torch.int64) for p in t.params]
+            ).sum()
+            values += [t.id, t.requested_batch, t.sampler.epoch, t.sampler.position, int(bits)]
+        digest = 0
+        for v in values:
+            digest = (digest * 1_000_003 + v) % (2**31 - 1)
+        return digest
+
+    def _agree(self, when: str) -> None:
+        """Fail on every process unless all hold the same round and replicated state.
+
+        Also a barrier. Sums of small integers are exact in float64, so the
+        check is exact; a second reduction makes every process reach the same
+        verdict.
+        """
+        mine = torch.tensor(
+            [self.round, self._replica_digest()], dtype=torch.float64, device=self.device
+        )
+        total = mine.clone()
+        self.comm.all_reduce_sum_([total])
+        verdict = torch.tensor(
+            [0.0 if torch.equal(total, mine * self.comm.world_size) else 1.0],
+            dtype=torch.float64,
+            device=self.device,
+        )
+        self.comm.all_reduce_sum_([verdict])
+        if verdict.item() > 0:
+            raise RuntimeError(
+                f"rank {self.comm.rank}: the {self.comm.world_size} processes disagree on the "
+                f"round or the trainers' state {when}; their replicas diverged (different "
+                "checkpoints, code or non-deterministic kernels)"
+            )
 
     def _wall_s(self) -> float:
         return self.wall_offset_s + (time.perf_counter() - self._t0)
@@ -502,30 +552,33 @@ class Engine:
     def run(self) -> list[dict]:
         """Train to the end, resuming from the checkpoint folder; return all rows."""
         self._t0 = time.perf_counter()
-        state = self.load_checkpoint()
-        if state is None:
+        if not self.load_checkpoint():
             self._init_trainers()
             if self.comm.is_writer:
                 self.metrics_path.write_text("")
         else:
-            self.load_state_dict(state)
             log.info("resuming %s seed %d after round %d", self.tc["name"], self.seed, self.round)
             if self.comm.is_writer:
                 self._truncate_metrics()
+        self._agree("at the start")
         bar = _progress(
-            self.tc["max_rounds"], self.round, f"{self.tc['name']} s{self.seed}", self.progress
+            self.tc["max_rounds"],
+            self.round,
+            f"{self.tc['name']} s{self.seed}",
+            self.progress and self.comm.is_writer,
         )
         try:
             while not self._finished(self.round):
                 rows = self._round()
-                with open(self.metrics_path, "a") as fh:
-                    for row in rows:
-                        fh.write(json.dumps(row) + "\n")
+                if self.comm.is_writer:
+                    with open(self.metrics_path, "a") as fh:
+                        for row in rows:
+                            fh.write(json.dumps(row) + "\n")
                 self.history.extend(rows)
                 if self.round % self.tc["checkpoint_every_rounds"] == 0 or self._finished(
                     self.round
                 ):
-                    checkpoint.save(self.ckpt_dir, self.state_dict())
+                    self.save_checkpoint()
                 bar.update(1)
                 bar.set_postfix(_postfix(rows))
         finally:
@@ -533,11 +586,25 @@ class Engine:
         return self.history
 
     def save_checkpoint(self) -> None:
-        if self.comm.is_writer:
-            checkpoint.save(self.ckpt_dir, self.state_dict())
+        """Save the current round; every process calls it (see ``checkpoint``'s protocol)."""
+        checkpoint.save(
+            self.ckpt_dir,
+            self.round,
+            self.fingerprint,
+            self.state_dict() if self.comm.is_writer else None,
+            self.local_state_dict(),
+            self.comm.rank,
+            self.comm.world_size,
+            barrier=lambda: self._agree(f"when saving round {self.round}"),
+        )
 
-    def load_checkpoint(self) -> dict | None:
-        return checkpoint.load(self.ckpt_dir, self.fingerprint)
+    def load_checkpoint(self) -> bool:
+        """Load the last complete round, if any; whether there was one."""
+        saved = checkpoint.load(self.ckpt_dir, self.fingerprint)
+        if saved is None:
+            return False
+        self.load_state_dict(saved.shared, saved.local(self.comm.rank, self.comm.owns))
+        return True
 
     def _truncate_metrics(self) -> None:
         # Rows written after the checkpoint belong to a round that will be redone.

@@ -5,7 +5,9 @@ Reads the tokenized data and the calibration results, trains with
 ``summary.json`` and ``final/`` (``save_pretrained`` with the tokenizer) into
 the run folder. Checkpoints go to a separate folder (``--checkpoints``) that
 Snakemake does not remove when a job fails, so running the same command again
-resumes from the last complete round.
+resumes from the last complete round. Started by ``torchrun``, it joins the
+process group and spreads the node slots over the processes
+(:mod:`adloco.engine.distributed`); only rank 0 writes the run folder.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ log = logging.getLogger(__name__)
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument("--run", required=True, help="run name from `runs`")
+    # --run-name: torchrun's own parser rejects a bare --run in the script's
+    # arguments as an ambiguous abbreviation of its --run-path.
+    parser.add_argument(
+        "--run", "--run-name", dest="run", required=True, help="run name from `runs`"
+    )
     parser.add_argument("--seed", type=int, required=True, help="training seed")
     parser.add_argument("--data", required=True, help="tokenized data folder")
     parser.add_argument("--calibration", required=True, help="folder of calibration JSON files")
@@ -33,7 +39,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         default=None,
-        help="CPU threads for torch (Snakemake passes {threads})",
+        help="CPU threads for torch (Snakemake passes {threads}; per process under torchrun)",
+    )
+    parser.add_argument(
+        "--dist-timeout-s",
+        type=float,
+        default=None,
+        help="under torchrun: seconds a collective may wait for the other processes before "
+        "the run fails (default: $ADLOCO_DIST_TIMEOUT_S, else 1800)",
     )
 
 
@@ -80,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
 
     from adloco.config import load_config, resolve_run
     from adloco.data.reader import TokenData
+    from adloco.engine import distributed
     from adloco.engine.loop import Engine
-    from adloco.io import atomic_dir, atomic_path, write_json_atomic
 
     cfg = load_config(args.config)
     run_cfg = resolve_run(cfg, args.run)
@@ -89,32 +102,61 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
-    engine = Engine(
-        cfg,
-        run_cfg,
-        args.seed,
-        data,
-        max_batches(cfg, args.calibration),
-        args.checkpoints,
-        device=compute_device(cfg),
-        progress=not args.no_progress,
-    )
-    rows = engine.run()
+    device = compute_device(cfg)
+    collective = None
+    launch = distributed.launch_env()
+    if launch is not None:
+        device = distributed.compute_device(launch, device)
+        timeout_s = distributed.timeout_s(args.dist_timeout_s)
+        collective = distributed.init(cfg["cluster"], launch, device, timeout_s)
+        log.info(
+            "rank %d of %d on %s, slots %s",
+            launch.rank,
+            launch.world_size,
+            device,
+            [s for s in range(len(collective.slot_owner)) if collective.owns(s)],
+        )
+    try:
+        engine = Engine(
+            cfg,
+            run_cfg,
+            args.seed,
+            data,
+            max_batches(cfg, args.calibration),
+            args.checkpoints,
+            device=device,
+            progress=not args.no_progress,
+            collective=collective,
+        )
+        rows = engine.run()
+    except distributed.PeerFailure as exc:
+        # Leave without tearing the broken process group down: that could wait on the dead peer.
+        log.error("%s", exc)
+        return 1
+    if engine.comm.is_writer:
+        write_outputs(engine, rows, data, args)
+    distributed.shutdown()
+    return 0
+
+
+def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> None:
+    """metrics.jsonl, final/ (best trainer and tokenizer) and summary.json, atomically."""
+    from transformers import AutoTokenizer
+
+    from adloco.io import atomic_dir, atomic_path, write_json_atomic
+
     out = Path(args.out)
     with atomic_path(out / "metrics.jsonl") as tmp:
         shutil.copyfile(engine.metrics_path, tmp)
     best = engine.best_trainer()
     model = engine.export_model(best)
-    from transformers import AutoTokenizer
-
     tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
     with atomic_dir(out / "final") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-    summary = summarize(rows, run_cfg, args.seed, engine.round, len(engine.trainers))
+    summary = summarize(rows, engine.tc, args.seed, engine.round, len(engine.trainers))
     summary["final_trainer"] = best.id
     write_json_atomic(out / "summary.json", summary)
     log.info(
         "%s seed %d: final val perplexity %s", args.run, args.seed, summary["final_val_perplexity"]
     )
-    return 0
