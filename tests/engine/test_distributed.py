@@ -95,14 +95,15 @@ def child_env(**extra: str) -> dict:
 
 def torchrun(args: list[str], log: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    # A new session, so that a test can kill the launcher and its ranks together.
-    return subprocess.Popen(
-        cmd + args,
-        env=child_env(),
-        stdout=open(log, "wb"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with open(log, "wb") as fh:
+        # A new session, so that a test can kill the launcher and its ranks together.
+        return subprocess.Popen(
+            cmd + args,
+            env=child_env(),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def train_args(config: Path, data: Path, out: Path, ckpt: Path) -> list[str]:
@@ -200,7 +201,7 @@ def _local(rank: int, slots: list[int]) -> dict:
         "nodes": [
             {
                 "slot": s,
-                "inner_state": [{"step": torch.tensor(5.0), "exp_avg": torch.full((2,), s)}],
+                "inner_state": [{"step": torch.tensor(5.0), "exp_avg": torch.full((2,), float(s))}],
             }
             for s in slots
         ],
@@ -397,19 +398,20 @@ def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
             RANK=str(rank),
             LOCAL_RANK=str(rank),
         )
-        ranks.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "adloco", *args],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
+        with open(root / f"rank{rank}.log", "wb") as fh:
+            ranks.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "adloco", *args],
+                    env=env,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                )
             )
-        )
     metrics = root / "ckpt" / "metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not (metrics.exists() and metrics.read_text()):
         time.sleep(0.02)
-    assert ranks[0].poll() is None, ranks[0].stdout.read().decode()
+    assert ranks[0].poll() is None, (root / "rank0.log").read_text()
     ranks[1].send_signal(signal.SIGKILL)
     ranks[1].wait()
     try:
@@ -418,6 +420,6 @@ def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
     except subprocess.TimeoutExpired:
         ranks[0].kill()
         pytest.fail("rank 0 still waits for the dead rank")
-    log = ranks[0].stdout.read().decode()
+    log = (root / "rank0.log").read_text()
     assert code != 0
     assert "rank 0 of 2" in log and "another process died" in log, log

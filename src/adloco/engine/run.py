@@ -25,7 +25,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     # --run-name: torchrun's own parser rejects a bare --run in the script's
     # arguments as an ambiguous abbreviation of its --run-path.
     parser.add_argument(
-        "--run", "--run-name", dest="run", required=True, help="run name from `runs`"
+        "--run",
+        "--run-name",
+        dest="run",
+        required=True,
+        help="run name from `runs` (--run-name under torchrun)",
     )
     parser.add_argument("--seed", type=int, required=True, help="training seed")
     parser.add_argument("--data", required=True, help="tokenized data folder")
