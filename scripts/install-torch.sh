@@ -2,9 +2,10 @@
 # Install torch into the virtual environment without ever pulling the
 # multi-gigabyte CUDA build onto a machine that has no GPU.
 #   usage: install-torch.sh PYTHON VERSION
-# GPU present (nvidia-smi works): the PyPI build, which carries CUDA.
-# No GPU: a CPU wheel already on disk (pip's find-links) if there is one,
-# otherwise the CPU wheel from the PyTorch CPU index.
+# GPU present (nvidia-smi lists one): the PyPI build, which carries CUDA.
+# No GPU: the CPU build, `torch==VERSION+cpu`, from wherever pip finds it
+# first (a wheel on disk through pip's find-links, or a configured index);
+# otherwise from the PyTorch CPU index, with the other packages from PyPI.
 set -eu
 py=$1
 version=$2
@@ -17,7 +18,8 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   exec "$py" -m pip install -q "torch==$version"
 fi
 echo "no GPU: installing the CPU build of torch==$version"
-if "$py" -m pip install -q --no-index "torch==$version" 2>/dev/null; then
+if "$py" -m pip install -q "torch==$version+cpu" 2>/dev/null; then
   exit 0
 fi
-exec "$py" -m pip install -q "torch==$version" --index-url https://download.pytorch.org/whl/cpu
+exec "$py" -m pip install -q "torch==$version" \
+  --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
