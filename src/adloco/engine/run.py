@@ -109,18 +109,18 @@ def run(args: argparse.Namespace) -> int:
     device = compute_device(cfg)
     collective = None
     launch = distributed.launch_env()
-    if launch is not None:
-        device = distributed.compute_device(launch, device)
-        timeout_s = distributed.timeout_s(args.dist_timeout_s)
-        collective = distributed.init(cfg["cluster"], launch, device, timeout_s)
-        log.info(
-            "rank %d of %d on %s, slots %s",
-            launch.rank,
-            launch.world_size,
-            device,
-            [s for s in range(len(collective.slot_owner)) if collective.owns(s)],
-        )
     try:
+        if launch is not None:
+            device = distributed.compute_device(launch, device)
+            timeout_s = distributed.timeout_s(args.dist_timeout_s)
+            collective = distributed.init(cfg["cluster"], launch, device, timeout_s)
+            log.info(
+                "rank %d of %d on %s, slots %s",
+                launch.rank,
+                launch.world_size,
+                device,
+                [s for s in range(len(collective.slot_owner)) if collective.owns(s)],
+            )
         engine = Engine(
             cfg,
             run_cfg,
