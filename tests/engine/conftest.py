@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from array_data import ArrayData
 
 from adloco.config import resolve_run, validate
