@@ -60,7 +60,10 @@ def outer_step(
     apply_pseudo_gradient(
         optimizer,
         params,
-        [p.detach() - a.to(device=p.device, dtype=p.dtype) for p, a in zip(params, averaged)],
+        [
+            p.detach() - a.to(device=p.device, dtype=p.dtype)
+            for p, a in zip(params, averaged, strict=True)
+        ],
     )
 
 
