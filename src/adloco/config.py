@@ -106,6 +106,13 @@ def _check_consistency(config: dict) -> None:
                 f"runs.{name}.initial_trainers: {run['initial_trainers']} trainers need at least "
                 f"as many node slots, the cluster has {slots}"
             )
+    cluster = config["cluster"]
+    devices = sum(d.get("count", 1) for d in cluster["devices"])
+    if cluster.get("processes_per_machine", 1) > devices:
+        raise ConfigError(
+            f"cluster.processes_per_machine: {cluster['processes_per_machine']} processes for "
+            f"{devices} devices; every process needs at least one device"
+        )
     tok = config["data"]["tokenizer"]
     if tok["kind"] == "pretrained" and not tok.get("name"):
         raise ConfigError("data.tokenizer.name: required when data.tokenizer.kind is pretrained")

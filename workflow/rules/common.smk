@@ -156,14 +156,29 @@ def device_gpu_model(wildcards):
     return GPU_MODEL if DEVICES[wildcards.device]["kind"] == "cuda" else None
 
 
+TRAIN_PROCESSES = config["cluster"]["processes_per_machine"]
+
+
 def train_threads(wildcards):
-    """CPU threads of a training job.
+    """CPU threads of a training job (all its processes together).
 
     A simulated CPU cluster runs its slots one after another in one process on
     a small model, so parallel runs use cores better than intra-op threads:
-    one thread each. A GPU job gets a few threads to feed the device.
+    one thread per process. A GPU process gets a few threads to feed its device.
     """
-    return 4 if _uses_cuda() else 1
+    return (4 if _uses_cuda() else 1) * TRAIN_PROCESSES
+
+
+def train_launcher(wildcards):
+    """torchrun on the job's machine when the config asks for several training processes."""
+    if TRAIN_PROCESSES == 1:
+        return ""
+    return f"torchrun --standalone --nproc_per_node {TRAIN_PROCESSES} --no-python "
+
+
+def train_gpu(wildcards):
+    """One GPU per training process on a CUDA cluster."""
+    return TRAIN_PROCESSES if _uses_cuda() else 0
 
 
 def cluster_gpu(wildcards):

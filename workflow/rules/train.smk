@@ -27,6 +27,8 @@ rule train:
         data=input_folder("manifest"),
         out=output_folder("summary"),
         checkpoints="results/checkpoints/{run}/seed{seed}",
+        launcher=train_launcher,
+        threads_per_process=lambda wildcards, threads: max(1, threads // TRAIN_PROCESSES),
     log:
         "logs/train/{run}/seed{seed}.log",
     benchmark:
@@ -35,12 +37,12 @@ rule train:
     resources:
         mem_mb=4000 + cpu_budget_mb(),
         runtime=24 * 60,
-        gpu=cluster_gpu,
+        gpu=train_gpu,
         gpu_model=cluster_gpu_model,
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco train --config {params.config} --run {wildcards.run} --seed {wildcards.seed}"
-        " --data {params.data} --calibration results/calibration"
+        "{params.launcher}adloco train --config {params.config} --run-name {wildcards.run}"
+        " --seed {wildcards.seed} --data {params.data} --calibration results/calibration"
         " --out {params.out} --checkpoints {params.checkpoints}"
-        " --threads {threads} > {log} 2>&1"
+        " --threads {params.threads_per_process} > {log} 2>&1"
