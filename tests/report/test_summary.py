@@ -160,3 +160,24 @@ def test_summary_csv_from_fixture(tmp_path, fixtures_dir):
     assert rows["adloco-no-merge"]["final_trainers"] == "2"
     assert rows["diloco"]["sim_time_s_to_target"] == "4.0"
     assert math.isclose(float(rows["adloco-no-merge"]["sim_time_s_to_target"]), 5.0)
+
+
+def test_curves_csv_holds_the_run_level_curve(fixtures_dir, tmp_path):
+    build_report(
+        fixtures_dir / "config.yaml",
+        fixtures_dir / "runs",
+        fixtures_dir / "calibration",
+        fixtures_dir / "variance",
+        tmp_path / "out",
+    )
+    with open(tmp_path / "out" / "curves.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["run"] == "diloco"]
+    # diloco's fixture: rounds 1, 2, 4 evaluated (150, 120, 92); round 3 has no evaluation.
+    assert [
+        (r["round"], r["tokens_total"], r["communications"], r["sim_time_s"], r["val_perplexity"])
+        for r in rows
+    ] == [
+        ("1", "1000", "1", "1.0", "150.0"),
+        ("2", "2000", "2", "2.0", "120.0"),
+        ("4", "4000", "4", "4.0", "92.0"),
+    ]

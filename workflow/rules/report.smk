@@ -1,6 +1,6 @@
 # Report: every run's metrics and summary, the calibration and the variance
 # analysis -> results/report/: index.html (figures embedded), summary.csv (one
-# row per run and seed), claims.json (the paper's claims with verdicts) and
+# row per run and seed), curves.csv (perplexity per round), claims.json (the paper's claims with verdicts) and
 # figures/*.png. Light work, so it runs where Snakemake runs, never as a
 # cluster job.
 
@@ -24,6 +24,11 @@ rule report:
         summary=report(
             "results/report/summary.csv",
             caption="../report/summary.rst",
+            category="Report",
+        ),
+        curves=report(
+            "results/report/curves.csv",
+            caption="../report/perplexity.rst",
             category="Report",
         ),
         claims=report(

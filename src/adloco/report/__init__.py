@@ -46,9 +46,12 @@ def build_report(
     from adloco.report.html import render_page
     from adloco.report.inputs import load_calibration, load_runs, load_variance
     from adloco.report.summary import (
+        CURVE_COLUMNS,
         assign_roles,
+        curve_rows,
         resolve_target,
         summary_rows,
+        write_csv,
         write_summary_csv,
     )
 
@@ -74,6 +77,7 @@ def build_report(
 
     out = Path(out_dir)
     write_summary_csv(out / "summary.csv", summary)
+    write_csv(out / "curves.csv", CURVE_COLUMNS, curve_rows(runs))
     claims_doc = {
         "target_perplexity": target.value,
         "target_source": target.source,

@@ -185,10 +185,49 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def write_summary_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+CURVE_COLUMNS = [
+    "run",
+    "seed",
+    "method",
+    "round",
+    "tokens_total",
+    "communications",
+    "sim_time_s",
+    "val_perplexity",
+]
+
+
+def curve_rows(runs: list[RunSeed]) -> list[dict[str, Any]]:
+    """Run-level validation perplexity at every evaluated round, with the x axes of the figures."""
+    out = []
+    for rs in runs:
+        tokens = round_values(rs.rows, "tokens_total")
+        comms = round_values(rs.rows, "communications")
+        clock = round_values(rs.rows, "sim_time_s")
+        for round_, ppl in run_level_perplexity(rs.rows).items():
+            out.append(
+                {
+                    "run": rs.run,
+                    "seed": rs.seed,
+                    "method": rs.method,
+                    "round": round_,
+                    "tokens_total": tokens.get(round_),
+                    "communications": comms.get(round_),
+                    "sim_time_s": clock.get(round_),
+                    "val_perplexity": ppl,
+                }
+            )
+    return out
+
+
+def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(SUMMARY_COLUMNS)
+    writer.writerow(columns)
     for row in rows:
-        writer.writerow([_cell(row.get(k)) for k in SUMMARY_COLUMNS])
+        writer.writerow([_cell(row.get(k)) for k in columns])
     write_text_atomic(path, buffer.getvalue())
+
+
+def write_summary_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    write_csv(path, SUMMARY_COLUMNS, rows)
