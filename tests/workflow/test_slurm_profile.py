@@ -161,3 +161,14 @@ def test_report_is_a_local_rule():
     assert local["report"] is True
     assert not any(local[r] for r in ("prepare_corpus", "tokenize", "calibrate", "variance"))
     assert local["train"] is False
+
+
+def test_a_device_gpu_model_in_the_config_wins_over_the_environment(tmp_path):
+    path = cuda_config(tmp_path)
+    config = yaml.safe_load(path.read_text())
+    config["cluster"]["devices"][0]["gpu_model"] = "h100"
+    path.write_text(yaml.safe_dump(config))
+    jobs = dry_run(path, ENV)
+    for rule in ("train", "calibrate"):
+        job = next(j for j in jobs if j["rule"] == rule and "cpu-fixed" not in json.dumps(j))
+        assert job["resources"]["gpu_model"] == "h100", job

@@ -143,9 +143,14 @@ def _uses_cuda():
 # GPU resources. A job that trains or measures on CUDA asks for one GPU; the
 # default profile allows one at a time on a local machine (`resources: gpu: 1`),
 # the SLURM plugin turns `gpu` and `gpu_model` into `sbatch --gpus=[model:]1`.
-# The GPU model (SLURM's GPU type, e.g. a100) belongs to the cluster, not to
-# the experiment, so it comes from the environment, and only CUDA jobs get it.
+# The GPU model (SLURM's GPU type, e.g. a100) is a device's `gpu_model` in the
+# config, else ADLOCO_GPU_MODEL from the environment (a cluster-wide choice
+# kept out of the experiment's file); only CUDA jobs get one.
 GPU_MODEL = os.environ.get("ADLOCO_GPU_MODEL") or None
+
+
+def _gpu_model(device):
+    return (device.get("gpu_model") or GPU_MODEL) if device["kind"] == "cuda" else None
 
 
 def device_gpu(wildcards):
@@ -153,7 +158,7 @@ def device_gpu(wildcards):
 
 
 def device_gpu_model(wildcards):
-    return GPU_MODEL if DEVICES[wildcards.device]["kind"] == "cuda" else None
+    return _gpu_model(DEVICES[wildcards.device])
 
 
 TRAIN_PROCESSES = config["cluster"]["processes_per_machine"]
@@ -186,7 +191,9 @@ def cluster_gpu(wildcards):
 
 
 def cluster_gpu_model(wildcards):
-    return GPU_MODEL if _uses_cuda() else None
+    """The GPU model of the first CUDA device: a training job runs on one kind."""
+    models = [_gpu_model(d) for d in DEVICES.values() if d["kind"] == "cuda"]
+    return models[0] if models else None
 
 
 def calibrate_mem_mb(wildcards):
