@@ -12,14 +12,15 @@ Prints ratios measured in one run on the same model, data and thread count:
    comparison.
 
 Usage: .venv/bin/python benchmarks/bench_engine.py [--config config/config.yaml]
-       [--batch 8] [--steps 10] [--repeats 5] [--threads 1]
-Timings alternate between the variants and report medians, so a machine that
-is busy with other work slows both sides alike.
+       [--batch 8] [--steps 10] [--repeats 7] [--threads 1]
+Every repeat runs all variants in a fresh random order and ratios use the
+fastest repeat of each (the one least disturbed by other work on the machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 
@@ -49,7 +50,7 @@ def main() -> None:
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=10, help="H: inner steps per round")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--vocab", type=int, default=4096)
     args = ap.parse_args()
@@ -114,29 +115,36 @@ def main() -> None:
         tuple(tc["betas"]),
         tc["weight_decay"],
     )
-    times = {k: [] for k in ("plain", "engine", "engine_stats", "step_off", "step_on", "exact")}
+    variants = {
+        "plain": lambda: plain_loop(
+            reference,
+            ref_params,
+            batches,
+            tc["inner_lr"],
+            tc["grad_clip_norm"],
+            tuple(tc["betas"]),
+            tc["weight_decay"],
+        ),
+        "engine": lambda: engine_round(False),
+        "engine_stats": lambda: engine_round(True),
+        "step_off": lambda: engine_first_step(False),
+        "step_on": lambda: engine_first_step(True),
+        "exact": exact_stats,
+    }
+    times = {k: [] for k in variants}
+    order = random.Random(0)
     for _ in range(args.repeats):
-        times["plain"].append(
-            plain_loop(
-                reference,
-                ref_params,
-                batches,
-                tc["inner_lr"],
-                tc["grad_clip_norm"],
-                tuple(tc["betas"]),
-                tc["weight_decay"],
-            )
-        )
-        times["engine"].append(engine_round(False))
-        times["engine_stats"].append(engine_round(True))
-        times["step_off"].append(engine_first_step(False))
-        times["step_on"].append(engine_first_step(True))
-        times["exact"].append(exact_stats())
-    med = {k: statistics.median(v) for k, v in times.items()}
+        names = list(variants)
+        order.shuffle(names)
+        for name in names:
+            times[name].append(variants[name]())
+    med = {k: min(v) for k, v in times.items()}
+    spread = {k: statistics.median(v) / min(v) - 1 for k, v in times.items()}
     print(
         f"model {sum(p.numel() for p in ref_params):,} parameters, "
         f"batch {args.batch} x {seq_len} tokens, H = {args.steps}, "
-        f"{args.threads} thread(s), medians of {args.repeats}"
+        f"{args.threads} thread(s), fastest of {args.repeats} repeats "
+        f"(median {max(spread.values()):.0%} slower at most)"
     )
     print(f"plain loop        {tokens / med['plain']:10.0f} tokens/s")
     print(
