@@ -18,13 +18,14 @@ formulas are in ``docs/calibration.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from adloco.io import read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -363,15 +364,11 @@ def load_max_batch(calibration_dir: str | Path, device_cfg: dict) -> int:
     if device_cfg.get("max_batch") is not None:
         return int(device_cfg["max_batch"])
     path = Path(calibration_dir) / f"{device_cfg['name']}.json"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path}: no calibration for device {device_cfg['name']}; run `adloco calibrate "
-            f"--device {device_cfg['name']} --out {path} ...` or set its max_batch in the config"
-        )
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
+    record = read_json_object(
+        path,
+        f"{path}: no calibration for device {device_cfg['name']}; run `adloco calibrate "
+        f"--device {device_cfg['name']} --out {path} ...` or set its max_batch in the config",
+    )
     if record.get("device") != device_cfg["name"]:
         raise ValueError(
             f"{path}: calibrates device {record.get('device')!r}, not {device_cfg['name']!r}"

@@ -73,6 +73,26 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def read_json_object(
+    path: str | Path, missing: str | None = None, error: type[ValueError] = ValueError
+) -> dict:
+    """A JSON file that must hold an object; clear errors that name the file.
+
+    ``missing`` is the message when the file does not exist (default: "<path>:
+    not found"); a file that is not JSON or not an object raises ``error``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(missing or f"{path}: not found")
+    try:
+        obj = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise error(f"{path}: expected a JSON object")
+    return obj
+
+
 def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:

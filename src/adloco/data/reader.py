@@ -11,11 +11,12 @@ gathers sequences by index with one numpy fancy index per shard touched.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from adloco.io import read_json_object
 
 FORMAT_VERSION = 1
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
@@ -148,14 +149,11 @@ class TokenData:
 
 def read_manifest(folder: str | Path) -> dict:
     path = Path(folder) / "manifest.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"tokenized data manifest not found: {path} (run adloco tokenize)")
-    try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise CorruptDataError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise CorruptDataError(f"{path}: expected a JSON object")
+    manifest = read_json_object(
+        path,
+        f"tokenized data manifest not found: {path} (run adloco tokenize)",
+        error=CorruptDataError,
+    )
     if manifest.get("format_version") != FORMAT_VERSION:
         raise CorruptDataError(
             f"{path}: format_version {manifest.get('format_version')!r}, this reader reads "

@@ -30,12 +30,11 @@ from pathlib import Path
 
 import torch
 
-from adloco.io import atomic_path, write_json_atomic
+from adloco.io import atomic_path, read_json_object, write_json_atomic
 
 MANIFEST_NAME = "checkpoint.json"
 SHARED_NAME = "shared.pt"
-LEGACY_NAME = "latest.pt"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 1
 
 
 def fingerprint(settings: dict) -> str:
@@ -149,16 +148,8 @@ def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
     directory = Path(directory)
     manifest_path = directory / MANIFEST_NAME
     if not manifest_path.exists():
-        if (directory / LEGACY_NAME).exists():
-            raise ValueError(
-                f"{directory / LEGACY_NAME}: checkpoint in the single-file format 1, which this "
-                "version does not resume; delete the folder to start over"
-            )
         return None
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{manifest_path}: not valid JSON ({exc})") from exc
+    manifest = read_json_object(manifest_path)
     if manifest.get("format_version") != FORMAT_VERSION:
         raise ValueError(
             f"{manifest_path}: checkpoint format {manifest.get('format_version')} is not "

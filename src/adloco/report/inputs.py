@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.config import resolve_run
+from adloco.io import read_json_object
 
 # Fields every metrics row must carry for the summary and time-to-target.
 REQUIRED_ROW_KEYS = ("round", "trainer", "tokens_total", "communications", "sim_time_s")
@@ -155,16 +156,10 @@ def load_run_seed(
     _identity(rows, "method", settings["method"], metrics_path)
 
     summary_path = folder / "summary.json"
-    if not summary_path.is_file():
-        raise FileNotFoundError(
-            f"{summary_path}: summary not found (the run has not finished, or was interrupted)"
-        )
-    try:
-        written = json.loads(summary_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{summary_path}: not valid JSON: {exc}") from exc
-    if not isinstance(written, dict):
-        raise ValueError(f"{summary_path}: expected a JSON object")
+    written = read_json_object(
+        summary_path,
+        f"{summary_path}: summary not found (the run has not finished, or was interrupted)",
+    )
     derived = derive_summary(rows)
     if _is_number(written.get("rounds")) and written["rounds"] != derived["rounds"]:
         raise ValueError(
@@ -205,18 +200,6 @@ def load_runs(runs_dir: Path, config: dict) -> list[RunSeed]:
     ]
 
 
-def _read_json_object(path: Path, what: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: {what} not found")
-    try:
-        obj = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(obj, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return obj
-
-
 def load_calibration(cal_dir: Path, config: dict) -> list[Calibration]:
     """One entry per configured device; a device with a fixed max_batch needs no file."""
     out = []
@@ -224,7 +207,7 @@ def load_calibration(cal_dir: Path, config: dict) -> list[Calibration]:
         name = device["name"]
         path = cal_dir / f"{name}.json"
         if device.get("max_batch") is None:
-            fields = _read_json_object(path, "calibration")
+            fields = read_json_object(path, f"{path}: calibration not found")
             if fields.get("device", name) != name:
                 raise ValueError(f"{path}: calibrates device {fields['device']!r}, not {name!r}")
             out.append(Calibration(name, "file", fields, path))
@@ -254,7 +237,9 @@ def load_variance(var_dir: Path) -> Variance:
     """variance.json is required; per_batch.csv and deviations.png are shown when present."""
     if not var_dir.is_dir():
         raise FileNotFoundError(f"{var_dir}: variance folder not found (run `adloco variance`)")
-    summary = _read_json_object(var_dir / "variance.json", "variance results")
+    summary = read_json_object(
+        var_dir / "variance.json", f"{var_dir / 'variance.json'}: variance results not found"
+    )
     notes = []
     per_batch = None
     csv_path = var_dir / "per_batch.csv"
