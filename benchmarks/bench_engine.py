@@ -13,6 +13,9 @@ Prints ratios measured in one run on the same model, data and thread count:
 
 Usage: .venv/bin/python benchmarks/bench_engine.py [--config config/config.yaml]
        [--batch 8] [--steps 10] [--repeats 7] [--threads 1]
+       [--device cuda --model microllama --seq-len 512 --peak-tflops 989]
+On CUDA both loops run under bf16 autocast, and with --peak-tflops the model
+FLOPs utilisation (6 x parameters x tokens/s / peak) is printed too.
 Every repeat runs all variants in a fresh random order and ratios use the
 fastest repeat of each (the one least disturbed by other work on the machine).
 """
@@ -31,17 +34,38 @@ from adloco.config import load_config, resolve_run
 from adloco.engine.inner import NodeState, Worker
 from adloco.model import batch_loss, build_model
 
+# keeeeenw/MicroLlama's architecture (300M parameters), for random-weight runs.
+MICROLLAMA = {
+    "source": "config",
+    "name": None,
+    "hidden_size": 1024,
+    "intermediate_size": 5632,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "tie_word_embeddings": False,
+    "dtype": "float32",
+}
 
-def plain_loop(model, params, batches, lr, clip, betas, wd) -> float:
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def plain_loop(model, params, batches, lr, clip, betas, wd, device, autocast) -> float:
     opt = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=wd, foreach=True)
+    sync(device)
     start = time.perf_counter()
     for seqs in batches:
         for p in params:
             p.grad = None
-        loss_sum, n = batch_loss(model, seqs)
+        with autocast():
+            loss_sum, n = batch_loss(model, seqs.to(device, non_blocking=True))
         (loss_sum / n).backward()
         torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
         opt.step()
+    sync(device)
     return time.perf_counter() - start
 
 
@@ -53,38 +77,51 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--model", default="config", choices=["config", "microllama"])
+    ap.add_argument("--seq-len", type=int, default=None, help="default: the config's")
+    ap.add_argument("--peak-tflops", type=float, default=None, help="device peak, for MFU")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
     cfg = load_config(args.config)
     tc = resolve_run(cfg, next(iter(cfg["runs"])))
-    seq_len = cfg["data"]["seq_len_tokens"]
+    if device.type == "cuda":
+        tc["autocast_dtype"] = tc["autocast_dtype"] or "bfloat16"
+    model_cfg = MICROLLAMA if args.model == "microllama" else cfg["model"]
+    vocab = 32000 if args.model == "microllama" else args.vocab
+    seq_len = args.seq_len or cfg["data"]["seq_len_tokens"]
     gen = torch.Generator().manual_seed(0)
-    data = torch.randint(0, args.vocab, (args.batch * args.steps, seq_len), generator=gen)
+    data = torch.randint(0, vocab, (args.batch * args.steps, seq_len), generator=gen)
     batches = list(data.view(args.steps, args.batch, seq_len))
     indices = torch.arange(data.size(0)).view(args.steps, args.batch)
     plan = switch.plan_step(args.batch, args.batch, "switch")
     lrs = [tc["inner_lr"]] * args.steps
     tokens = data.numel()
 
-    model = build_model(cfg["model"], args.vocab, seq_len, 0)
-    worker = Worker(model, tc, torch.device("cpu"))
+    model = build_model(model_cfg, vocab, seq_len, 0)
+    worker = Worker(model, tc, device)
     theta = [p.detach().clone() for p in worker.params]
-    reference = build_model(cfg["model"], args.vocab, seq_len, 0)
+    reference = build_model(model_cfg, vocab, seq_len, 0).to(device)
     ref_params = list(reference.parameters())
+    autocast = worker._autocast
 
     def engine_round(with_stats: bool) -> float:
         acc = stats.GradientStatsAccumulator(theta) if with_stats else None
         node = NodeState(0)
+        sync(device)
         start = time.perf_counter()
         worker.run_node(
             theta, node, indices, data.__getitem__, plan, lrs, acc, tc["stats_microbatches"]
         )
         if acc is not None:
             stats.estimate(acc.finalize())
+        sync(device)
         return time.perf_counter() - start
 
     def engine_first_step(with_stats: bool) -> float:
         acc = stats.GradientStatsAccumulator(theta) if with_stats else None
+        sync(device)
         start = time.perf_counter()
         worker.run_node(
             theta,
@@ -96,12 +133,15 @@ def main() -> None:
             acc,
             tc["stats_microbatches"],
         )
+        sync(device)
         return time.perf_counter() - start
 
     def exact_stats() -> float:
+        sync(device)
         start = time.perf_counter()
-        grads = exact.per_sample_grads(worker.model, batches[0])
+        grads = exact.per_sample_grads(worker.model, batches[0].to(device))
         exact.exact_estimate(grads)
+        sync(device)
         return time.perf_counter() - start
 
     # Warm-up of every path (allocator, first-call dispatch).
@@ -114,6 +154,8 @@ def main() -> None:
         tc["grad_clip_norm"],
         tuple(tc["betas"]),
         tc["weight_decay"],
+        device,
+        autocast,
     )
     variants = {
         "plain": lambda: plain_loop(
@@ -124,6 +166,8 @@ def main() -> None:
             tc["grad_clip_norm"],
             tuple(tc["betas"]),
             tc["weight_decay"],
+            device,
+            autocast,
         ),
         "engine": lambda: engine_round(False),
         "engine_stats": lambda: engine_round(True),
@@ -138,31 +182,37 @@ def main() -> None:
         order.shuffle(names)
         for name in names:
             times[name].append(variants[name]())
-    med = {k: min(v) for k, v in times.items()}
+    best = {k: min(v) for k, v in times.items()}
     spread = {k: statistics.median(v) / min(v) - 1 for k, v in times.items()}
     print(
         f"model {sum(p.numel() for p in ref_params):,} parameters, "
         f"batch {args.batch} x {seq_len} tokens, H = {args.steps}, "
-        f"{args.threads} thread(s), fastest of {args.repeats} repeats "
+        f"{device}, {args.threads} thread(s), fastest of {args.repeats} repeats "
         f"(median {max(spread.values()):.0%} slower at most)"
     )
-    print(f"plain loop        {tokens / med['plain']:10.0f} tokens/s")
+    print(f"plain loop        {tokens / best['plain']:10.0f} tokens/s")
     print(
-        f"engine            {tokens / med['engine']:10.0f} tokens/s   "
-        f"ratio {med['plain'] / med['engine']:.3f} (goal >= 0.95)"
+        f"engine            {tokens / best['engine']:10.0f} tokens/s   "
+        f"ratio {best['plain'] / best['engine']:.3f} (goal >= 0.95)"
     )
     print(
-        f"engine + stats    {tokens / med['engine_stats']:10.0f} tokens/s   round overhead "
-        f"{med['engine_stats'] / med['engine'] - 1:+.1%} (goal <= 5 %)"
+        f"engine + stats    {tokens / best['engine_stats']:10.0f} tokens/s   round overhead "
+        f"{best['engine_stats'] / best['engine'] - 1:+.1%} (goal <= 5 %)"
     )
     print(
-        f"first step: stats off {med['step_off'] * 1e3:.1f} ms, on {med['step_on'] * 1e3:.1f} ms "
-        f"({med['step_on'] / med['step_off'] - 1:+.1%} for that one step)"
+        f"first step: stats off {best['step_off'] * 1e3:.1f} ms, on {best['step_on'] * 1e3:.1f} ms "
+        f"({best['step_on'] / best['step_off'] - 1:+.1%} for that one step)"
     )
     print(
-        f"exact per-sample estimator on one batch: {med['exact'] * 1e3:.1f} ms "
-        f"({med['exact'] / med['step_off']:.1f}x an inner step)"
+        f"exact per-sample estimator on one batch: {best['exact'] * 1e3:.1f} ms "
+        f"({best['exact'] / best['step_off']:.1f}x an inner step)"
     )
+    if args.peak_tflops:
+        flops_per_s = 6 * sum(p.numel() for p in ref_params) * tokens / best["engine"]
+        print(
+            f"engine MFU {flops_per_s / (args.peak_tflops * 1e12):.1%} "
+            f"of {args.peak_tflops} TFLOP/s"
+        )
 
 
 if __name__ == "__main__":
