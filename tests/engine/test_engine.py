@@ -235,3 +235,16 @@ def test_norm_test_grows_batch_and_logs_statistics(array_data, make_config, tmp_
     new_local = max(2, min(int(-(-expected // 2)), int(2 * run["max_batch_growth"])))
     second = [r for r in rows if r["round"] == 2 and r["trainer"] == rows[0]["trainer"]][0]
     assert second["requested_batch"] == new_local
+
+
+def test_checkpoint_of_another_configuration_is_set_aside(array_data, make_config, tmp_path):
+    cfg_a, run_a = make_config({"method": "diloco", "max_rounds": 2})
+    make_engine(cfg_a, run_a, array_data, tmp_path).run()
+    cfg_b, run_b = make_config({"method": "diloco", "max_rounds": 2, "inner_lr": 0.02})
+    rows_b = make_engine(cfg_b, run_b, array_data, tmp_path).run()
+    # The stale checkpoint moved beside the folder; run B started from round 1.
+    assert (tmp_path / "ckpt.stale" / "checkpoint.json").exists()
+    assert [r["round"] for r in rows_b] == [1, 2]
+    fresh = make_engine(cfg_b, run_b, array_data, tmp_path / "fresh").run()
+    strip = [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows_b]
+    assert strip == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in fresh]

@@ -13,7 +13,9 @@ resumes from the same complete round; a half-written newer folder is ignored
 and overwritten when that round is saved again. Files hold only tensors and
 plain Python containers and load with ``torch.load(weights_only=True)``, so
 nothing in a checkpoint can execute code. A fingerprint of the run's resolved
-settings guards against resuming under a changed configuration. Node states
+settings guards against resuming under a changed configuration: such a
+checkpoint is stale (Snakemake re-runs a job whose settings changed), so the
+engine moves it to ``<folder>.stale`` and starts over. Node states
 are stored per slot, so a run may resume under another number of processes:
 each rank takes the slots it now owns from whichever file holds them.
 """
@@ -136,6 +138,20 @@ def _materialise(inner_state: list[dict] | None) -> list[dict] | None:
     return [{k: v.clone() for k, v in s.items()} for s in inner_state]
 
 
+class StaleCheckpointError(ValueError):
+    """The checkpoint folder belongs to another configuration, run or seed."""
+
+
+def set_aside(directory: str | Path) -> Path:
+    """Move a stale checkpoint folder to ``<folder>.stale`` (replacing an older one)."""
+    directory = Path(directory)
+    stale = directory.with_name(directory.name + ".stale")
+    shutil.rmtree(stale, ignore_errors=True)
+    os.replace(directory, stale)
+    directory.mkdir(parents=True)
+    return stale
+
+
 def _load(path: Path, mmap: bool = False) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
@@ -156,9 +172,8 @@ def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
             f"{FORMAT_VERSION}; delete the folder to start over"
         )
     if manifest.get("fingerprint") != expected_fingerprint:
-        raise ValueError(
-            f"{manifest_path}: checkpoint was written under a different configuration, run or "
-            "seed; delete the folder to start over"
+        raise StaleCheckpointError(
+            f"{manifest_path}: checkpoint was written under a different configuration, run or seed"
         )
     round_dir = directory / manifest["dir"]
     paths = [round_dir / name for name in manifest["files"]]

@@ -599,8 +599,22 @@ class Engine:
         )
 
     def load_checkpoint(self) -> bool:
-        """Load the last complete round, if any; whether there was one."""
-        saved = checkpoint.load(self.ckpt_dir, self.fingerprint)
+        """Load the last complete round, if any; whether there was one.
+
+        A checkpoint of another configuration, run or seed cannot be resumed:
+        it is moved aside to ``<folder>.stale`` and the run starts over.
+        """
+        try:
+            saved = checkpoint.load(self.ckpt_dir, self.fingerprint)
+            stale = None
+        except checkpoint.StaleCheckpointError as exc:
+            saved, stale = None, exc
+        self.comm.barrier()  # every process has read the folder before it may move
+        if stale is not None:
+            if self.comm.is_writer:
+                moved = checkpoint.set_aside(self.ckpt_dir)
+                log.warning("%s; moved to %s, starting over", stale, moved)
+            self.comm.barrier()
         if saved is None:
             return False
         self.load_state_dict(saved.shared, saved.local(self.comm.rank, self.comm.owns))
