@@ -139,7 +139,7 @@ def _materialise(inner_state: list[dict] | None) -> list[dict] | None:
 
 
 class StaleCheckpointError(ValueError):
-    """The checkpoint folder belongs to another configuration, run or seed."""
+    """The checkpoint belongs to another configuration, run, seed or format."""
 
 
 def set_aside(directory: str | Path) -> Path:
@@ -167,9 +167,9 @@ def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
         return None
     manifest = read_json_object(manifest_path)
     if manifest.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
+        raise StaleCheckpointError(
             f"{manifest_path}: checkpoint format {manifest.get('format_version')} is not "
-            f"{FORMAT_VERSION}; delete the folder to start over"
+            f"{FORMAT_VERSION}"
         )
     if manifest.get("fingerprint") != expected_fingerprint:
         raise StaleCheckpointError(
