@@ -1,4 +1,9 @@
-"""Random token sequences with the reader's API, for engine tests and their subprocesses."""
+"""Shared pieces of the engine tests and their subprocesses.
+
+Random token sequences with the reader's API (:class:`ArrayData`), the tiny
+model and cluster every engine test trains, and a run that puts every piece of
+resumable state in play.
+"""
 
 from __future__ import annotations
 
@@ -41,3 +46,36 @@ class ArrayData:
 
     def split(self, name: str) -> ArraySplit:
         return self.splits[name]
+
+
+TINY_MODEL = {
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+}
+
+TINY_CLUSTER = {
+    "nodes_per_device": 2,
+    "devices": [{"name": "sim", "count": 2, "memory_gib": 1.0, "max_batch": 3}],
+}
+
+# Several trainers, the augmented inner-product test, merges, accumulation,
+# outer Nesterov momentum, AdamW moments and epochs of a small subset: a run
+# whose resume or distribution is right only if every piece of state is.
+FULL_STATE_RUN = {
+    "method": "adloco",
+    "initial_trainers": 3,
+    "initial_batch": 2,
+    "batch_test": "augmented_inner_product",
+    "vartheta": 0.05,
+    "nu": 0.05,
+    "max_batch_growth": 1.5,
+    "merge": "smallest_batch",
+    "merge_frequency": 3,
+    "subset_fraction": 0.3,
+    "outer_momentum": 0.9,
+    "nesterov": True,
+    "switch_lambda": 1.5,
+}

@@ -5,20 +5,14 @@ from __future__ import annotations
 import copy
 
 import pytest
-from array_data import ArrayData
+from array_data import TINY_MODEL, ArrayData
 
 from adloco.config import resolve_run, validate
 
 BASE_CONFIG = {
     "seed": 0,
     "data": {"dataset": "array", "source": "local", "seq_len_tokens": 12},
-    "model": {
-        "hidden_size": 16,
-        "intermediate_size": 32,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-    },
+    "model": TINY_MODEL,
     "cluster": {
         "nodes_per_device": 2,
         "devices": [

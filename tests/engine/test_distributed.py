@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
 
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import build_slots
@@ -38,34 +39,6 @@ HERE = Path(__file__).parent
 REL_TOL = 1e-5
 ABS_TOL = 1e-7
 
-MODEL = {
-    "hidden_size": 16,
-    "intermediate_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-}
-CLUSTER = {
-    "nodes_per_device": 2,
-    "devices": [{"name": "sim", "count": 2, "memory_gib": 1.0, "max_batch": 3}],
-}
-# Several trainers, the augmented inner-product test, merges, accumulation,
-# Nesterov momentum and AdamW moments: every piece of state crosses the ranks.
-RUN = {
-    "method": "adloco",
-    "initial_trainers": 3,
-    "initial_batch": 2,
-    "batch_test": "augmented_inner_product",
-    "vartheta": 0.05,
-    "nu": 0.05,
-    "max_batch_growth": 1.5,
-    "merge": "smallest_batch",
-    "merge_frequency": 3,
-    "subset_fraction": 0.3,
-    "outer_momentum": 0.9,
-    "nesterov": True,
-    "switch_lambda": 1.5,
-}
 TRAIN = {
     "max_rounds": 8,
     "inner_steps": 2,
@@ -81,10 +54,10 @@ def make_config(seq_len: int, **train) -> dict:
     return {
         "seed": 0,
         "data": {"dataset": "tiny", "source": "local", "seq_len_tokens": seq_len},
-        "model": MODEL,
-        "cluster": CLUSTER,
+        "model": TINY_MODEL,
+        "cluster": TINY_CLUSTER,
         "train": {**TRAIN, **train},
-        "runs": {"r": RUN},
+        "runs": {"r": FULL_STATE_RUN},
     }
 
 

@@ -12,23 +12,15 @@ from pathlib import Path
 
 import torch
 import yaml
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
 
 HERE = Path(__file__).parent
 
 CONFIG = {
     "seed": 0,
     "data": {"dataset": "array", "source": "local", "seq_len_tokens": 12},
-    "model": {
-        "hidden_size": 16,
-        "intermediate_size": 32,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-    },
-    "cluster": {
-        "nodes_per_device": 2,
-        "devices": [{"name": "sim", "count": 2, "memory_gib": 1.0, "max_batch": 3}],
-    },
+    "model": TINY_MODEL,
+    "cluster": TINY_CLUSTER,
     "train": {
         "max_rounds": 7,
         "inner_steps": 2,
@@ -38,25 +30,7 @@ CONFIG = {
         "eval_sequences": 8,
         "eval_batch": 8,
     },
-    # Every piece of state in play: several trainers, norm test, merges, accumulation,
-    # outer Nesterov momentum, AdamW moments, epochs of a small subset.
-    "runs": {
-        "r": {
-            "method": "adloco",
-            "initial_trainers": 3,
-            "initial_batch": 2,
-            "batch_test": "augmented_inner_product",
-            "vartheta": 0.05,
-            "nu": 0.05,
-            "max_batch_growth": 1.5,
-            "merge": "smallest_batch",
-            "merge_frequency": 3,
-            "subset_fraction": 0.3,
-            "outer_momentum": 0.9,
-            "nesterov": True,
-            "switch_lambda": 1.5,
-        }
-    },
+    "runs": {"r": FULL_STATE_RUN},
 }
 
 
