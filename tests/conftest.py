@@ -99,3 +99,31 @@ def tiny_data_config(tiny_c4_dir):
         return make_data_config(**{"raw_dir": str(tiny_c4_dir), **overrides})
 
     return factory
+
+
+@pytest.fixture(scope="session")
+def tiny_model_cfg() -> dict:
+    """A Llama config section small enough for exact per-sample gradients (do not mutate)."""
+    return {
+        "source": "config",
+        "name": None,
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+        "dtype": "float32",
+    }
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models on a small shared machine: extra intra-op threads only oversubscribe
+    the cores (no figure depends on the thread count)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -26,16 +26,7 @@ from adloco.config import load_config
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Tiny models on a shared 2-core machine: extra intra-op threads only
-    # oversubscribe the cores (the figures do not depend on threads).
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def threshold_trial(threshold: int):

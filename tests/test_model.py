@@ -9,18 +9,6 @@ import torch.nn.functional as F
 
 from adloco.model import batch_loss, build_model, causal_lm_loss, evaluate
 
-TINY = {
-    "source": "config",
-    "name": None,
-    "hidden_size": 16,
-    "intermediate_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "tie_word_embeddings": True,
-    "dtype": "float32",
-}
-
 
 def manual_next_token_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor | None):
     """Position t predicts token t+1, summed over valid pairs, with explicit loops."""
@@ -65,8 +53,8 @@ def test_padding_is_masked():
     assert torch.equal(causal_lm_loss(logits, ids2, mask)[0], loss_sum)
 
 
-def test_evaluate_perplexity_is_exp_of_mean_token_loss():
-    model = build_model(TINY, 32, 8, seed=0)
+def test_evaluate_perplexity_is_exp_of_mean_token_loss(tiny_model_cfg):
+    model = build_model(tiny_model_cfg, 32, 8, seed=0)
     seqs = torch.randint(0, 32, (5, 8), generator=torch.Generator().manual_seed(2))
     result = evaluate(model, seqs, batch_size=2)
     with torch.no_grad():
@@ -76,24 +64,26 @@ def test_evaluate_perplexity_is_exp_of_mean_token_loss():
     assert math.isclose(result["perplexity"], math.exp(result["loss"]), rel_tol=1e-12)
 
 
-def test_seeded_init_is_reproducible_and_seed_dependent():
-    a = build_model(TINY, 32, 8, seed=3)
-    b = build_model(TINY, 32, 8, seed=3)
-    c = build_model(TINY, 32, 8, seed=4)
+def test_seeded_init_is_reproducible_and_seed_dependent(tiny_model_cfg):
+    a = build_model(tiny_model_cfg, 32, 8, seed=3)
+    b = build_model(tiny_model_cfg, 32, 8, seed=3)
+    c = build_model(tiny_model_cfg, 32, 8, seed=4)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
     assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters(), strict=True))
     # Building a model does not move the global RNG.
     torch.manual_seed(9)
     before = torch.rand(1)
     torch.manual_seed(9)
-    build_model(TINY, 32, 8, seed=5)
+    build_model(tiny_model_cfg, 32, 8, seed=5)
     assert torch.equal(torch.rand(1), before)
 
 
-def test_pretrained_source_loads_a_local_folder(tmp_path):
-    model = build_model(TINY, 32, 8, seed=0)
+def test_pretrained_source_loads_a_local_folder(tmp_path, tiny_model_cfg):
+    model = build_model(tiny_model_cfg, 32, 8, seed=0)
     model.save_pretrained(tmp_path)
-    loaded = build_model({**TINY, "source": "pretrained", "name": str(tmp_path)}, 32, 8, seed=1)
+    loaded = build_model(
+        {**tiny_model_cfg, "source": "pretrained", "name": str(tmp_path)}, 32, 8, seed=1
+    )
     assert all(
         torch.equal(p, q) for p, q in zip(model.parameters(), loaded.parameters(), strict=True)
     )

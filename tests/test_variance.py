@@ -18,14 +18,7 @@ from adloco.variance import analyse_gradient_variance
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Small tensors on a shared 2-core machine: extra intra-op threads only
-    # oversubscribe the cores (the figures do not depend on threads).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class LinearRegression(torch.nn.Module):

@@ -9,21 +9,10 @@ import torch
 from adloco.algo.exact import exact_estimate, per_sample_grads, per_sample_grads_loop
 from adloco.model import batch_loss, build_model, causal_lm_loss
 
-TINY = {
-    "source": "config",
-    "hidden_size": 16,
-    "intermediate_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "tie_word_embeddings": True,
-    "dtype": "float32",
-}
-
 
 @pytest.fixture(scope="module")
-def model_and_ids():
-    model = build_model(TINY, vocab_size=64, seq_len_tokens=8, seed=3)
+def model_and_ids(tiny_model_cfg):
+    model = build_model(tiny_model_cfg, vocab_size=64, seq_len_tokens=8, seed=3)
     ids = torch.randint(0, 64, (6, 8), generator=torch.Generator().manual_seed(3))
     return model, ids
 

@@ -18,16 +18,6 @@ from adloco.algo.stats import (
 from adloco.model import build_model, causal_lm_loss
 
 SHAPES = [(3, 4), (5,), (2, 2, 2)]
-TINY = {
-    "source": "config",
-    "hidden_size": 16,
-    "intermediate_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "tie_word_embeddings": True,
-    "dtype": "float32",
-}
 
 
 def _split(flat: np.ndarray) -> list[torch.Tensor]:
@@ -147,17 +137,17 @@ def test_estimate_edge_cases():
         acc.add_group([torch.ones(3)], 0)
 
 
-def _tiny_population(num_sequences: int = 24, seq_len: int = 8):
-    model = build_model(TINY, vocab_size=64, seq_len_tokens=seq_len, seed=0)
+def _tiny_population(model_cfg: dict, num_sequences: int = 24, seq_len: int = 8):
+    model = build_model(model_cfg, vocab_size=64, seq_len_tokens=seq_len, seed=0)
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 64, (num_sequences, seq_len), generator=gen)
     return model, ids
 
 
-def test_group_gradients_from_backward_feed_the_same_stats():
+def test_group_gradients_from_backward_feed_the_same_stats(tiny_model_cfg):
     # The engine feeds mean gradients of real micro-batches; they must equal
     # the means of the exact per-sample gradients.
-    model, ids = _tiny_population()
+    model, ids = _tiny_population(tiny_model_cfg)
     per_sample = per_sample_grads(model, ids)
     params = [p for p in model.parameters()]
     sizes = [3, 5, 7, 9]
@@ -178,7 +168,7 @@ def test_group_gradients_from_backward_feed_the_same_stats():
     assert a.pooled_sum_sqnorm == pytest.approx(b.pooled_sum_sqnorm, rel=1e-5)
 
 
-def test_cheap_estimator_is_unbiased_on_a_tiny_model():
+def test_cheap_estimator_is_unbiased_on_a_tiny_model(tiny_model_cfg):
     """Random partitions of a fixed population of 24 sequences into 7 unequal groups.
 
     For a random partition of all N samples, E[Σ n_i‖g_i‖²] = N‖μ‖² + (k-1)·N·σ²/(N-1)
@@ -188,7 +178,7 @@ def test_cheap_estimator_is_unbiased_on_a_tiny_model():
     tolerance must be under 10% of the value: tighter than the 1/k = 14% bias a
     divisor-k slip would cause.
     """
-    model, ids = _tiny_population()
+    model, ids = _tiny_population(tiny_model_cfg)
     per_sample = per_sample_grads(model, ids)
     population = torch.cat([g.reshape(g.shape[0], -1) for g in per_sample], dim=1).double()
     num = population.shape[0]
