@@ -17,7 +17,7 @@ from statistics import fmean
 from typing import Any
 
 from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, Claim, fmt
-from adloco.report.inputs import Calibration, Variance
+from adloco.report.inputs import SUMMARY_KEYS, Calibration, Variance
 from adloco.report.summary import Roles, Target
 
 CSS = """
@@ -118,19 +118,7 @@ def _mean(values: list[Any]) -> float | None:
 
 def results_section(summary: list[dict[str, Any]], roles: Roles, target: Target) -> str:
     names = list(dict.fromkeys(r["run"] for r in summary))
-    keys = [
-        "final_val_perplexity",
-        "best_val_perplexity",
-        "tokens_total",
-        "communications",
-        "bytes_total",
-        "sim_time_s",
-        "wall_time_s",
-        "rounds",
-        "final_trainers",
-        "communications_to_target",
-        "sim_time_s_to_target",
-    ]
+    keys = [*SUMMARY_KEYS, "communications_to_target", "sim_time_s_to_target"]
     role = {roles.diloco: "baseline", roles.adloco: "full AdLoCo"}
     role.update({n: f"ablation: {roles.ablation_labels.get(n, '')}" for n in roles.ablations})
     mean_rows = []

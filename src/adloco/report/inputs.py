@@ -25,7 +25,6 @@ REQUIRED_ROW_KEYS = ("round", "trainer", "tokens_total", "communications", "sim_
 
 # summary.json fields (docs/DESIGN.md); each can also be derived from metrics.jsonl.
 SUMMARY_KEYS = (
-    "rounds",
     "final_val_perplexity",
     "best_val_perplexity",
     "tokens_total",
@@ -33,6 +32,7 @@ SUMMARY_KEYS = (
     "bytes_total",
     "sim_time_s",
     "wall_time_s",
+    "rounds",
     "final_trainers",
 )
 

@@ -19,21 +19,13 @@ from statistics import fmean
 from typing import Any
 
 from adloco.io import write_text_atomic
-from adloco.report.inputs import RunSeed, finite_or_none
+from adloco.report.inputs import SUMMARY_KEYS, RunSeed, finite_or_none
 
 SUMMARY_COLUMNS = (
     "run",
     "seed",
     "method",
-    "final_val_perplexity",
-    "best_val_perplexity",
-    "tokens_total",
-    "communications",
-    "bytes_total",
-    "sim_time_s",
-    "wall_time_s",
-    "rounds",
-    "final_trainers",
+    *SUMMARY_KEYS,
     "target_perplexity",
     "round_to_target",
     "tokens_to_target",
