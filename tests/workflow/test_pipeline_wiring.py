@@ -167,6 +167,10 @@ def test_snakemake_writes_every_output_log_and_benchmark(tmp_path):
     assert len(benchmarks) == jobs - 2  # all but prepare-corpus and report
     again = run([SNAKEMAKE, "-n"], work, env)
     assert "Nothing to be done" in again.stdout + again.stderr
+    # Snakemake's own report collects the annotated outputs with their captions.
+    run([SNAKEMAKE, "--report", "results/report.html"], work, env)
+    page = (work / "results/report.html").read_text()
+    assert "Report" in page and "summary.csv" in page and "metrics.jsonl" in page
 
 
 @pytest.mark.slow
