@@ -248,3 +248,28 @@ def test_checkpoint_of_another_configuration_is_set_aside(array_data, make_confi
     fresh = make_engine(cfg_b, run_b, array_data, tmp_path / "fresh").run()
     strip = [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows_b]
     assert strip == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in fresh]
+
+
+def test_slots_of_a_trainer_get_disjoint_data_and_small_subsets_wrap(
+    array_data, make_config, tmp_path, monkeypatch
+):
+    seen = []
+    original = inner_mod.Worker.run_node
+
+    def spy(self, theta, node, step_indices, *args, **kwargs):
+        seen.append(step_indices.clone())
+        return original(self, theta, node, step_indices, *args, **kwargs)
+
+    monkeypatch.setattr(inner_mod.Worker, "run_node", spy)
+    cfg, run = make_config({"method": "diloco", "max_rounds": 1, "initial_batch": 3})
+    make_engine(cfg, run, array_data, tmp_path / "a").run()
+    drawn = torch.cat([s.reshape(-1) for s in seen])
+    assert drawn.numel() == 4 * 2 * 3 and drawn.unique().numel() == drawn.numel()
+
+    # A subset of 10 sequences and a round that needs 24: the sampler wraps into
+    # new epochs instead of stalling, and the metrics count them.
+    cfg, run = make_config(
+        {"method": "diloco", "max_rounds": 2, "initial_batch": 3, "subset_fraction": 0.05}
+    )
+    rows = make_engine(cfg, run, array_data, tmp_path / "b").run()
+    assert [r["epochs"] for r in rows] == [2, 4]
