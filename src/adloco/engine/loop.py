@@ -106,7 +106,11 @@ class Engine:
                 "run": run_cfg,
                 "seed": seed,
                 "model": cfg["model"],
-                "cluster": cfg["cluster"],
+                # How many processes run the slots does not change the trajectory,
+                # so a run may resume under another number of them.
+                "cluster": {
+                    k: v for k, v in cfg["cluster"].items() if k != "processes_per_machine"
+                },
                 "max_batches": max_batches,
                 "data": data.manifest.get("splits"),
             }
