@@ -219,13 +219,7 @@ class Engine:
                 )
             )
         for slot in self.nodes:
-            inner = local["nodes"].get(slot)
-            if inner is not None:
-                inner = [
-                    {k: v.to(self.device) if k != "step" else v for k, v in s.items()}
-                    for s in inner
-                ]
-            self.nodes[slot] = NodeState(slot, inner)
+            self.nodes[slot] = NodeState(slot, _copy_state(local["nodes"].get(slot), self.device))
         self.ledger = Ledger.from_state_dict(state["ledger"])
         if local["rng"] is not None:
             torch.set_rng_state(local["rng"])
@@ -299,7 +293,8 @@ class Engine:
         planned = sum(node_tokens.values())
         comm_dtype = DTYPES[self.tc["pseudo_grad_dtype"]]
         for attempt in range(MAX_NAN_RETRIES + 1):
-            snapshot = {s.index: _clone_state(self.nodes[s.index].inner_state) for s in slots}
+            # Host copies, so a rollback never costs device memory.
+            snapshot = {s.index: _copy_state(self.nodes[s.index].inner_state, "cpu") for s in slots}
             acc = (
                 stats.GradientStatsAccumulator(trainer.params, trainer.direction)
                 if test_on
@@ -342,7 +337,7 @@ class Engine:
             if scalars[2] == 0:
                 break
             for s in slots:
-                self.nodes[s.index].inner_state = snapshot[s.index]
+                self.nodes[s.index].inner_state = _copy_state(snapshot[s.index], self.device)
             # Remedy: the samplers have moved past the offending batches, so the
             # retry sees fresh data from the same θ and inner optimizer states.
             trainer.events.append({"type": "nan_rollback", "attempt": attempt + 1})
@@ -645,10 +640,14 @@ class Engine:
         return self.worker.model.to(dtype)
 
 
-def _clone_state(inner_state: list[dict] | None) -> list[dict] | None:
+def _copy_state(inner_state: list[dict] | None, device) -> list[dict] | None:
+    """A copy of a slot's inner optimizer state on ``device`` (AdamW's step counters stay put)."""
     if inner_state is None:
         return None
-    return [{k: v.clone() for k, v in s.items()} for s in inner_state]
+    return [
+        {k: v.clone() if k == "step" else v.to(device, copy=True) for k, v in s.items()}
+        for s in inner_state
+    ]
 
 
 def _progress(total: int, initial: int, desc: str, enabled: bool):
