@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+from adloco.algo.merge import average_tensors
 from adloco.algo.outer import (
     make_outer_optimizer,
     momentum_buffers,
     outer_step,
     set_momentum_buffers,
-    weighted_mean,
 )
 
 
@@ -99,6 +99,6 @@ def test_localsgd_h1_equals_large_batch_sgd():
                 _grad(node, x, y)
                 torch.optim.SGD(node.parameters(), lr=inner_lr).step()
                 node_params.append([t.detach() for t in node.parameters()])
-            outer_step(outer, params, weighted_mean(node_params, node_batches))
+            outer_step(outer, params, average_tensors(node_params, node_batches))
             for a, b in zip(trainer.parameters(), reference.parameters(), strict=True):
                 torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)

@@ -71,8 +71,7 @@ def average_tensors(
     """Σ_j w_j t_j / Σ_j w_j at each position, in the first list's dtypes.
 
     Accumulated in at least float32. Used for merged parameters and outer
-    momentum, and (through :func:`adloco.algo.outer.weighted_mean`) for the
-    token-weighted average of node parameters.
+    momentum.
     """
     if not tensor_lists:
         raise ValueError("average_tensors needs at least one tensor list")

@@ -1,11 +1,13 @@
 """The outer step of DiLoCo: pseudo-gradient and outer SGD.
 
-At the end of a round the engine averages the trainer's node parameters
-(:func:`weighted_mean`, weights = tokens each node processed) and calls
-:func:`outer_step`, which treats Δ = θ_k − average as a gradient for
+At the end of a round the engine has summed each node's pseudo-gradient
+θ_k − θ_m, weighted by the node's share of the tokens, and calls
+:func:`apply_pseudo_gradient`, which treats that sum as a gradient for
 ``torch.optim.SGD``: plain SGD (the paper's lr 0.5), Nesterov momentum
 (DiLoCo's lr 0.7, momentum 0.9), or LocalSGD's plain averaging (lr 1, no
-momentum). The outer momentum buffers are read and written through
+momentum). :func:`outer_step` is the same step from an already averaged set of
+parameters (Δ = θ_k − average, the average from
+:func:`adloco.algo.merge.average_tensors`). The outer momentum buffers are read and written through
 :func:`momentum_buffers` / :func:`set_momentum_buffers` so that merging can
 average them and checkpoints can hold them.
 """
@@ -15,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-
-from adloco.algo.merge import average_tensors
 
 
 def make_outer_optimizer(
@@ -32,11 +32,14 @@ def make_outer_optimizer(
     return torch.optim.SGD(list(params), lr=lr, momentum=momentum, nesterov=nesterov)
 
 
-def weighted_mean(
-    tensor_lists: Sequence[Sequence[torch.Tensor]], weights: Sequence[float]
-) -> list[torch.Tensor]:
-    """Σ_j w_j θ_j / Σ_j w_j per parameter (the same code as merging uses)."""
-    return average_tensors(tensor_lists, weights)
+def _check_shapes(
+    params: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor], what: str
+) -> None:
+    if len(tensors) != len(params):
+        raise ValueError(f"{len(params)} params but {len(tensors)} {what}s")
+    for p, t in zip(params, tensors, strict=True):
+        if t.shape != p.shape:
+            raise ValueError(f"{what} of shape {tuple(t.shape)} for a {tuple(p.shape)} param")
 
 
 def _check_params(optimizer: torch.optim.SGD, params: Sequence[torch.Tensor]) -> None:
@@ -50,13 +53,7 @@ def outer_step(
     optimizer: torch.optim.SGD, params: Sequence[torch.Tensor], averaged: Sequence[torch.Tensor]
 ) -> None:
     """θ ← SGD step with gradient Δ = θ − averaged; params change in place, grads cleared."""
-    if len(params) != len(averaged):
-        raise ValueError(f"{len(params)} params but {len(averaged)} averaged tensors")
-    for p, a in zip(params, averaged, strict=True):
-        if p.shape != a.shape:
-            raise ValueError(
-                f"averaged tensor of shape {tuple(a.shape)} for a {tuple(p.shape)} param"
-            )
+    _check_shapes(params, averaged, "averaged tensor")
     apply_pseudo_gradient(
         optimizer,
         params,
@@ -97,13 +94,8 @@ def set_momentum_buffers(
 ) -> None:
     """Install momentum buffers (e.g. the batch-weighted average after a merge)."""
     _check_params(optimizer, params)
-    if len(buffers) != len(params):
-        raise ValueError(f"{len(buffers)} momentum buffers for {len(params)} params")
+    _check_shapes(params, buffers, "momentum buffer")
     for p, buf in zip(params, buffers, strict=True):
-        if buf.shape != p.shape:
-            raise ValueError(
-                f"momentum buffer of shape {tuple(buf.shape)} for a {tuple(p.shape)} param"
-            )
         optimizer.state[p]["momentum_buffer"] = (
             buf.detach().to(device=p.device, dtype=p.dtype).clone()
         )
