@@ -70,26 +70,14 @@ def compute_device(cfg: dict):
     return torch.device("cpu")
 
 
-def summarize(rows: list[dict], run_cfg: dict, seed: int, rounds: int, final_trainers: int) -> dict:
-    by_round: dict[int, list[float]] = {}
-    for r in rows:
-        if r["val_perplexity"] is not None:
-            by_round.setdefault(r["round"], []).append(r["val_perplexity"])
-    last = rows[-1]
-    return {
-        "run": run_cfg["name"],
-        "seed": seed,
-        "method": run_cfg["method"],
-        "rounds": rounds,
-        "final_val_perplexity": min(by_round[max(by_round)]) if by_round else None,
-        "best_val_perplexity": min(min(v) for v in by_round.values()) if by_round else None,
-        "tokens_total": last["tokens_total"],
-        "communications": last["communications"],
-        "bytes_total": last["bytes_total"],
-        "sim_time_s": last["sim_time_s"],
-        "wall_time_s": last["wall_time_s"],
-        "final_trainers": final_trainers,
-    }
+def summarize(rows: list[dict], run_cfg: dict, seed: int, final_trainers: int) -> dict:
+    """summary.json: the fields the report derives from the rows, and the trainers left."""
+    from adloco.report.inputs import derive_summary
+
+    # The rows' active_trainers counts the trainers of the last round before a
+    # merge in it; the engine knows how many are left.
+    summary = {**derive_summary(rows), "final_trainers": final_trainers}
+    return {"run": run_cfg["name"], "seed": seed, "method": run_cfg["method"], **summary}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,7 +146,7 @@ def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> N
     with atomic_dir(out / "final") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-    summary = summarize(rows, engine.tc, args.seed, engine.round, len(engine.trainers))
+    summary = summarize(rows, engine.tc, args.seed, len(engine.trainers))
     summary["final_trainer"] = best.id
     write_json_atomic(out / "summary.json", summary)
     log.info(
