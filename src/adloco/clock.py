@@ -1,0 +1,316 @@
+"""The simulated clock: how long a round of training takes on the configured cluster.
+
+The engine runs every node slot in one process (or a few), so the time a real
+cluster would need is computed, not measured. Compute comes from a device's
+*step-time curve* (:class:`StepTimeCurve`): seconds of one forward and backward
+pass of a micro-batch, by micro-batch size, and seconds of one optimizer
+update. ``adloco calibrate`` measures the curve on the real device or writes
+the one a simulated device declares; :func:`round_time_s` charges a round from
+it, with slots that share a device under a stated policy
+(:data:`SLOT_SHARING`), and communication from bytes, bandwidth and latency
+(ring all-reduce). Everything a round's time depends on is recorded in the
+metrics rows (:class:`SlotWork`, :class:`TrainerSync`), so
+:func:`recompute_sim_time_s` gives a finished run's time under other devices,
+networks and policies without retraining. The model is stated in
+``docs/engine.md`` ("The simulated clock").
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+# How the slots of one device share it:
+# - concurrent: the slots are parallel streams; the device runs the i-th
+#   micro-batch of every slot as one pass of their summed size, so small
+#   micro-batches fill an unsaturated device for free;
+# - time_slicing: the slots take turns; the device runs every slot's passes one
+#   after another.
+# Optimizer updates are memory-bound and never overlap: k slots stepping cost k updates.
+SLOT_SHARING = ("concurrent", "time_slicing")
+FLOPS_PER_TOKEN_PER_PARAM = 6.0
+
+
+@dataclass(frozen=True)
+class StepTimeCurve:
+    """Seconds of one device's work: a forward+backward pass by micro-batch, and an update.
+
+    ``batches`` (strictly increasing, ≥ 1) and ``fwd_bwd_s`` are the points of
+    a piecewise-linear curve. Below the first point the curve is flat (a pass
+    never costs less than the smallest one measured); beyond the last it
+    continues along its last segment (one point: proportional to the batch).
+    """
+
+    batches: tuple[int, ...]
+    fwd_bwd_s: tuple[float, ...]
+    update_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.batches or len(self.batches) != len(self.fwd_bwd_s):
+            raise ValueError("a step-time curve needs as many times as batches, at least one")
+        if self.batches[0] < 1 or any(b >= c for b, c in zip(self.batches, self.batches[1:])):
+            raise ValueError(f"curve batches must be >= 1 and increasing, got {self.batches}")
+        if any(not (math.isfinite(t) and t >= 0) for t in (*self.fwd_bwd_s, self.update_s)):
+            raise ValueError("curve times must be finite and >= 0")
+
+    def pass_s(self, micro_batch: int) -> float:
+        """Seconds of one forward and backward pass of ``micro_batch`` sequences."""
+        if micro_batch < 1:
+            raise ValueError(f"micro-batch must be >= 1, got {micro_batch}")
+        xs, ys = self.batches, self.fwd_bwd_s
+        if micro_batch <= xs[0]:
+            return ys[0]
+        if len(xs) == 1:
+            return ys[0] * micro_batch / xs[0]
+        i = min(bisect.bisect_left(xs, micro_batch), len(xs) - 1)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (y1 - y0) * (micro_batch - x0) / (x1 - x0)
+
+    def scaled(self, factor: float) -> StepTimeCurve:
+        """The same curve on a device ``factor`` times slower (factor < 1: faster)."""
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"scale factor must be > 0, got {factor}")
+        return StepTimeCurve(
+            self.batches, tuple(t * factor for t in self.fwd_bwd_s), self.update_s * factor
+        )
+
+    @classmethod
+    def roofline(
+        cls, seconds_per_sequence: float, saturation_batch: int, update_s: float = 0.0
+    ) -> StepTimeCurve:
+        """Flat up to ``saturation_batch``, then linear at ``seconds_per_sequence``.
+
+        A device that is not saturated takes as long for a small pass as for a
+        full one; once saturated, time grows with the batch at the device's
+        peak rate.
+        """
+        if saturation_batch < 1:
+            raise ValueError(f"saturation_batch must be >= 1, got {saturation_batch}")
+        flat = seconds_per_sequence * saturation_batch
+        if saturation_batch == 1:
+            return cls((1,), (flat,), update_s)
+        # The third point sets the slope beyond saturation: the peak rate.
+        return cls((1, saturation_batch, 2 * saturation_batch), (flat, flat, 2 * flat), update_s)
+
+    @classmethod
+    def linear_in_tokens(cls, num_params: int, seq_len_tokens: int, tflops: float) -> StepTimeCurve:
+        """The clock of 6 · parameters FLOPs per token at ``tflops``, free updates."""
+        per_sequence = FLOPS_PER_TOKEN_PER_PARAM * num_params * seq_len_tokens / (tflops * 1e12)
+        return cls.roofline(per_sequence, 1)
+
+    def as_dict(self) -> dict:
+        return {
+            "batches": list(self.batches),
+            "fwd_bwd_s": list(self.fwd_bwd_s),
+            "update_s": self.update_s,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> StepTimeCurve:
+        return cls(
+            tuple(int(b) for b in d["batches"]),
+            tuple(float(t) for t in d["fwd_bwd_s"]),
+            float(d.get("update_s", 0.0)),
+        )
+
+
+@dataclass(frozen=True)
+class Network:
+    """Link bandwidth and per-message latency between node slots."""
+
+    bandwidth_bytes_s: float
+    latency_s: float
+
+    @classmethod
+    def from_config(cls, network_cfg: Mapping) -> Network:
+        return cls(network_cfg["bandwidth_gbit_s"] * 1e9 / 8, network_cfg["latency_s"])
+
+
+def allreduce_bytes(payload_bytes: int, nodes: int) -> int:
+    """Bytes moved by all nodes together in a ring all-reduce of ``payload_bytes``.
+
+    Every node sends 2 (M − 1) / M of the payload, so M nodes move 2 (M − 1) V.
+    """
+    return 2 * (nodes - 1) * payload_bytes if nodes > 1 else 0
+
+
+def allreduce_time_s(payload_bytes: int, nodes: int, network: Network) -> float:
+    """2 (M − 1) messages of V / M bytes each, one after another."""
+    if nodes <= 1:
+        return 0.0
+    steps = 2 * (nodes - 1)
+    return steps * (network.latency_s + payload_bytes / nodes / network.bandwidth_bytes_s)
+
+
+def transfer_time_s(payload_bytes: int, messages: int, network: Network) -> float:
+    """``messages`` point-to-point transfers of ``payload_bytes`` each, one after another."""
+    return messages * (network.latency_s + payload_bytes / network.bandwidth_bytes_s)
+
+
+@dataclass(frozen=True)
+class SlotWork:
+    """What one node slot computed in one round: the clock's input, kept in the metrics rows.
+
+    ``steps`` is run-length encoded: ``((count, micro_batches), ...)`` means
+    ``count`` optimizer steps, each of forward+backward passes of the given
+    micro-batch sizes, in order.
+    """
+
+    slot: int
+    device: str  # device name of cluster.devices (selects the curve)
+    device_index: int  # which physical device of the cluster (slots of one share it)
+    steps: tuple[tuple[int, tuple[int, ...]], ...]
+
+    @property
+    def sequences(self) -> int:
+        return sum(count * sum(micro) for count, micro in self.steps)
+
+    def expanded(self) -> list[tuple[int, ...]]:
+        """The micro-batches of every optimizer step, in order."""
+        return [micro for count, micro in self.steps for _ in range(count)]
+
+    def as_dict(self) -> dict:
+        return {
+            "slot": self.slot,
+            "device": self.device,
+            "device_index": self.device_index,
+            "steps": [[count, list(micro)] for count, micro in self.steps],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> SlotWork:
+        steps = tuple((int(c), tuple(int(m) for m in micro)) for c, micro in d["steps"])
+        return cls(int(d["slot"]), str(d["device"]), int(d["device_index"]), steps)
+
+
+def run_length(step_micro_batches: Iterable[tuple[int, ...]]) -> tuple:
+    """Run-length encoding of a list of steps' micro-batches (see :class:`SlotWork`)."""
+    out: list[list] = []
+    for micro in step_micro_batches:
+        if out and out[-1][1] == micro:
+            out[-1][0] += 1
+        else:
+            out.append([1, tuple(micro)])
+    return tuple((count, micro) for count, micro in out)
+
+
+@dataclass(frozen=True)
+class TrainerSync:
+    """One trainer's communication in a round: all-reduces over its nodes, and a merge.
+
+    ``allreduce_payload_bytes``: the payload of each all-reduce of the round
+    (the pseudo-gradient, and the statistics when they are reduced apart).
+    ``merge_payload_bytes`` and ``merge_messages``: the state sent to this
+    trainer by the trainers merged into it (0 when none).
+    """
+
+    nodes: int
+    allreduce_payload_bytes: tuple[int, ...]
+    merge_payload_bytes: int = 0
+    merge_messages: int = 0
+
+    def bytes_moved(self) -> int:
+        moved = sum(allreduce_bytes(v, self.nodes) for v in self.allreduce_payload_bytes)
+        return moved + self.merge_payload_bytes * self.merge_messages
+
+    def sync_time_s(self, network: Network) -> float:
+        return sum(allreduce_time_s(v, self.nodes, network) for v in self.allreduce_payload_bytes)
+
+    def merge_time_s(self, network: Network) -> float:
+        return transfer_time_s(self.merge_payload_bytes, self.merge_messages, network)
+
+    def as_dict(self) -> dict:
+        return {
+            "nodes": self.nodes,
+            "allreduce_payload_bytes": list(self.allreduce_payload_bytes),
+            "merge_payload_bytes": self.merge_payload_bytes,
+            "merge_messages": self.merge_messages,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> TrainerSync:
+        return cls(
+            int(d["nodes"]),
+            tuple(int(v) for v in d["allreduce_payload_bytes"]),
+            int(d.get("merge_payload_bytes", 0)),
+            int(d.get("merge_messages", 0)),
+        )
+
+
+def device_time_s(works: Sequence[SlotWork], curve: StepTimeCurve, sharing: str) -> float:
+    """Seconds one device needs for the round's work of the slots it carries."""
+    if sharing not in SLOT_SHARING:
+        raise ValueError(f"slot sharing must be one of {SLOT_SHARING}, got {sharing!r}")
+    if sharing == "time_slicing":
+        return sum(
+            count * (sum(curve.pass_s(m) for m in micro) + curve.update_s)
+            for w in works
+            for count, micro in w.steps
+        )
+    schedules = [w.expanded() for w in works]
+    total = 0.0
+    for h in range(max((len(s) for s in schedules), default=0)):
+        active = [s[h] for s in schedules if h < len(s)]
+        for j in range(max(len(micro) for micro in active)):
+            total += curve.pass_s(sum(micro[j] for micro in active if j < len(micro)))
+        total += curve.update_s * len(active)
+    return total
+
+
+def round_time_s(
+    trainers: Sequence[tuple[Sequence[SlotWork], TrainerSync]],
+    curves: Mapping[str, StepTimeCurve],
+    network: Network,
+    sharing: str,
+) -> float:
+    """Seconds of one round: the slowest trainer's compute and sync, then the merges.
+
+    Trainers run side by side on disjoint slots, but slots of different
+    trainers may share a device: a device's time covers all its slots, and a
+    trainer waits for the slowest device it uses. Merges follow the round.
+    """
+    by_device: dict[int, list[SlotWork]] = {}
+    for works, _ in trainers:
+        for w in works:
+            by_device.setdefault(w.device_index, []).append(w)
+    device_s = {}
+    for index, works in by_device.items():
+        names = {w.device for w in works}
+        if len(names) != 1:
+            raise ValueError(f"device {index} is named {sorted(names)} by different slots")
+        name = names.pop()
+        if name not in curves:
+            raise ValueError(f"no step-time curve for device {name!r}")
+        device_s[index] = device_time_s(works, curves[name], sharing)
+    slowest = 0.0
+    merges = 0.0
+    for works, sync in trainers:
+        compute = max((device_s[w.device_index] for w in works), default=0.0)
+        slowest = max(slowest, compute + sync.sync_time_s(network))
+        merges += sync.merge_time_s(network)
+    return slowest + merges
+
+
+def recompute_sim_time_s(
+    rows: Sequence[Mapping],
+    curves: Mapping[str, StepTimeCurve],
+    network: Network,
+    sharing: str,
+) -> dict[int, float]:
+    """Cumulative simulated time after each round of a run, from its metrics rows alone.
+
+    Each row carries its trainer's ``slot_work`` and ``sync`` (docs/DESIGN.md);
+    rows of one round are charged together by :func:`round_time_s`.
+    """
+    rounds: dict[int, list[tuple[list[SlotWork], TrainerSync]]] = {}
+    for row in rows:
+        works = [SlotWork.from_dict(w) for w in row["slot_work"]]
+        rounds.setdefault(int(row["round"]), []).append((works, TrainerSync.from_dict(row["sync"])))
+    elapsed = 0.0
+    out = {}
+    for r in sorted(rounds):
+        elapsed += round_time_s(rounds[r], curves, network, sharing)
+        out[r] = elapsed
+    return out

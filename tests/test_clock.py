@@ -1,0 +1,135 @@
+"""The simulated clock against hand-computed times."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adloco.clock import (
+    Network,
+    SlotWork,
+    StepTimeCurve,
+    TrainerSync,
+    allreduce_bytes,
+    allreduce_time_s,
+    device_time_s,
+    recompute_sim_time_s,
+    round_time_s,
+    run_length,
+)
+
+# A curve with a bend: 1 s at batch 1, 1 s at batch 4 (flat), 3 s at batch 8.
+CURVE = StepTimeCurve((1, 4, 8), (1.0, 1.0, 3.0), update_s=0.25)
+NET = Network(bandwidth_bytes_s=1000.0, latency_s=0.5)
+
+
+def work(slot, device_index, steps, device="d"):
+    return SlotWork(slot, device, device_index, tuple((c, tuple(m)) for c, m in steps))
+
+
+@pytest.mark.parametrize(
+    ("batch", "seconds"),
+    [(1, 1.0), (2, 1.0), (4, 1.0), (6, 2.0), (8, 3.0), (10, 4.0), (16, 7.0)],
+)
+def test_curve_interpolates_and_extrapolates_along_the_last_segment(batch, seconds):
+    assert CURVE.pass_s(batch) == pytest.approx(seconds)
+
+
+def test_one_point_curve_is_proportional_and_flat_below():
+    curve = StepTimeCurve((2,), (0.5,))
+    assert curve.pass_s(1) == 0.5 and curve.pass_s(2) == 0.5 and curve.pass_s(6) == 1.5
+
+
+def test_roofline_and_linear_in_tokens():
+    roof = StepTimeCurve.roofline(0.1, 8, update_s=0.2)
+    assert [roof.pass_s(b) for b in (1, 5, 8, 12)] == pytest.approx([0.8, 0.8, 0.8, 1.2])
+    assert roof.update_s == 0.2
+    # 6 × 1e6 parameters × 100 tokens = 6e8 FLOPs per sequence at 1e12 FLOP/s.
+    lin = StepTimeCurve.linear_in_tokens(1_000_000, 100, 1.0)
+    assert [lin.pass_s(b) for b in (1, 3)] == pytest.approx([6e-4, 18e-4])
+    assert lin.update_s == 0
+
+
+def test_curve_rejects_bad_points():
+    with pytest.raises(ValueError, match="increasing"):
+        StepTimeCurve((2, 2), (1.0, 1.0))
+    with pytest.raises(ValueError, match="finite"):
+        StepTimeCurve((1,), (float("nan"),))
+    assert StepTimeCurve.from_dict(json.loads(json.dumps(CURVE.as_dict()))) == CURVE
+    assert CURVE.scaled(2.0).pass_s(8) == 6.0 and CURVE.scaled(2.0).update_s == 0.5
+
+
+def test_time_slicing_runs_every_pass_of_every_slot():
+    a = work(0, 0, [(2, [4])])  # 2 steps of one pass of 4
+    b = work(1, 0, [(1, [8, 8])])  # 1 step of two passes of 8
+    # a: 2 × (1 + 0.25); b: 1 × (3 + 3 + 0.25)
+    assert device_time_s([a, b], CURVE, "time_slicing") == pytest.approx(2.5 + 6.25)
+
+
+def test_concurrent_slots_share_passes():
+    a = work(0, 0, [(2, [4])])
+    b = work(1, 0, [(1, [4, 4])])
+    # step 0: passes of 4+4 = 8 (3 s) then 4 (1 s), two updates; step 1: a alone, 4 (1 s), one update.
+    expected = (3.0 + 1.0 + 2 * 0.25) + (1.0 + 0.25)
+    assert device_time_s([a, b], CURVE, "concurrent") == pytest.approx(expected)
+    # On an unsaturated device two slots of 2 cost what one slot of 2 costs.
+    one = device_time_s([work(0, 0, [(3, [2])])], CURVE, "concurrent")
+    two = device_time_s([work(0, 0, [(3, [2])]), work(1, 0, [(3, [2])])], CURVE, "concurrent")
+    assert two - one == pytest.approx(3 * 0.25)
+    with pytest.raises(ValueError, match="slot sharing"):
+        device_time_s([a], CURVE, "both")
+
+
+def test_ring_allreduce_bytes_and_time():
+    # 4 nodes, 1000 bytes: 2·3·1000 bytes moved; 6 messages of 250 bytes.
+    assert allreduce_bytes(1000, 4) == 6000 and allreduce_bytes(1000, 1) == 0
+    assert allreduce_time_s(1000, 4, NET) == pytest.approx(6 * (0.5 + 0.25))
+    assert allreduce_time_s(1000, 1, NET) == 0.0
+    sync = TrainerSync(2, (1000, 16), merge_payload_bytes=400, merge_messages=2)
+    assert sync.bytes_moved() == 2 * 1000 + 2 * 16 + 800
+    assert sync.sync_time_s(NET) == pytest.approx(2 * (0.5 + 0.5) + 2 * (0.5 + 0.008))
+    assert sync.merge_time_s(NET) == pytest.approx(2 * (0.5 + 0.4))
+
+
+def test_round_waits_for_the_slowest_trainer_and_adds_merges():
+    # Trainer 0: slots 0, 1 on device 0 (shared with trainer 1's slot 2); trainer 1 also on device 1.
+    t0 = [work(0, 0, [(1, [4])]), work(1, 0, [(1, [4])])]
+    t1 = [work(2, 0, [(1, [4])]), work(3, 1, [(2, [8])])]
+    sync0 = TrainerSync(2, (1000,))
+    sync1 = TrainerSync(2, (1000,), merge_payload_bytes=1000, merge_messages=1)
+    curves = {"d": CURVE}
+    # time slicing: device 0 = 3 × 1.25 = 3.75; device 1 = 2 × 3.25 = 6.5.
+    # trainer 0: 3.75 + 2 × (0.5 + 0.5) = 5.75; trainer 1: 6.5 + 2 = 8.5; merge 0.5 + 1.
+    got = round_time_s([(t0, sync0), (t1, sync1)], curves, NET, "time_slicing")
+    assert got == pytest.approx(8.5 + 1.5)
+    with pytest.raises(ValueError, match="no step-time curve"):
+        round_time_s([(t0, sync0)], {}, NET, "concurrent")
+
+
+def test_recompute_from_json_rows():
+    rows = []
+    for r in (1, 2):
+        for trainer, (works, sync) in enumerate(
+            [([work(0, 0, [(1, [4])])], TrainerSync(1, (8,))), ([work(1, 1, [(r, [8])])], None)]
+        ):
+            rows.append(
+                {
+                    "round": r,
+                    "trainer": trainer,
+                    "slot_work": [w.as_dict() for w in works],
+                    "sync": (sync or TrainerSync(1, (8,))).as_dict(),
+                }
+            )
+    rows = [json.loads(json.dumps(row)) for row in rows]
+    got = recompute_sim_time_s(rows, {"d": CURVE}, NET, "concurrent")
+    # round 1: max(1.25, 3.25); round 2: max(1.25, 6.5).
+    assert got == pytest.approx({1: 3.25, 2: 3.25 + 6.5})
+
+
+def test_run_length_round_trip():
+    steps = [(2, 1, 1), (4,), (4,), (4,), (3,)]
+    encoded = run_length(steps)
+    assert encoded == (((1, (2, 1, 1)), (3, (4,)), (1, (3,))))
+    assert work(0, 0, encoded).expanded() == steps
+    assert work(0, 0, encoded).sequences == 4 + 12 + 3
