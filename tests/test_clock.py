@@ -70,7 +70,8 @@ def test_time_slicing_runs_every_pass_of_every_slot():
 def test_concurrent_slots_share_passes():
     a = work(0, 0, [(2, [4])])
     b = work(1, 0, [(1, [4, 4])])
-    # step 0: passes of 4+4 = 8 (3 s) then 4 (1 s), two updates; step 1: a alone, 4 (1 s), one update.
+    # step 0: passes of 4+4 = 8 (3 s) then 4 (1 s), two updates;
+    # step 1: a alone, 4 (1 s), one update.
     expected = (3.0 + 1.0 + 2 * 0.25) + (1.0 + 0.25)
     assert device_time_s([a, b], CURVE, "concurrent") == pytest.approx(expected)
     # On an unsaturated device two slots of 2 cost what one slot of 2 costs.
@@ -93,7 +94,8 @@ def test_ring_allreduce_bytes_and_time():
 
 
 def test_round_waits_for_the_slowest_trainer_and_adds_merges():
-    # Trainer 0: slots 0, 1 on device 0 (shared with trainer 1's slot 2); trainer 1 also on device 1.
+    # Trainer 0: slots 0, 1 on device 0 (shared with trainer 1's slot 2);
+    # trainer 1 also on device 1.
     t0 = [work(0, 0, [(1, [4])]), work(1, 0, [(1, [4])])]
     t1 = [work(2, 0, [(1, [4])]), work(3, 1, [(2, [8])])]
     sync0 = TrainerSync(2, (1000,))

@@ -50,7 +50,9 @@ class StepTimeCurve:
     def __post_init__(self) -> None:
         if not self.batches or len(self.batches) != len(self.fwd_bwd_s):
             raise ValueError("a step-time curve needs as many times as batches, at least one")
-        if self.batches[0] < 1 or any(b >= c for b, c in zip(self.batches, self.batches[1:])):
+        if self.batches[0] < 1 or any(
+            b >= c for b, c in zip(self.batches, self.batches[1:], strict=False)
+        ):
             raise ValueError(f"curve batches must be >= 1 and increasing, got {self.batches}")
         if any(not (math.isfinite(t) and t >= 0) for t in (*self.fwd_bwd_s, self.update_s)):
             raise ValueError("curve times must be finite and >= 0")
