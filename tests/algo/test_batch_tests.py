@@ -26,32 +26,32 @@ def est_of(trace_cov=8.0, bgs=0.5, ip_var=None, orth_var=None) -> VarianceEstima
 
 
 def test_norm_test_hand_values():
-    # B = 8 / (0.64 * 0.5) = 25; over 4 nodes ceil(6.25) = 7; cap floor(2 * 4) = 8.
-    local, b_global = next_batch("norm", est_of(), current_batch=2, num_nodes=4, **KW)
+    # B = 8 / (0.64 * 0.5) = 25; from a global batch of 8 the cap is floor(8 * 4) = 32.
+    batch, b_global = next_batch("norm", est_of(), current_batch=8, **KW)
     assert b_global == pytest.approx(25.0)
-    assert local == 7
-    # Growth cap: floor(2 * 2.5) = 5.
-    local, _ = next_batch("norm", est_of(), 2, 4, **{**KW, "max_growth": 2.5})
-    assert local == 5
-    # One node: ceil(25) = 25, capped at floor(10 * 4) = 40.
-    assert next_batch("norm", est_of(), 10, 1, **KW) == (25, pytest.approx(25.0))
+    assert batch == 25
+    # Growth cap: floor(8 * 2.5) = 20.
+    batch, _ = next_batch("norm", est_of(), 8, **{**KW, "max_growth": 2.5})
+    assert batch == 20
+    # Above what the test asks: unchanged.
+    assert next_batch("norm", est_of(), 30, **KW) == (30, pytest.approx(25.0))
 
 
 def test_batch_never_decreases_and_unchanged_cases():
     small = est_of(trace_cov=0.01)
-    assert next_batch("norm", small, 16, 2, **KW)[0] == 16
-    assert next_batch("norm", None, 16, 2, **KW) == (16, None)
-    assert next_batch("none", est_of(), 3, 2, **KW) == (3, None)
-    assert next_batch("norm", est_of(bgs=1e-13), 3, 2, **KW) == (3, None)
+    assert next_batch("norm", small, 16, **KW)[0] == 16
+    assert next_batch("norm", None, 16, **KW) == (16, None)
+    assert next_batch("none", est_of(), 3, **KW) == (3, None)
+    assert next_batch("norm", est_of(bgs=1e-13), 3, **KW) == (3, None)
     # Augmented test without a reference direction cannot say anything.
-    assert next_batch("augmented_inner_product", est_of(), 3, 2, **KW) == (3, None)
-    assert next_batch("norm", est_of(trace_cov=math.nan), 3, 2, **KW) == (3, None)
+    assert next_batch("augmented_inner_product", est_of(), 3, **KW) == (3, None)
+    assert next_batch("norm", est_of(trace_cov=math.nan), 3, **KW) == (3, None)
     for current in range(1, 50):
         for trace in (0.0, 0.3, 5.0, 80.0, 1e6):
-            local, _ = next_batch("norm", est_of(trace_cov=trace), current, 3, **KW)
+            local, _ = next_batch("norm", est_of(trace_cov=trace), current, **KW)
             assert current <= local <= math.floor(current * KW["max_growth"])
     with pytest.raises(ValueError, match="unknown batch test"):
-        next_batch("inner", est_of(), 3, 2, **KW)
+        next_batch("inner", est_of(), 3, **KW)
 
 
 def test_vartheta_and_nu_each_drive_their_own_part():
@@ -66,10 +66,10 @@ def test_vartheta_and_nu_each_drive_their_own_part():
     assert b == pytest.approx(5000.0)
     b = requested_global_batch("augmented_inner_product", est, eta=0.8, vartheta=0.1, nu=0.3)
     assert b == pytest.approx(orth)  # the orthogonal part now dominates
-    # 5000 over 2 nodes is 2500 per node; the default growth cap allows 400.
-    local, _ = next_batch("augmented_inner_product", est, 100, 2, **{**KW, "max_growth": 100.0})
-    assert local == 2500
-    assert next_batch("augmented_inner_product", est, 100, 2, **KW)[0] == 400
+    # The test asks for 5000; the default growth cap allows 400 from 100.
+    batch, _ = next_batch("augmented_inner_product", est, 100, **{**KW, "max_growth": 100.0})
+    assert batch == 5000
+    assert next_batch("augmented_inner_product", est, 100, **KW)[0] == 400
 
 
 def _gaussian_estimate(group_size: int, groups: int, dim: int, seed: int, mean_scale: float):

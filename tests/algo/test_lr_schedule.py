@@ -46,3 +46,14 @@ def test_bad_arguments():
         inner_lr(0, 0, PEAK, 0.1, 0.1)
     with pytest.raises(ValueError, match="tokens_seen"):
         inner_lr(-1, MAX_TOKENS, PEAK, 0.1, 0.1)
+
+
+def test_lr_scale_rules():
+    from adloco.algo.schedule import lr_scale
+
+    assert lr_scale(16, 4, "none") == 1.0
+    assert lr_scale(16, 4, "sqrt") == pytest.approx(2.0)
+    assert lr_scale(16, 4, "linear") == pytest.approx(4.0)
+    assert lr_scale(2, 8, "sqrt") == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="lr_scaling"):
+        lr_scale(2, 2, "cubic")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -12,6 +13,7 @@ from adloco.algo.merge import (
     allocate_slots,
     average_tensors,
     kept_trainer,
+    local_batches,
     merge_weights,
     merged_batch,
     select_for_merge,
@@ -40,6 +42,9 @@ def test_kept_trainer_weights_and_merged_batch():
     assert merge_weights([2, 6]) == [0.25, 0.75]
     assert merge_weights([3, 3, 6]) == [0.25, 0.25, 0.5]
     assert merged_batch([2, 6, 3]) == 6
+    assert merged_batch([2, 6, 3], "sum") == 11
+    with pytest.raises(ValueError, match="rule"):
+        merged_batch([2], "min")
     with pytest.raises(ValueError, match="unknown trainer"):
         kept_trainer(batches, [9])
     with pytest.raises(ValueError, match="positive"):
@@ -84,51 +89,81 @@ def test_average_tensors_normalises_weights_and_keeps_dtype():
 
 
 def test_allocation_hand_examples():
-    assert slot_counts({0: 1.0, 1: 3.0}, 8) == {0: 2, 1: 6}
-    # Quotas 1/3, 1/3, 10/3: the floor of one slot each overshoots, trainer 2 gives one back.
-    assert slot_counts({0: 1.0, 1: 1.0, 2: 10.0}, 4) == {0: 1, 1: 1, 2: 2}
-    # Quotas 2.5, 2.5, 3: the spare slot goes to the lower id on the tie.
-    assert slot_counts({4: 5.0, 2: 5.0, 9: 6.0}, 8) == {2: 3, 4: 2, 9: 3}
-    assert allocate_slots({0: 1.0, 1: 3.0}, 8) == {0: 0, 1: 0, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1}
-    assert slot_counts({0: 0.0, 1: 0.0}, 5) == {0: 3, 1: 2}
+    # D'Hondt on batches 4 : 12 over 8 slots gives exactly 2 : 6.
+    assert slot_counts({0: 4, 1: 12}, 8) == {0: 2, 1: 6}
+    # 10, 10, 12: after one slot each, 9 (12) then 2 and 4 (10 each, lower id first), then
+    # 9 (6), then 2 (5 against 4's 5: lower id).
+    assert slot_counts({4: 10, 2: 10, 9: 12}, 8) == {2: 3, 4: 2, 9: 3}
+    # A trainer never gets more slots than sequences: 1 + 3 sequences leave 4 of 8 slots idle.
+    assert slot_counts({0: 1, 1: 3}, 8) == {0: 1, 1: 3}
+    assert allocate_slots({0: 1, 1: 3}, 8) == {0: 0, 1: 1, 2: 1, 3: 1}
+    assert allocate_slots({0: 4, 1: 12}, 8) == {0: 0, 1: 0, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1}
     with pytest.raises(ValueError, match="only 2 node slots"):
-        allocate_slots({0: 1.0, 1: 1.0, 2: 1.0}, 2)
+        allocate_slots({0: 1, 1: 1, 2: 1}, 2)
+    with pytest.raises(ValueError, match="whole numbers"):
+        slot_counts({0: 2.5}, 2)
+
+
+def test_local_batches_add_up_to_the_global_batch():
+    assert local_batches(13, [5, 2, 7]) == {2: 5, 5: 4, 7: 4}
+    assert local_batches(4, [0, 1, 2, 3]) == dict.fromkeys(range(4), 1)
+    for b in range(1, 40):
+        for m in range(1, min(b, 9) + 1):
+            sizes = list(local_batches(b, range(m)).values())
+            assert sum(sizes) == b and max(sizes) == -(-b // m) and min(sizes) == b // m
+
+
+def _best_largest_local_batch(batches: dict[int, int], num_slots: int) -> float:
+    """Brute force: the smallest max_k B_k / M_k over all counts 1 <= M_k <= B_k, sum <= slots."""
+    ids = sorted(batches)
+    best = math.inf
+    for counts in itertools.product(*(range(1, batches[t] + 1) for t in ids)):
+        if sum(counts) <= num_slots:
+            best = min(best, max(batches[t] / c for t, c in zip(ids, counts, strict=True)))
+    return best
+
+
+def test_allocation_is_optimal_and_leaves_no_slot_idle_with_work_on_a_grid():
+    for num_slots in range(1, 9):
+        for n in range(1, min(num_slots, 3) + 1):
+            for combo in itertools.product([1, 2, 3, 5, 8, 13], repeat=n):
+                batches = dict(enumerate(combo))
+                counts = slot_counts(batches, num_slots)
+                assert all(1 <= counts[t] <= batches[t] for t in batches)
+                largest = max(batches[t] / counts[t] for t in batches)
+                assert largest == pytest.approx(_best_largest_local_batch(batches, num_slots))
+                # Idle slots only when every trainer runs one sequence per slot.
+                if sum(counts.values()) < num_slots:
+                    assert all(counts[t] == batches[t] for t in batches)
+                alloc = allocate_slots(batches, num_slots)
+                for t in batches:
+                    mine = [s for s, owner in alloc.items() if owner == t]
+                    assert sum(local_batches(batches[t], mine).values()) == batches[t]
 
 
 def test_allocation_is_stable_and_moves_few_slots():
-    demands = {0: 2.0, 1: 2.0, 2: 4.0, 3: 8.0}
-    first = allocate_slots(demands, 8)
-    assert allocate_slots(demands, 8, previous=first) == first
+    batches = {0: 2, 1: 2, 2: 4, 3: 8}
+    first = allocate_slots(batches, 8)
+    assert allocate_slots(batches, 8, previous=first) == first
     # Trainer 1 merged into trainer 0: only trainer 1's slot changes hands.
-    after = allocate_slots({0: 4.0, 2: 4.0, 3: 8.0}, 8, previous=first)
+    after = allocate_slots({0: 4, 2: 4, 3: 8}, 8, previous=first)
     moved = [s for s in first if first[s] != after[s]]
     assert all(first[s] == 1 for s in moved) and len(moved) == 1
 
 
-def test_allocation_properties_on_random_demands():
+def test_allocation_properties_on_random_batches():
     rng = random.Random(0)
     for _ in range(500):
         num_slots = rng.randint(1, 24)
         trainers = rng.sample(range(40), rng.randint(1, num_slots))
-        demands = {
-            t: rng.choice([0.0, rng.uniform(0, 10), float(rng.randint(1, 64))]) for t in trainers
-        }
+        batches = {t: rng.choice([1, rng.randint(1, 10), rng.randint(1, 64)]) for t in trainers}
         previous = {s: rng.choice(trainers + [99]) for s in range(num_slots)}
-        alloc = allocate_slots(demands, num_slots, previous)
-        counts = slot_counts(demands, num_slots)
-        assert sorted(alloc) == list(range(num_slots))
-        assert sum(counts.values()) == num_slots
-        assert all(counts[t] >= 1 for t in trainers)
+        alloc = allocate_slots(batches, num_slots, previous)
+        counts = slot_counts(batches, num_slots)
+        assert sum(counts.values()) == len(alloc) <= num_slots
         assert all(sum(1 for v in alloc.values() if v == t) == counts[t] for t in trainers)
-        total = sum(demands.values())
-        if total > 0:
-            quotas = {t: num_slots * demands[t] / total for t in trainers}
-            if all(q >= 1 for q in quotas.values()):
-                assert all(
-                    math.floor(quotas[t]) <= counts[t] <= math.ceil(quotas[t]) for t in trainers
-                )
         # The most slots that can stay put is sum over trainers of min(previous, new).
         kept = sum(1 for s in alloc if previous[s] == alloc[s])
         prev_counts = {t: sum(1 for v in previous.values() if v == t) for t in trainers}
         assert kept == sum(min(prev_counts[t], counts[t]) for t in trainers)
-        assert allocate_slots(demands, num_slots, previous) == alloc  # deterministic
+        assert allocate_slots(batches, num_slots, previous) == alloc  # deterministic

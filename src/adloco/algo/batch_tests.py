@@ -1,15 +1,17 @@
 """Adaptive batch tests: gradient statistics → next requested local batch.
 
-Called by the engine once per round and trainer, after :func:`adloco.algo.stats.estimate`.
-Both tests ask for a *global* batch B (samples per inner step over all of the
-trainer's nodes) that keeps the gradient noise below a share of the gradient:
+Called by the engine once per round and trainer, after the statistics are reduced.
+Both tests ask for a trainer's *global* batch B (samples per inner step over
+all of the trainer's nodes) that keeps the gradient noise below a share of the
+gradient:
 
 - norm test (Byrd et al. 2012): B = tr Σ / (η² ‖ḡ‖²);
 - augmented inner-product test (Bollapragada et al. 2017):
   B = max(σ_d² / (ϑ² ‖ḡ‖²), σ_⊥² / (ν² ‖ḡ‖²)).
 
-B is then split over the trainer's M nodes, never decreases the current
-batch, and grows by at most ``max_growth`` per round. Unlike the authors'
+B becomes the trainer's requested global batch: it never decreases and grows
+by at most ``max_growth`` per round. The engine allocates node slots in
+proportion to it and splits it over them (``adloco.algo.merge``). Unlike the authors'
 code, ϑ is used for the inner-product part, both parts are batch sizes, and
 σ_⊥² is a trace over all D coordinates (see ``docs/algorithms.md``).
 """
@@ -63,23 +65,20 @@ def next_batch(
     test: str,
     est: VarianceEstimate | None,
     current_batch: int,
-    num_nodes: int,
     *,
     eta: float,
     vartheta: float,
     nu: float,
     max_growth: float,
 ) -> tuple[int, float | None]:
-    """(new requested local batch per node, requested global batch B or None).
+    """(new requested global batch, the batch B the test asked for, or None).
 
-    local = min(max(current, ceil(B / num_nodes)), floor(current · max_growth)).
-    Unchanged when the test is ``none``, there is no estimate, ‖ḡ‖² < 1e-12,
-    or the augmented test has no reference direction.
+    new = min(max(current, ceil(B)), floor(current · max_growth)). Unchanged
+    when the test is ``none``, there is no estimate, ‖ḡ‖² < 1e-12, or the
+    augmented test has no reference direction.
     """
     if current_batch < 1:
         raise ValueError(f"current_batch must be >= 1, got {current_batch}")
-    if num_nodes < 1:
-        raise ValueError(f"num_nodes must be >= 1, got {num_nodes}")
     if not max_growth >= 1:
         raise ValueError(f"max_growth must be >= 1, got {max_growth}")
     if test not in TESTS:
@@ -89,6 +88,6 @@ def next_batch(
     b_global = requested_global_batch(test, est, eta=eta, vartheta=vartheta, nu=nu)
     if b_global is None:
         return current_batch, None
-    wanted = max(current_batch, math.ceil(b_global / num_nodes))
+    wanted = max(current_batch, math.ceil(b_global))
     cap = max(current_batch, math.floor(current_batch * max_growth))
     return min(wanted, cap), b_global

@@ -1,12 +1,13 @@
 """Trainer merging and node-slot allocation (multi-instance training).
 
 Every ``merge_frequency`` rounds the engine asks :func:`select_for_merge` for the
-trainers with the smallest requested batches, keeps one of them
+trainers with the smallest requested global batches, keeps one of them
 (:func:`kept_trainer`), replaces its parameters and outer momentum by the
 batch-weighted average of the group's (:func:`merge_weights`,
 :func:`average_tensors`) and gives it :func:`merged_batch`. Between rounds
 :func:`allocate_slots` hands the pool of node slots to the surviving trainers in
-proportion to their demand, at least one each, moving as few slots as it can.
+proportion to their global batches, at least one each, moving as few slots as it
+can, and :func:`local_batches` splits each trainer's global batch over its slots.
 Everything here is deterministic: ties go to the lower trainer id.
 """
 
@@ -16,6 +17,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 import torch
+
+from adloco.algo.switch import split_evenly
 
 
 def select_for_merge(batches: Mapping[int, int], count: int) -> list[int]:
@@ -52,17 +55,27 @@ def merge_weights(batches: Sequence[int]) -> list[float]:
     return [b / total for b in batches]
 
 
-def merged_batch(batches: Sequence[int]) -> int:
-    """Requested batch of the merged trainer: max(b_i).
+MERGE_BATCH_RULES = ("max", "sum")
 
+
+def merged_batch(batches: Sequence[int], rule: str = "max") -> int:
+    """Requested global batch of the merged trainer.
+
+    ``max`` (default): the largest of the merged trainers' global batches.
     Merging averages models; it does not make the merged model's gradients
     noisier, and the kept trainer is the one with the largest batch, whose
-    batch the test has already judged necessary. Taking the largest keeps the
-    rule "a requested batch never decreases"; the next batch test may grow it.
+    batch the test has already judged necessary; the next test may grow it.
+    The merged trainer's slots grow, so its local batch shrinks.
+    ``sum``: the merged trainers' batches added up, so every slot keeps about
+    the local batch it had (the cluster's work per step is unchanged).
     """
     if not batches:
         raise ValueError("merged_batch needs at least one batch size")
-    return max(int(b) for b in batches)
+    if rule == "max":
+        return max(int(b) for b in batches)
+    if rule == "sum":
+        return sum(int(b) for b in batches)
+    raise ValueError(f"merge batch rule must be one of {MERGE_BATCH_RULES}, got {rule!r}")
 
 
 def average_tensors(
@@ -102,50 +115,47 @@ def average_tensors(
     return [o.to(t.dtype) for o, t in zip(out, first, strict=True)]
 
 
-def slot_counts(demands: Mapping[int, float], num_slots: int) -> dict[int, int]:
-    """Slots per trainer: proportional to demand by largest remainder, at least 1 each.
+def slot_counts(batches: Mapping[int, int], num_slots: int) -> dict[int, int]:
+    """Slots per trainer, in proportion to its global batch (D'Hondt), 1 ≤ slots ≤ batch.
 
-    Quotas q_t = num_slots · d_t / Σ d. Each trainer starts at max(1, floor(q_t)).
-    Missing slots go to the largest remainders q_t − c_t; if the floor of 1 made
-    the total too large, slots are taken back from the trainers furthest above
-    their quota (never below 1). Ties favour the lower trainer id.
+    Every trainer starts with one slot; each further slot goes to the trainer
+    with the largest batch per slot B_k / M_k that still has more sequences
+    than slots (ties: lower id). This is the proportional allocation that
+    minimises the largest local batch max_k B_k / M_k. Slots are left idle only
+    when every trainer already has one slot per sequence of its batch: no slot
+    idles while another trainer has work for it.
     """
-    if not demands:
+    if not batches:
         raise ValueError("allocate_slots needs at least one trainer")
-    if len(demands) > num_slots:
-        raise ValueError(f"{len(demands)} trainers but only {num_slots} node slots")
-    if any(not math.isfinite(d) or d < 0 for d in demands.values()):
-        raise ValueError(f"demands must be finite and >= 0, got {dict(demands)}")
-    ids = sorted(demands)
-    total = float(sum(demands.values()))
-    if total > 0:
-        quota = {t: num_slots * demands[t] / total for t in ids}
-    else:
-        quota = {t: num_slots / len(ids) for t in ids}
-    counts = {t: max(1, math.floor(quota[t])) for t in ids}
-    assigned = sum(counts.values())
-    while assigned < num_slots:
-        t = min(ids, key=lambda t: (-(quota[t] - counts[t]), t))
-        counts[t] += 1
-        assigned += 1
-    while assigned > num_slots:
-        t = min((t for t in ids if counts[t] > 1), key=lambda t: (quota[t] - counts[t], -t))
-        counts[t] -= 1
-        assigned -= 1
+    if len(batches) > num_slots:
+        raise ValueError(f"{len(batches)} trainers but only {num_slots} node slots")
+    if any(int(b) != b or b < 1 for b in batches.values()):
+        raise ValueError(f"global batches must be whole numbers >= 1, got {dict(batches)}")
+    counts = dict.fromkeys(sorted(batches), 1)
+    for _ in range(num_slots - len(counts)):
+        open_ = [t for t in counts if counts[t] < batches[t]]
+        if not open_:
+            break
+        # B_t / M_t compared as B_t · M_u against B_u · M_t: exact in integers.
+        best = open_[0]
+        for t in open_[1:]:
+            if batches[t] * counts[best] > batches[best] * counts[t]:
+                best = t
+        counts[best] += 1
     return counts
 
 
 def allocate_slots(
-    demands: Mapping[int, float], num_slots: int, previous: Mapping[int, int] | None = None
+    batches: Mapping[int, int], num_slots: int, previous: Mapping[int, int] | None = None
 ) -> dict[int, int]:
-    """Slot index (0 .. num_slots − 1) → trainer id.
+    """Slot index → trainer id, for the slots that get work (idle slots are left out).
 
     Counts come from :func:`slot_counts`. A slot stays with its previous trainer
     while that trainer is alive and still below its new count (lowest slot
     indices first), which moves the fewest slots possible; the remaining slots,
     in index order, go to trainers short of their count, lowest id first.
     """
-    counts = slot_counts(demands, num_slots)
+    counts = slot_counts(batches, num_slots)
     previous = dict(previous or {})
     bad = [s for s in previous if not 0 <= s < num_slots]
     if bad:
@@ -160,7 +170,16 @@ def allocate_slots(
             filled[owner] += 1
         else:
             free.append(slot)
-    needy = iter([t for t in sorted(counts) for _ in range(counts[t] - filled[t])])
-    for slot in free:
-        allocation[slot] = next(needy)
+    needy = [t for t in sorted(counts) for _ in range(counts[t] - filled[t])]
+    for slot, trainer in zip(free, needy, strict=False):
+        allocation[slot] = trainer
     return dict(sorted(allocation.items()))
+
+
+def local_batches(global_batch: int, slots: Sequence[int]) -> dict[int, int]:
+    """A trainer's global batch split over its slots: sizes differ by at most one.
+
+    The larger shares go to the lower slot indices; they add up to exactly
+    ``global_batch``, so the trainer's global batch is what the test asked for.
+    """
+    return dict(zip(sorted(slots), split_evenly(global_batch, len(slots)), strict=True))
