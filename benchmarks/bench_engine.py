@@ -94,8 +94,11 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, vocab, (args.batch * args.steps, seq_len), generator=gen)
     batches = list(data.view(args.steps, args.batch, seq_len))
-    indices = torch.arange(data.size(0)).view(args.steps, args.batch)
+    indices = torch.arange(data.size(0))
     plan = switch.plan_step(args.batch, args.batch, "switch")
+    groups = tc["stats_microbatches"]
+    steps_off = switch.step_micro_batches(plan, [args.batch] * args.steps)
+    steps_on = switch.step_micro_batches(plan, [args.batch] * args.steps, groups)
     lrs = [tc["inner_lr"]] * args.steps
     tokens = data.numel()
 
@@ -111,9 +114,8 @@ def main() -> None:
         node = NodeState(0)
         sync(device)
         start = time.perf_counter()
-        worker.run_node(
-            theta, node, indices, data.__getitem__, plan, lrs, acc, tc["stats_microbatches"]
-        )
+        steps = steps_on if with_stats else steps_off
+        worker.run_node(theta, node, indices, data.__getitem__, steps, lrs, acc)
         if acc is not None:
             stats.estimate(acc.finalize())
         sync(device)
@@ -123,15 +125,9 @@ def main() -> None:
         acc = stats.GradientStatsAccumulator(theta) if with_stats else None
         sync(device)
         start = time.perf_counter()
+        steps = (steps_on if with_stats else steps_off)[:1]
         worker.run_node(
-            theta,
-            NodeState(0),
-            indices[:1],
-            data.__getitem__,
-            plan,
-            lrs[:1],
-            acc,
-            tc["stats_microbatches"],
+            theta, NodeState(0), indices[: args.batch], data.__getitem__, steps, lrs[:1], acc
         )
         sync(device)
         return time.perf_counter() - start

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from adloco.clock import StepTimeCurve
+
 
 class ArraySplit:
     def __init__(self, tokens: torch.Tensor):
@@ -79,3 +81,11 @@ FULL_STATE_RUN = {
     "nesterov": True,
     "switch_lambda": 1.5,
 }
+
+
+def tiny_curves(cfg: dict) -> dict[str, StepTimeCurve]:
+    """A step-time curve for every device of ``cfg``: 10 ms a sequence, flat up to 4."""
+    return {
+        d["name"]: StepTimeCurve.roofline(0.01, 4, update_s=0.001)
+        for d in cfg["cluster"]["devices"]
+    }

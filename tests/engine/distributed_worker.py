@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from array_data import ArrayData
+from array_data import ArrayData, tiny_curves
 
 from adloco.algo.stats import GradientStatsAccumulator, estimate
 from adloco.config import load_config, resolve_run
@@ -95,6 +95,7 @@ def replica_case(comm: distributed.TorchCollective, config_path: str, out: Path)
         0,
         ArrayData(),
         {"sim": 3},
+        tiny_curves(cfg),
         out / f"ckpt{comm.rank}",
         progress=False,
         collective=comm,

@@ -6,7 +6,7 @@ import logging
 import sys
 
 import torch
-from array_data import ArrayData
+from array_data import ArrayData, tiny_curves
 
 from adloco.config import load_config, resolve_run
 from adloco.engine.loop import Engine
@@ -15,6 +15,8 @@ config_path, ckpt_dir, out_path = sys.argv[1:4]
 logging.basicConfig(level=logging.INFO)
 cfg = load_config(config_path)
 run_cfg = resolve_run(cfg, "r")
-engine = Engine(cfg, run_cfg, 0, ArrayData(), {"sim": 3}, ckpt_dir, progress=False)
+engine = Engine(
+    cfg, run_cfg, 0, ArrayData(), {"sim": 3}, tiny_curves(cfg), ckpt_dir, progress=False
+)
 engine.run()
 torch.save({t.id: t.params for t in engine.trainers}, out_path)

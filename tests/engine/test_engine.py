@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
+from array_data import tiny_curves
 
 from adloco.engine import inner as inner_mod
-from adloco.engine.loop import Engine
+from adloco.engine.loop import Engine, TrainingDiverged
 from adloco.model import batch_loss
 
 
@@ -17,7 +19,16 @@ def max_batches(cfg):
 
 
 def make_engine(cfg, run_cfg, data, tmp_path, seed=0):
-    return Engine(cfg, run_cfg, seed, data, max_batches(cfg), tmp_path / "ckpt", progress=False)
+    return Engine(
+        cfg,
+        run_cfg,
+        seed,
+        data,
+        max_batches(cfg),
+        tiny_curves(cfg),
+        tmp_path / "ckpt",
+        progress=False,
+    )
 
 
 def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
@@ -117,8 +128,10 @@ def test_micro_batch_never_exceeds_max_batch(array_data, make_config, tmp_path, 
     )
     rows = engine.run()
     assert max(sizes) <= 4
-    # 11 > 2 * 4: accumulation over ceil(11 / 4) = 3 micro-batches, effective batch 11.
-    assert rows[0]["accum_steps"] == 3 and rows[0]["effective_batch"] == 11
+    # 11 > 2 * 4: accumulation over ceil(11 / 4) = 3 micro-batches, local batch 11 on each
+    # of 4 slots: the global batch is 44 and so is the effective batch.
+    assert rows[0]["accum_steps"] == 3 and rows[0]["local_batch"] == 11
+    assert rows[0]["requested_batch"] == 44 and rows[0]["effective_batch"] == 44
     assert rows[0]["micro_batch"] == 4 and rows[0]["switch_mode"] == "accumulate"
     assert sum(sizes) == 4 * 2 * 11  # 4 slots x H=2 steps x 11 sequences
 
@@ -147,23 +160,23 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
     )
     engine = make_engine(cfg, run, array_data, tmp_path)
     engine._init_trainers()
-    engine.trainers[0].requested_batch = 3
-    engine.trainers[1].requested_batch = 1
-    engine.trainers[2].requested_batch = 2
+    engine.trainers[0].global_batch = 3
+    engine.trainers[1].global_batch = 1
+    engine.trainers[2].global_batch = 2
     captured = {}
-    original = Engine._merge
+    original = Engine.merge
 
-    def spy(self):
+    def spy(self, r):
         captured["params"] = {t.id: [p.clone() for p in t.params] for t in self.trainers}
         captured["mom"] = {
             t.id: [t.outer_opt.state[p]["momentum_buffer"].clone() for p in t.params]
             for t in self.trainers
         }
-        return original(self)
+        return original(self, r)
 
-    monkeypatch.setattr(Engine, "_merge", spy)
+    monkeypatch.setattr(Engine, "merge", spy)
     engine._t0 = 0.0
-    rows = engine._round()
+    rows = engine.run_round()
     # Trainers 1 (batch 1) and 2 (batch 2) merge, 2 is kept with weights 1/3, 2/3.
     assert sorted(t.id for t in engine.trainers) == [0, 2]
     kept = engine._trainer(2)
@@ -173,13 +186,19 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
         m = kept.outer_opt.state[p]["momentum_buffer"]
         torch.testing.assert_close(m, captured["mom"][1][i] / 3 + captured["mom"][2][i] * 2 / 3)
     merge_event = [e for r in rows for e in r["events"] if e["type"] == "merge"][0]
-    assert (
-        merge_event["merged"] == [1, 2] and merge_event["kept"] == 2 and kept.requested_batch == 2
-    )
-    # Next round the 4 slots go to the 2 trainers in proportion to demand 3 : 2.
-    engine._allocate()
+    assert merge_event["merged"] == [1, 2] and merge_event["kept"] == 2
+    assert kept.global_batch == 2  # the max rule
+    # The merge's transfer: one trainer's parameters and momentum, on the kept trainer's row.
+    kept_row = next(r for r in rows if r["trainer"] == 2)
+    assert kept_row["sync"]["merge_messages"] == 1
+    assert kept_row["sync"]["merge_payload_bytes"] == engine.num_params * 4 * 2
+    # Next round the 4 slots go to the 2 trainers in proportion to batches 3 : 2 (D'Hondt:
+    # 2 and 2), and each trainer's global batch is split over its slots.
+    engine.allocate()
     counts = [sum(1 for t in engine.slot_owner.values() if t == k) for k in (0, 2)]
-    assert sum(counts) == 4 and min(counts) >= 1
+    assert counts == [2, 2]
+    plans, _ = engine.plan()
+    assert [sum(p.plan.effective for p in plans[k]) for k in (0, 2)] == [3, 2]
 
 
 def test_nan_loss_rolls_back_and_retries(array_data, make_config, tmp_path, monkeypatch):
@@ -207,7 +226,7 @@ def test_persistent_nan_fails_clearly(array_data, make_config, tmp_path, monkeyp
     engine = make_engine(cfg, run, array_data, tmp_path)
     original = inner_mod.batch_loss
     monkeypatch.setattr(inner_mod, "batch_loss", lambda m, x: (original(m, x)[0] * float("nan"), 1))
-    with pytest.raises(RuntimeError, match="non-finite loss"):
+    with pytest.raises(TrainingDiverged, match="non-finite inner loss"):
         engine.run()
 
 
@@ -232,9 +251,10 @@ def test_norm_test_grows_batch_and_logs_statistics(array_data, make_config, tmp_
     assert stats["requested_global"] == pytest.approx(
         stats["trace_cov"] / (0.01 * stats["batch_grad_sqnorm"])
     )
-    new_local = max(2, min(int(-(-expected // 2)), int(2 * run["max_batch_growth"])))
+    # The test sets the trainer's global batch (2 slots x 2 sequences = 4 at start).
+    new_global = max(4, min(int(expected), int(4 * run["max_batch_growth"])))
     second = [r for r in rows if r["round"] == 2 and r["trainer"] == rows[0]["trainer"]][0]
-    assert second["requested_batch"] == new_local
+    assert second["requested_batch"] == new_global
 
 
 def test_checkpoint_of_another_configuration_is_set_aside(array_data, make_config, tmp_path):
@@ -273,3 +293,169 @@ def test_slots_of_a_trainer_get_disjoint_data_and_small_subsets_wrap(
     )
     rows = make_engine(cfg, run, array_data, tmp_path / "b").run()
     assert [r["epochs"] for r in rows] == [2, 4]
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        {"method": "diloco", "initial_batch": 3},
+        {"method": "localsgd", "initial_batch": 2, "inner_lr": 0.05},
+        {
+            "method": "adloco",
+            "initial_trainers": 2,
+            "batch_test": "norm",
+            "eta": 0.3,
+            "merge": "smallest_batch",
+            "merge_frequency": 2,
+        },
+    ],
+)
+def test_every_run_ends_at_the_token_budget(array_data, make_config, tmp_path, run):
+    # 1000 tokens = 83.3 sequences of 12: every method ends at 84 sequences, the last
+    # round cut to what is left.
+    cfg, run_cfg = make_config({**run, "max_rounds": 100, "max_tokens": 1000})
+    rows = make_engine(cfg, run_cfg, array_data, tmp_path).run()
+    assert rows[-1]["tokens_total"] == 84 * 12
+    last = [r for r in rows if r["round"] == rows[-1]["round"]]
+    assert all(r["val_perplexity"] is not None for r in last)
+    spent = sum(
+        count * sum(micro) for r in rows for w in r["slot_work"] for count, micro in w["steps"]
+    )
+    assert spent * 12 == rows[-1]["tokens_total"]
+
+
+def test_logged_time_is_recomputed_exactly_from_the_rows(array_data, make_config, tmp_path):
+    from adloco.clock import Network, recompute_sim_time_s
+
+    cfg, run = make_config(
+        {
+            "method": "adloco",
+            "initial_trainers": 2,
+            "batch_test": "norm",
+            "eta": 0.2,
+            "merge": "smallest_batch",
+            "merge_frequency": 2,
+            "max_rounds": 4,
+        },
+    )
+    rows = make_engine(cfg, run, array_data, tmp_path).run()
+    rows = [json.loads(json.dumps(r)) for r in rows]  # as read back from metrics.jsonl
+    got = recompute_sim_time_s(
+        rows, tiny_curves(cfg), Network.from_config(cfg["cluster"]["network"]), "concurrent"
+    )
+    assert {r["round"]: r["sim_time_s"] for r in rows} == got  # exact, not approximate
+    # The rows alone answer other clocks: time slicing never beats concurrent streams here.
+    sliced = recompute_sim_time_s(
+        rows, tiny_curves(cfg), Network.from_config(cfg["cluster"]["network"]), "time_slicing"
+    )
+    assert all(sliced[r] >= got[r] for r in got) and sliced[4] > got[4]
+
+
+def test_global_batch_changes_only_by_test_or_merge(array_data, make_config, tmp_path):
+    cfg, run = make_config(
+        {
+            "method": "adloco",
+            "initial_trainers": 3,
+            "batch_test": "norm",
+            "eta": 0.2,
+            "merge": "smallest_batch",
+            "merge_frequency": 2,
+            "max_rounds": 6,
+        },
+    )
+    rows = make_engine(cfg, run, array_data, tmp_path).run()
+    by_trainer: dict[int, list[dict]] = {}
+    for r in rows:
+        by_trainer.setdefault(r["trainer"], []).append(r)
+    changes = 0
+    for seq in by_trainer.values():
+        for before, after in zip(seq, seq[1:], strict=False):
+            said = [e for e in before["events"] if e["type"] in ("batch_change", "merge")]
+            if after["requested_batch"] != before["requested_batch"]:
+                changes += 1
+                assert said, (before, after)
+                assert after["requested_batch"] == said[-1].get("to", said[-1].get("batch"))
+            # The slots' local batches always add up to the trainer's global batch.
+            assert after["effective_batch"] <= after["requested_batch"]
+    assert changes > 0
+    # Every slot has work in every round (3 trainers, 4 slots, batches >= slots).
+    for rnd in {r["round"] for r in rows}:
+        assert sum(r["nodes"] for r in rows if r["round"] == rnd) == 4
+
+
+def test_lr_scaling_follows_the_local_batch(array_data, make_config, tmp_path):
+    cfg, run = make_config(
+        {
+            "method": "diloco",
+            "initial_batch": 2,
+            "max_rounds": 1,
+            "lr_scaling": "sqrt",
+            "switch": "always_accumulate",
+        }
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    engine._init_trainers()
+    engine.trainers[0].global_batch = 4 * 8  # local batch 8 on each of 4 slots
+    engine._t0 = 0.0
+    row = engine.run_round()[0]
+    assert row["lr_scale"] == pytest.approx(2.0)  # sqrt(8 / 2), 8 accumulated over 2 passes
+    # Capped by switch mode, the local batch that counts is the one that runs: max_batch 4.
+    run_capped = {**run, "switch": "never_accumulate"}
+    engine = make_engine(cfg, run_capped, array_data, tmp_path / "capped")
+    engine._init_trainers()
+    engine.trainers[0].global_batch = 4 * 8
+    engine._t0 = 0.0
+    assert engine.run_round()[0]["lr_scale"] == pytest.approx(2**0.5)
+    # No warmup: the first step runs at the scaled peak, and the row sums the steps' lrs.
+    assert row["inner_lr_sum"] > row["inner_lr"] > 0
+    assert row["inner_lr_sum"] <= 2 * 0.01 * row["inner_steps"] + 1e-12
+
+
+def test_non_finite_evaluation_rolls_back_then_fails_clearly(
+    array_data, make_config, tmp_path, monkeypatch
+):
+    from adloco.engine import loop as loop_mod
+
+    cfg, run = make_config({"method": "diloco", "max_rounds": 2})
+    calls = {"n": 0}
+    original = loop_mod.evaluate
+
+    def flaky(model, seqs, batch):
+        calls["n"] += 1
+        out = original(model, seqs, batch)
+        return {**out, "loss": float("nan")} if calls["n"] == 2 else out
+
+    monkeypatch.setattr(loop_mod, "evaluate", flaky)
+    rows = make_engine(cfg, run, array_data, tmp_path / "a").run()
+    rollbacks = [e for r in rows for e in r["events"] if e["type"] == "nan_rollback"]
+    assert [e["what"] for e in rollbacks] == ["validation loss"]
+    assert all(r["val_loss"] == r["val_loss"] for r in rows)  # no NaN written
+
+    monkeypatch.setattr(loop_mod, "evaluate", lambda m, s, b: {"loss": math.inf, "perplexity": 1})
+    with pytest.raises(TrainingDiverged, match="non-finite validation loss in 4 attempts"):
+        make_engine(cfg, run, array_data, tmp_path / "b").run()
+    # Nothing of the diverged round was written.
+    assert (tmp_path / "b" / "ckpt" / "metrics.jsonl").read_text() == ""
+
+
+def test_non_finite_outer_step_rolls_back(array_data, make_config, tmp_path, monkeypatch):
+    from adloco.engine import loop as loop_mod
+
+    cfg, run = make_config({"method": "diloco", "max_rounds": 1})
+    original = loop_mod.outer.apply_pseudo_gradient
+    calls = {"n": 0}
+
+    def overflow(opt, params, delta):
+        calls["n"] += 1
+        original(opt, params, delta)
+        if calls["n"] == 1:
+            with torch.no_grad():
+                params[0].fill_(math.inf)
+
+    monkeypatch.setattr(loop_mod.outer, "apply_pseudo_gradient", overflow)
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    rows = engine.run()
+    assert [e["what"] for e in rows[0]["events"] if e["type"] == "nan_rollback"] == [
+        "parameters after the outer step"
+    ]
+    assert all(torch.isfinite(p).all() for p in engine.trainers[0].params)

@@ -234,7 +234,7 @@ def test_switch_never_engaged_not_supported(ws):
     ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 80], [95, 85])})
     claim = ws.claims()[6]
     assert claim.verdict == NOT_SUPPORTED
-    assert "largest requested batch per node was 4" in claim.details[1]
+    assert "largest requested global batch was 4" in claim.details[1]
 
 
 def test_switch_policy_off_not_testable(ws):

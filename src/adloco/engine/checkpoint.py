@@ -3,7 +3,7 @@
 A checkpoint of round r is a folder ``round-<r>/`` plus the manifest
 ``checkpoint.json`` that names it. The folder holds ``shared.pt`` (the state
 every process holds a replica of: trainers, outer optimizers, samplers,
-ledger, history; written by rank 0) and one ``rank-<k>.pt`` per process (the
+counters, history; written by rank 0) and one ``rank-<k>.pt`` per process (the
 inner optimizer states of the node slots that process runs, and its RNG).
 Protocol: every rank writes its files atomically (temporary name, fsync,
 rename), all ranks meet at a barrier, then rank 0 replaces the manifest

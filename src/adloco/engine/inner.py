@@ -7,22 +7,24 @@ copying: AdamW updates those very tensors in place, and the state persists
 across rounds while the slot stays with its trainer (DiLoCo's inner loop; the
 reference code re-created it every round).
 
-On the first step of a round every slot sits at the trainer's common point θ,
-so that step's gradient also feeds the batch test: the step's sequences are
-processed in a few groups, each group's mean gradient goes to the statistics
-accumulator (a few passes over D floats), and their token-weighted sum is the
-step's gradient, exactly as without statistics.
+A slot's round is a list of optimizer steps, each a list of micro-batch sizes
+(forward+backward passes whose gradients accumulate), planned by the engine
+(:func:`adloco.algo.switch.step_micro_batches`). On the first step of a round
+every slot sits at the trainer's common point θ, so that step's gradient also
+feeds the batch test: its micro-batches are the test's groups, each group's
+mean gradient goes to the statistics accumulator (a few passes over D floats),
+and their token-weighted sum is the step's gradient, exactly as without
+statistics.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from adloco.algo.switch import StepPlan, split_evenly
 from adloco.model import batch_loss
 
 
@@ -41,7 +43,6 @@ class NodeResult:
     tokens: int  # tokens processed (sequences x seq_len)
     loss_sum: float  # summed next-token loss over the round
     loss_tokens: int  # predicted tokens behind loss_sum
-    extra: dict = field(default_factory=dict)
 
 
 class Worker:
@@ -95,18 +96,27 @@ class Worker:
         (loss_sum / scale_tokens).backward()
         return loss_sum.detach()
 
-    def _stats_step(
-        self, seqs: torch.Tensor, groups: tuple[int, ...], stats, step_tokens: int
+    def _step_gradient(
+        self, seqs: torch.Tensor, micro_batches: tuple[int, ...], stats=None
     ) -> torch.Tensor:
-        """First step of a round: per-group gradients to ``stats``, their weighted sum to .grad."""
-        step_grad: list[torch.Tensor] | None = None
+        """The step's mean gradient into .grad, one pass per micro-batch; the summed loss.
+
+        With ``stats`` every pass is a group of the batch test: its own mean
+        gradient goes to ``stats``, and the token-weighted sum of the groups'
+        gradients is the step's gradient, exactly as without statistics.
+        """
+        step_tokens = seqs.size(0) * (seqs.size(1) - 1)
         loss = torch.zeros((), device=self.device)
+        step_grad: list[torch.Tensor] | None = None
+        for p in self.params:
+            p.grad = None
         start = 0
-        for size in groups:
+        for size in micro_batches:
             chunk = seqs[start : start + size]
             start += size
-            for p in self.params:
-                p.grad = None
+            if stats is None:
+                loss += self._backward(chunk, step_tokens)
+                continue
             group_tokens = chunk.size(0) * (chunk.size(1) - 1)
             loss += self._backward(chunk, group_tokens)
             grads = [p.grad for p in self.params]
@@ -116,56 +126,54 @@ class Worker:
                 step_grad = torch._foreach_mul(grads, weight)
             else:
                 torch._foreach_add_(step_grad, grads, alpha=weight)
-        for p, g in zip(self.params, step_grad, strict=True):
-            p.grad = g
+            for p in self.params:
+                p.grad = None
+        if step_grad is not None:
+            for p, g in zip(self.params, step_grad, strict=True):
+                p.grad = g
         return loss
 
     def run_node(
         self,
         theta: list[torch.Tensor],
         node: NodeState,
-        step_indices: torch.Tensor,
+        indices: torch.Tensor,
         fetch,
-        plan: StepPlan,
+        steps: list[tuple[int, ...]],
         lrs: list[float],
         stats=None,
-        stats_groups: int = 1,
     ) -> NodeResult:
-        """H inner steps from ``theta``; the worker's parameters hold the result.
+        """Optimizer steps from ``theta``; the worker's parameters hold the result.
 
-        ``step_indices`` is [H, effective batch] of sequence indices, ``fetch``
-        turns indices into a LongTensor of sequences.
+        ``steps[h]`` are the micro-batch sizes of step h (``switch.step_micro_batches``),
+        ``indices`` the sequence indices of all steps in order, ``fetch`` turns
+        indices into a LongTensor of sequences, ``lrs[h]`` is step h's learning
+        rate. With ``stats``, the first step's micro-batches are the groups of
+        the batch test, taken at ``theta``.
         """
+        if len(lrs) < len(steps) or indices.numel() != sum(sum(m) for m in steps):
+            raise ValueError("run_node: steps, learning rates and indices disagree")
         self.load(theta)
         self._swap_in(node)
         loss_total = torch.zeros((), dtype=torch.float64, device=self.device)
         norm_total = torch.zeros((), dtype=torch.float64, device=self.device)
         loss_tokens = 0
         tokens = 0
+        start = 0
         try:
-            for h, lr in enumerate(lrs):
+            for h, micro_batches in enumerate(steps):
                 for group in self.optimizer.param_groups:
-                    group["lr"] = lr
-                seqs = fetch(step_indices[h]).to(self.device, non_blocking=True)
-                step_tokens = seqs.size(0) * (seqs.size(1) - 1)
-                if h == 0 and stats is not None:
-                    n = seqs.size(0)
-                    groups = split_evenly(n, min(n, max(stats_groups, plan.accum_steps)))
-                    loss = self._stats_step(seqs, groups, stats, step_tokens)
-                else:
-                    for p in self.params:
-                        p.grad = None
-                    loss = torch.zeros((), device=self.device)
-                    start = 0
-                    for size in plan.micro_batches:
-                        loss += self._backward(seqs[start : start + size], step_tokens)
-                        start += size
+                    group["lr"] = lrs[h]
+                n = sum(micro_batches)
+                seqs = fetch(indices[start : start + n]).to(self.device, non_blocking=True)
+                start += n
+                loss = self._step_gradient(seqs, micro_batches, stats if h == 0 else None)
                 if self.clip is not None:
                     norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
                     norm_total += norm.double()
                 self.optimizer.step()
                 loss_total += loss.double()
-                loss_tokens += step_tokens
+                loss_tokens += seqs.size(0) * (seqs.size(1) - 1)
                 tokens += seqs.numel()
         finally:
             self._swap_out(node)

@@ -1,45 +1,58 @@
 """The round loop: trainers, node slots, outer steps, batch tests, merges.
 
-One round: node slots are (re)allocated to trainers in proportion to their
-requested batches; every slot of a trainer runs H inner steps from the
-trainer's θ (``inner.Worker``); the trainer averages its slots' parameters,
-weighted by tokens, and takes an outer step; the batch test turns the first
-inner step's gradient statistics into the next requested batch; every
-``merge_frequency`` rounds the trainers with the smallest requested batches
-merge. Then a metrics row per trainer is written and the state is
-checkpointed. Slots run one after another in one process, so a seed gives
-bit-identical results on CPU; the distributed backend must match this engine.
+One round reads top to bottom in :meth:`Engine.run_round`: node slots are
+allocated to trainers in proportion to their requested global batches
+(``allocate``); each trainer's global batch is split over its slots and turned
+into the micro-batches of every inner step, the last round cut to the token
+budget (``plan``); every slot of a trainer runs its inner steps from the
+trainer's θ (``inner.Worker``), the trainer averages its slots' parameters,
+weighted by tokens, takes an outer step and is evaluated when due, all rolled
+back and retried on fresh batches if anything turns non-finite (``train``); the
+batch test turns the first inner step's gradient statistics into the next
+global batch (``test``); every ``merge_frequency`` rounds the trainers with the
+smallest batches merge (``merge``); a metrics row per trainer is written with
+the simulated time of the round (``record``). Slots run one after another in
+one process, so a seed gives bit-identical results on CPU; the distributed
+backend must match this engine.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from adloco.algo import batch_tests, merge, outer, schedule, stats, switch
+from adloco import clock
+from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch
 from adloco.engine import checkpoint
 from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
-from adloco.engine.ledger import Ledger
 from adloco.engine.sampler import SubsetSampler, draw_subset
 from adloco.model import DTYPES, build_model, evaluate, num_parameters
+from adloco.records import MetricsRow
 
 log = logging.getLogger(__name__)
 
 MAX_NAN_RETRIES = 3
-PSEUDO_GRAD_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2}
+STATS_SCALAR_BYTES = 6 * 8  # GroupStats scalars reduced as float64 beside the pooled gradient
+
+
+class TrainingDiverged(RuntimeError):
+    """A trainer's round stayed non-finite after every retry."""
 
 
 @dataclass
 class Slot:
     index: int
     device: str  # device name from cluster.devices
-    tflops: float  # this slot's share of its device's speed
+    device_index: int  # which physical device of the cluster carries the slot
     max_batch: int
 
 
@@ -48,26 +61,57 @@ class Trainer:
     id: int
     params: list[torch.Tensor]
     outer_opt: torch.optim.SGD
-    requested_batch: int
+    global_batch: int  # requested global batch B: sequences per inner step over all its slots
     sampler: SubsetSampler
     tokens: int = 0
     direction: list[torch.Tensor] | None = None  # previous round's pooled statistics gradient
     events: list[dict] = field(default_factory=list)
 
 
+@dataclass
+class SlotPlan:
+    """What one slot runs this round."""
+
+    slot: Slot
+    plan: switch.StepPlan  # a full inner step of the slot's local batch
+    steps: list[tuple[int, ...]]  # micro-batches of each inner step this round
+
+    @property
+    def sequences(self) -> int:
+        return sum(sum(m) for m in self.steps)
+
+    def work(self) -> clock.SlotWork:
+        return clock.SlotWork(
+            self.slot.index, self.slot.device, self.slot.device_index, clock.run_length(self.steps)
+        )
+
+
+@dataclass
+class TrainerRound:
+    """One trainer's result of a round; :meth:`Engine.record` turns it into a metrics row."""
+
+    trainer: Trainer
+    slots: list[SlotPlan]
+    lr_scale: float
+    lrs: list[float]
+    tokens: int = 0
+    train_loss: float = math.nan
+    val: dict | None = None
+    group_stats: stats.GroupStats | None = None
+    acc: stats.GradientStatsAccumulator | None = None
+    test: dict | None = None
+    sync: clock.TrainerSync | None = None
+
+
 def build_slots(cluster_cfg: dict, max_batches: dict[str, int]) -> list[Slot]:
     per_device = cluster_cfg["nodes_per_device"]
     slots = []
+    device_index = 0
     for dev in cluster_cfg["devices"]:
-        for _ in range(dev["count"] * per_device):
-            slots.append(
-                Slot(
-                    len(slots),
-                    dev["name"],
-                    dev["speed_tflops"] / per_device,
-                    max_batches[dev["name"]],
-                )
-            )
+        for _ in range(dev["count"]):
+            for _ in range(per_device):
+                slots.append(Slot(len(slots), dev["name"], device_index, max_batches[dev["name"]]))
+            device_index += 1
     return slots
 
 
@@ -81,6 +125,7 @@ class Engine:
         seed: int,
         data,
         max_batches: dict[str, int],
+        curves: Mapping[str, clock.StepTimeCurve],
         checkpoint_dir: str | Path,
         device: torch.device | None = None,
         progress: bool = True,
@@ -100,6 +145,9 @@ class Engine:
         self.device = device or torch.device("cpu")
         self.comm = collective or LocalCollective()
         self.slots = build_slots(cfg["cluster"], max_batches)
+        self.curves = dict(curves)
+        self.network = clock.Network.from_config(cfg["cluster"]["network"])
+        self.slot_sharing = cfg["cluster"].get("slot_sharing", "concurrent")
         self.H = run_cfg["inner_steps"]
         self.fingerprint = checkpoint.fingerprint(
             {
@@ -112,24 +160,23 @@ class Engine:
                     k: v for k, v in cfg["cluster"].items() if k != "processes_per_machine"
                 },
                 "max_batches": max_batches,
+                "curves": {name: c.as_dict() for name, c in sorted(self.curves.items())},
                 "data": data.manifest.get("splits"),
             }
         )
         model = build_model(cfg["model"], data.vocab_size, self.seq_len, seed)
         self.num_params = num_parameters(model)
         self.worker = Worker(model, run_cfg, self.device)
-        self.ledger = Ledger(
-            num_params=self.num_params,
-            pseudo_grad_bytes_per_elem=PSEUDO_GRAD_BYTES[run_cfg["pseudo_grad_dtype"]],
-            bandwidth_bytes_s=cfg["cluster"]["network"]["bandwidth_gbit_s"] * 1e9 / 8,
-            latency_s=cfg["cluster"]["network"]["latency_s"],
-        )
+        self.pseudo_grad_bytes = self.num_params * BYTES_PER_ELEMENT[run_cfg["pseudo_grad_dtype"]]
         n_val = len(self.val_split)
         n_eval = min(run_cfg["eval_sequences"], n_val)
         eval_idx = torch.linspace(0, n_val - 1, n_eval).round().long().unique()
         self.eval_seqs = self.val_split.get(eval_idx)
         self.round = 0
         self.tokens_total = 0
+        self.communications = 0
+        self.bytes_total = 0
+        self.sim_time_s = 0.0
         self.wall_offset_s = 0.0
         self.slot_owner: dict[int, int] = {}
         self.nodes = {s.index: NodeState(s.index) for s in self.slots}
@@ -144,21 +191,23 @@ class Engine:
 
     def _init_trainers(self) -> None:
         shared = [p.detach().clone().float() for p in self.worker.params]
-        for k in range(self.tc["initial_trainers"]):
-            if self.tc["init"] == "independent" and k > 0:
+        k = self.tc["initial_trainers"]
+        # Equal shares of the slots; each trainer's global batch is initial_batch per slot.
+        first_slots = merge.slot_counts(dict.fromkeys(range(k), len(self.slots)), len(self.slots))
+        for t in range(k):
+            if self.tc["init"] == "independent" and t > 0:
                 model = build_model(
-                    self.cfg["model"], self.data.vocab_size, self.seq_len, self.seed * 1000 + k
+                    self.cfg["model"], self.data.vocab_size, self.seq_len, self.seed * 1000 + t
                 )
                 params = [p.detach().clone().float().to(self.device) for p in model.parameters()]
             else:
                 params = [p.clone() for p in shared]
             subset = draw_subset(
-                len(self.train_split), self.tc["subset_fraction"], self.seed * 7919 + k
+                len(self.train_split), self.tc["subset_fraction"], self.seed * 7919 + t
             )
-            sampler = SubsetSampler(subset, seed=self.seed * 104_729 + k)
-            self.trainers.append(
-                Trainer(k, params, self._new_outer(params), self.tc["initial_batch"], sampler)
-            )
+            sampler = SubsetSampler(subset, seed=self.seed * 104_729 + t)
+            batch = self.tc["initial_batch"] * first_slots[t]
+            self.trainers.append(Trainer(t, params, self._new_outer(params), batch, sampler))
 
     # ----------------------------------------------------------- state
     def state_dict(self) -> dict:
@@ -166,6 +215,9 @@ class Engine:
         return {
             "round": self.round,
             "tokens_total": self.tokens_total,
+            "communications": self.communications,
+            "bytes_total": self.bytes_total,
+            "sim_time_s": self.sim_time_s,
             "wall_time_s": self._wall_s(),
             "slot_owner": [[s, t] for s, t in sorted(self.slot_owner.items())],
             "trainers": [
@@ -173,14 +225,13 @@ class Engine:
                     "id": t.id,
                     "params": [p.cpu() for p in t.params],
                     "outer_state": t.outer_opt.state_dict(),
-                    "requested_batch": t.requested_batch,
+                    "global_batch": t.global_batch,
                     "sampler": t.sampler.state_dict(),
                     "tokens": t.tokens,
                     "direction": None if t.direction is None else [d.cpu() for d in t.direction],
                 }
                 for t in self.trainers
             ],
-            "ledger": self.ledger.state_dict(),
             "history": json.dumps(self.history),
         }
 
@@ -199,6 +250,9 @@ class Engine:
         """Restore from :meth:`state_dict` and ``local`` (``{"nodes": {slot: inner}, "rng"}``)."""
         self.round = state["round"]
         self.tokens_total = state["tokens_total"]
+        self.communications = state["communications"]
+        self.bytes_total = state["bytes_total"]
+        self.sim_time_s = state["sim_time_s"]
         self.wall_offset_s = state["wall_time_s"]
         self.slot_owner = {int(s): int(t) for s, t in state["slot_owner"]}
         self.trainers = []
@@ -212,7 +266,7 @@ class Engine:
                     ts["id"],
                     params,
                     opt,
-                    ts["requested_batch"],
+                    ts["global_batch"],
                     SubsetSampler.from_state_dict(ts["sampler"]),
                     ts["tokens"],
                     None if direction is None else [d.to(self.device) for d in direction],
@@ -220,7 +274,6 @@ class Engine:
             )
         for slot in self.nodes:
             self.nodes[slot] = NodeState(slot, _copy_state(local["nodes"].get(slot), self.device))
-        self.ledger = Ledger.from_state_dict(state["ledger"])
         if local["rng"] is not None:
             torch.set_rng_state(local["rng"])
         self.history = json.loads(state["history"])
@@ -233,7 +286,7 @@ class Engine:
             bits = torch.stack(
                 [p.detach().contiguous().view(torch.int32).sum(dtype=torch.int64) for p in t.params]
             ).sum()
-            values += [t.id, t.requested_batch, t.sampler.epoch, t.sampler.position, int(bits)]
+            values += [t.id, t.global_batch, t.sampler.epoch, t.sampler.position, int(bits)]
         digest = 0
         for v in values:
             digest = (digest * 1_000_003 + v) % (2**31 - 1)
@@ -268,9 +321,25 @@ class Engine:
         return self.wall_offset_s + (time.perf_counter() - self._t0)
 
     # ----------------------------------------------------------- round
-    def _allocate(self) -> int:
-        demands = {t.id: float(t.requested_batch) for t in self.trainers}
-        owner = merge.allocate_slots(demands, len(self.slots), self.slot_owner or None)
+    def run_round(self) -> list[dict]:
+        """Train one round of every trainer; the metrics rows it adds."""
+        r = self.round + 1
+        self.allocate()
+        plans, base_lrs = self.plan()
+        planned = sum(p.sequences for ps in plans.values() for p in ps) * self.seq_len
+        evaluate_now = r % self.tc["eval_every_rounds"] == 0 or self._finished(r, planned)
+        results = [self.train(t, plans[t.id], base_lrs, evaluate_now) for t in self.trainers]
+        for res in results:
+            self.test(res)
+        merge_sync = self.merge(r)
+        rows = self.record(r, results, merge_sync)
+        self.round = r
+        return rows
+
+    def allocate(self) -> None:
+        """Slots to trainers in proportion to their global batches, moving as few as possible."""
+        batches = {t.id: t.global_batch for t in self.trainers}
+        owner = merge.allocate_slots(batches, len(self.slots), self.slot_owner or None)
         moved = 0
         for slot, trainer in owner.items():
             if self.slot_owner.get(slot) != trainer:
@@ -279,273 +348,305 @@ class Engine:
                 self.nodes[slot].inner_state = None
                 moved += slot in self.slot_owner
         self.slot_owner = owner
-        return moved
+        if moved:
+            self.trainers[0].events.append({"type": "realloc", "slots_moved": moved})
 
-    def _slots_of(self, trainer_id: int) -> list[Slot]:
-        return [s for s in self.slots if self.slot_owner[s.index] == trainer_id]
+    def plan(self) -> tuple[dict[int, list[SlotPlan]], list[float]]:
+        """Every slot's steps this round, and the schedule's inner lr before each step.
 
-    def _train_trainer(
-        self, trainer: Trainer, plans: dict[int, switch.StepPlan], lrs: list[float]
-    ) -> dict:
-        slots = self._slots_of(trainer.id)
-        test_on = self.tc["batch_test"] != "none"
-        node_tokens = {s.index: self.H * plans[s.index].effective * self.seq_len for s in slots}
-        planned = sum(node_tokens.values())
-        comm_dtype = DTYPES[self.tc["pseudo_grad_dtype"]]
-        for attempt in range(MAX_NAN_RETRIES + 1):
-            # Host copies, so a rollback never costs device memory.
-            snapshot = {s.index: _copy_state(self.nodes[s.index].inner_state, "cpu") for s in slots}
-            acc = (
-                stats.GradientStatsAccumulator(trainer.params, trainer.direction)
-                if test_on
-                else None
+        A trainer's global batch is split over its slots; switch mode turns each
+        local batch into micro-batches; a round that would pass the token budget
+        is cut (:mod:`adloco.algo.budget`, the same rule for every method).
+        """
+        step_plans = {}
+        for t in self.trainers:
+            mine = [s for s in self.slot_owner if self.slot_owner[s] == t.id]
+            for index, local in merge.local_batches(t.global_batch, mine).items():
+                step_plans[index] = switch.plan_step(
+                    local,
+                    self.slots[index].max_batch,
+                    self.tc["switch"],
+                    self.tc["switch_lambda"],
+                )
+        left = math.ceil((self.tc["max_tokens"] - self.tokens_total) / self.seq_len)
+        sequences = budget.round_step_sequences(
+            {i: p.effective for i, p in step_plans.items()}, self.H, left
+        )
+        groups = self.tc["stats_microbatches"] if self.tc["batch_test"] != "none" else None
+        plans: dict[int, list[SlotPlan]] = {t.id: [] for t in self.trainers}
+        for index, plan in sorted(step_plans.items()):
+            steps = switch.step_micro_batches(plan, sequences[index], groups)
+            plans[self.slot_owner[index]].append(SlotPlan(self.slots[index], plan, steps))
+        # The schedule advances with the cluster's tokens, step by step, in
+        # lock-step for every slot, whatever order the slots run in here.
+        per_step = [0] * max(len(v) for v in sequences.values())
+        for v in sequences.values():
+            for h, n in enumerate(v):
+                per_step[h] += n
+        seen = self.tokens_total
+        base_lrs = []
+        for n in per_step:
+            base_lrs.append(
+                schedule.inner_lr(
+                    seen,
+                    self.tc["max_tokens"],
+                    self.tc["inner_lr"],
+                    self.tc["warmup_fraction"],
+                    self.tc["min_lr_ratio"],
+                )
             )
-            # Σ_m w_m (θ − θ_m): each node's pseudo-gradient at the communication
-            # dtype, weighted by its share of the trainer's tokens.
-            delta = [torch.zeros_like(p) for p in trainer.params]
-            # loss sum, predicted tokens, non-finite flag: reduced with delta.
-            scalars = torch.zeros(3, dtype=torch.float64, device=self.device)
-            for s in slots:
-                plan = plans[s.index]
-                # Every process draws every slot's indices so the samplers stay in step.
-                idx = trainer.sampler.take(self.H * plan.effective).view(self.H, plan.effective)
-                if not self.comm.owns(s.index):
-                    continue
-                try:
-                    res = self.worker.run_node(
-                        trainer.params,
-                        self.nodes[s.index],
-                        idx,
-                        self.train_split.get,
-                        plan,
-                        lrs,
-                        stats=acc,
-                        stats_groups=self.tc["stats_microbatches"],
-                    )
-                except NonFiniteLoss as exc:
-                    log.warning("trainer %d round %d: %s", trainer.id, self.round + 1, exc)
-                    scalars[2] += 1
-                    continue
-                with torch.no_grad():
-                    node_delta = torch._foreach_sub(trainer.params, self.worker.params)
-                    if comm_dtype != torch.float32:
-                        node_delta = [d.to(comm_dtype).float() for d in node_delta]
-                    torch._foreach_add_(delta, node_delta, alpha=res.tokens / planned)
-                scalars[0] += res.loss_sum
-                scalars[1] += res.loss_tokens
-            self.comm.all_reduce_sum_([*delta, scalars])
-            if scalars[2] == 0:
-                break
-            for s in slots:
-                self.nodes[s.index].inner_state = _copy_state(snapshot[s.index], self.device)
-            # Remedy: the samplers have moved past the offending batches, so the
-            # retry sees fresh data from the same θ and inner optimizer states.
-            trainer.events.append({"type": "nan_rollback", "attempt": attempt + 1})
-        else:
-            raise RuntimeError(
-                f"trainer {trainer.id}: non-finite loss in {MAX_NAN_RETRIES + 1} attempts of round "
-                f"{self.round + 1}; lower train.inner_lr or check the data"
-            )
-        outer.apply_pseudo_gradient(trainer.outer_opt, trainer.params, delta)
-        return {
-            "slots": slots,
-            "stats": self.comm.reduce_stats(acc) if acc is not None else None,
-            "acc": acc,
-            "loss": float(scalars[0] / max(float(scalars[1]), 1.0)),
-            "tokens": planned,
-            "node_tokens": node_tokens,
+            seen += n * self.seq_len
+        return plans, base_lrs
+
+    def train(
+        self, trainer: Trainer, slots: list[SlotPlan], base_lrs: list[float], evaluate_now: bool
+    ) -> TrainerRound:
+        """Inner steps on the trainer's slots, the outer step and, when due, evaluation.
+
+        A non-finite inner loss or gradient norm, pseudo-gradient, θ after the
+        outer step, or validation loss rolls the trainer back to the start of
+        the round (θ, outer and inner optimizer states) and retries on the next
+        batches; after MAX_NAN_RETRIES retries the run stops.
+        """
+        full_step = sum(p.plan.effective for p in slots)
+        scale = schedule.lr_scale(
+            full_step / len(slots), self.tc["initial_batch"], self.tc["lr_scaling"]
+        )
+        res = TrainerRound(trainer, slots, scale, [lr * scale for lr in base_lrs])
+        res.tokens = sum(p.sequences for p in slots) * self.seq_len
+        # Host copies, so a rollback never costs device memory.
+        theta = [p.detach().to("cpu", copy=True) for p in trainer.params]
+        outer_state = _copy_outer_state(trainer.outer_opt.state_dict(), "cpu")
+        inner = {
+            p.slot.index: _copy_state(self.nodes[p.slot.index].inner_state, "cpu") for p in slots
         }
+        for attempt in range(MAX_NAN_RETRIES + 1):
+            failure = self._attempt(trainer, res, evaluate_now)
+            if failure is None:
+                return res
+            log.warning("trainer %d round %d: non-finite %s", trainer.id, self.round + 1, failure)
+            trainer.events.append({"type": "nan_rollback", "attempt": attempt + 1, "what": failure})
+            with torch.no_grad():
+                torch._foreach_copy_(trainer.params, [t.to(self.device) for t in theta])
+            trainer.outer_opt.load_state_dict(_copy_outer_state(outer_state, self.device))
+            for p in slots:
+                self.nodes[p.slot.index].inner_state = _copy_state(inner[p.slot.index], self.device)
+            # The samplers have moved past the offending batches, so the retry
+            # sees fresh data from the same θ and optimizer states.
+        raise TrainingDiverged(
+            f"trainer {trainer.id}: non-finite {failure} in {MAX_NAN_RETRIES + 1} attempts of "
+            f"round {self.round + 1}; lower train.inner_lr (or train.outer_lr) or check the data"
+        )
 
-    def _batch_test(self, trainer: Trainer, group_stats, acc, nodes: int) -> dict | None:
-        if group_stats is None:
-            return None
-        est = stats.estimate(group_stats)
-        new_batch, requested_global = batch_tests.next_batch(
+    def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
+        """One try at the trainer's round; what turned non-finite, or None."""
+        testing = self.tc["batch_test"] != "none"
+        acc = stats.GradientStatsAccumulator(trainer.params, trainer.direction) if testing else None
+        comm_dtype = DTYPES[self.tc["pseudo_grad_dtype"]]
+        # Σ_m w_m (θ − θ_m): each node's pseudo-gradient at the communication
+        # dtype, weighted by its share of the trainer's tokens.
+        delta = [torch.zeros_like(p) for p in trainer.params]
+        # loss sum, predicted tokens, non-finite flag: reduced with delta.
+        scalars = torch.zeros(3, dtype=torch.float64, device=self.device)
+        planned = res.tokens
+        for p in res.slots:
+            # Every process draws every slot's indices so the samplers stay in step.
+            idx = trainer.sampler.take(p.sequences)
+            if not self.comm.owns(p.slot.index) or not p.steps:
+                continue
+            try:
+                node = self.worker.run_node(
+                    trainer.params,
+                    self.nodes[p.slot.index],
+                    idx,
+                    self.train_split.get,
+                    p.steps,
+                    res.lrs,
+                    stats=acc,
+                )
+            except NonFiniteLoss:
+                scalars[2] += 1
+                continue
+            with torch.no_grad():
+                node_delta = torch._foreach_sub(trainer.params, self.worker.params)
+                if comm_dtype != torch.float32:
+                    node_delta = [d.to(comm_dtype).float() for d in node_delta]
+                torch._foreach_add_(delta, node_delta, alpha=node.tokens / planned)
+            scalars[0] += node.loss_sum
+            scalars[1] += node.loss_tokens
+        self.comm.all_reduce_sum_([*delta, scalars])
+        if scalars[2] > 0:
+            return "inner loss or gradient norm"
+        res.train_loss = float(scalars[0] / max(float(scalars[1]), 1.0))
+        outer.apply_pseudo_gradient(trainer.outer_opt, trainer.params, delta)
+        if not all(torch.isfinite(p).all() for p in trainer.params):
+            return "parameters after the outer step"
+        res.acc = acc
+        res.group_stats = self.comm.reduce_stats(acc) if acc is not None else None
+        res.val = None
+        if evaluate_now:
+            self.worker.load(trainer.params)
+            res.val = evaluate(self.worker.model, self.eval_seqs, self.tc["eval_batch"])
+            if not math.isfinite(res.val["loss"]):
+                return "validation loss"
+        return None
+
+    def test(self, res: TrainerRound) -> None:
+        """The batch test: the trainer's next global batch from this round's statistics."""
+        trainer = res.trainer
+        if res.group_stats is None:
+            return
+        est = stats.estimate(res.group_stats)
+        new_batch, requested = batch_tests.next_batch(
             self.tc["batch_test"],
             est,
-            trainer.requested_batch,
-            nodes,
+            trainer.global_batch,
             eta=self.tc["eta"],
             vartheta=self.tc["vartheta"],
             nu=self.tc["nu"],
             max_growth=self.tc["max_batch_growth"],
         )
         if self.tc["batch_test"] == "augmented_inner_product":
-            trainer.direction = [g.detach().clone() for g in acc.pooled_sum()]
-        if new_batch != trainer.requested_batch:
+            trainer.direction = [g.detach().clone() for g in res.acc.pooled_sum()]
+        if new_batch != trainer.global_batch:
             trainer.events.append(
-                {"type": "batch_change", "from": trainer.requested_batch, "to": new_batch}
+                {"type": "batch_change", "from": trainer.global_batch, "to": new_batch}
             )
-            trainer.requested_batch = new_batch
-        if est is None:
-            return {"groups": group_stats.groups, "requested_global": None}
-        return {
-            "trace_cov": est.trace_cov,
-            "grad_sqnorm": est.grad_sqnorm,
-            "batch_grad_sqnorm": est.batch_grad_sqnorm,
-            "ip_var": est.ip_var,
-            "orth_var": est.orth_var,
-            "groups": est.groups,
-            "samples": est.samples,
-            "requested_global": requested_global,
-        }
+            trainer.global_batch = new_batch
+        res.test = {"groups": res.group_stats.groups, "requested_global": requested}
+        if est is not None:
+            res.test.update(est.as_dict())
+            res.test["requested_global"] = requested
 
-    def _merge(self) -> tuple[int, float]:
-        """Merge the trainers with the smallest requested batches; bytes and seconds spent."""
-        batches = {t.id: t.requested_batch for t in self.trainers}
+    def merge(self, r: int) -> tuple[clock.TrainerSync, int] | None:
+        """Merge the trainers with the smallest global batches when due.
+
+        Returns the transfer of the absorbed trainers' state and the kept trainer's id.
+        """
+        if (
+            self.tc["merge"] == "none"
+            or r % self.tc["merge_frequency"] != 0
+            or len(self.trainers) < 2
+        ):
+            return None
+        batches = {t.id: t.global_batch for t in self.trainers}
         ids = merge.select_for_merge(batches, self.tc["merge_count"])
-        if len(ids) < 2:
-            return 0, 0.0
         keep_id = merge.kept_trainer(batches, ids)
         group = [t for t in self.trainers if t.id in ids]
-        weights = merge.merge_weights([t.requested_batch for t in group])
-        kept = next(t for t in group if t.id == keep_id)
+        weights = merge.merge_weights([t.global_batch for t in group])
+        kept = self._trainer(keep_id)
+        with_momentum = self.tc["outer_momentum"] > 0
         with torch.no_grad():
             merged = merge.average_tensors([t.params for t in group], weights)
             torch._foreach_copy_(kept.params, merged)
-            with_momentum = self.tc["outer_momentum"] > 0
             if with_momentum:
                 # A trainer that has no momentum yet contributes zeros.
                 momenta = [outer.momentum_buffers(t.outer_opt, t.params) for t in group]
                 outer.set_momentum_buffers(
                     kept.outer_opt, kept.params, merge.average_tensors(momenta, weights)
                 )
-        new_batch = merge.merged_batch([t.requested_batch for t in group])
+        new_batch = merge.merged_batch([t.global_batch for t in group], self.tc["merge_batch"])
         subset = torch.unique(torch.cat([t.sampler.subset for t in group]))
         kept.sampler.replace_subset(subset)
         kept.tokens = sum(t.tokens for t in group)
-        if kept.direction is not None:
-            kept.direction = None  # directions of different trainers do not average meaningfully
+        kept.direction = None  # directions of different trainers do not average meaningfully
         kept.events.append(
             {
                 "type": "merge",
                 "merged": ids,
                 "kept": keep_id,
                 "weights": weights,
-                "batches": [t.requested_batch for t in group],
+                "batches": [t.global_batch for t in group],
                 "batch": new_batch,
+                "rule": self.tc["merge_batch"],
             }
         )
-        kept.requested_batch = new_batch
+        kept.global_batch = new_batch
         self.trainers = [t for t in self.trainers if t.id == keep_id or t.id not in ids]
-        return self.ledger.merge(len(ids) - 1, with_momentum)
+        # Every absorbed trainer sends its parameters (and momentum) to the kept one.
+        payload = self.num_params * 4 * (2 if with_momentum else 1)
+        return clock.TrainerSync(0, (), payload, len(ids) - 1), keep_id
 
-    def _round(self) -> list[dict]:
-        r = self.round + 1
-        moved = self._allocate()
-        plans = {
-            s.index: switch.plan_step(
-                self._trainer(self.slot_owner[s.index]).requested_batch,
-                s.max_batch,
-                self.tc["switch"],
-                self.tc["switch_lambda"],
+    def record(
+        self, r: int, results: list[TrainerRound], merged: tuple[clock.TrainerSync, int] | None
+    ) -> list[dict]:
+        """Charge the round to the clock and the run's counters; one metrics row per trainer."""
+        merge_sync, kept_id = merged if merged is not None else (None, None)
+        for res in results:
+            payloads = [self.pseudo_grad_bytes]
+            if res.group_stats is not None:
+                payloads.append(self.num_params * 4 + STATS_SCALAR_BYTES)
+            extra = merge_sync if res.trainer.id == kept_id else None
+            res.sync = clock.TrainerSync(
+                len(res.slots),
+                tuple(payloads),
+                extra.merge_payload_bytes if extra else 0,
+                extra.merge_messages if extra else 0,
             )
-            for s in self.slots
-        }
-        planned_round = sum(self.H * p.effective * self.seq_len for p in plans.values())
-        # Every slot of the round sees the schedule advance with the cluster's
-        # tokens, in lock-step, whatever order the slots run in here.
-        lrs = [
-            schedule.inner_lr(
-                self.tokens_total + planned_round * h / self.H,
-                self.tc["max_tokens"],
-                self.tc["inner_lr"],
-                self.tc["warmup_fraction"],
-                self.tc["min_lr_ratio"],
-            )
-            for h in range(self.H)
-        ]
-        if moved:
-            self.trainers[0].events.append({"type": "realloc", "slots_moved": moved})
-        results = {}
-        round_time_s = 0.0
-        for trainer in self.trainers:
-            res = self._train_trainer(trainer, plans, lrs)
-            trainer.tokens += res["tokens"]
-            nodes = len(res["slots"])
-            res["stats"] = self._batch_test(trainer, res["stats"], res["acc"], nodes)
-            res["bytes"], comm_s = self.ledger.trainer_round(nodes, res["acc"] is not None)
-            compute_s = max(
-                self.ledger.compute_time_s(res["node_tokens"][s.index], s.tflops)
-                for s in res["slots"]
-            )
-            round_time_s = max(round_time_s, compute_s + comm_s)
-            res["plans"] = [plans[s.index] for s in res["slots"]]
-            results[trainer.id] = res
-        self.tokens_total += sum(res["tokens"] for res in results.values())
-
-        evaluate_now = r % self.tc["eval_every_rounds"] == 0 or self._finished(r)
-        val = {}
-        if evaluate_now:
-            for trainer in self.trainers:
-                self.worker.load(trainer.params)
-                val[trainer.id] = evaluate(self.worker.model, self.eval_seqs, self.tc["eval_batch"])
-
-        trained = list(self.trainers)
-        merge_bytes = 0
-        if (
-            self.tc["merge"] != "none"
-            and r % self.tc["merge_frequency"] == 0
-            and len(self.trainers) > 1
-        ):
-            merge_bytes, merge_s = self._merge()
-            round_time_s += merge_s
-        self.ledger.sim_time_s += round_time_s
-
+        round_s = clock.round_time_s(
+            [([p.work() for p in res.slots], res.sync) for res in results],
+            self.curves,
+            self.network,
+            self.slot_sharing,
+        )
+        self.sim_time_s += round_s
+        self.tokens_total += sum(res.tokens for res in results)
         rows = []
-        for trainer in trained:
-            res = results[trainer.id]
-            self.ledger.communications += 1
-            row_bytes = res["bytes"] + (
-                merge_bytes if any(e["type"] == "merge" for e in trainer.events) else 0
+        for res in results:
+            trainer, plans = res.trainer, [p.plan for p in res.slots]
+            modes = {p.mode for p in plans}
+            self.communications += 1
+            row_bytes = res.sync.bytes_moved()
+            self.bytes_total += row_bytes
+            trainer.tokens += res.tokens
+            row = MetricsRow(
+                run=self.tc["name"],
+                seed=self.seed,
+                method=self.tc["method"],
+                round=r,
+                trainer=trainer.id,
+                active_trainers=len(results),
+                nodes=len(res.slots),
+                requested_batch=sum(p.requested for p in plans),
+                local_batch=max(p.requested for p in plans),
+                effective_batch=sum(p.effective for p in plans),
+                micro_batch=max(p.micro_batch for p in plans),
+                accum_steps=max(p.accum_steps for p in plans),
+                switch_mode=next(m for m in ("accumulate", "capped", "plain") if m in modes),
+                inner_steps=max(len(p.steps) for p in res.slots),
+                tokens=res.tokens,
+                tokens_total=self.tokens_total,
+                communications=self.communications,
+                bytes=row_bytes,
+                bytes_total=self.bytes_total,
+                train_loss=res.train_loss,
+                val_loss=None if res.val is None else res.val["loss"],
+                val_perplexity=None if res.val is None else res.val["perplexity"],
+                lr_scale=res.lr_scale,
+                inner_lr=res.lrs[max(len(p.steps) for p in res.slots) - 1],
+                inner_lr_sum=sum(res.lrs[: max(len(p.steps) for p in res.slots)]),
+                sim_time_s=self.sim_time_s,
+                round_time_s=round_s,
+                wall_time_s=self._wall_s(),
+                stats=res.test,
+                epochs=trainer.sampler.epoch,
+                events=trainer.events,
+                slot_work=[p.work().as_dict() for p in res.slots],
+                sync=res.sync.as_dict(),
             )
-            self.ledger.bytes_total += row_bytes
-            p_list = res["plans"]
-            modes = {p.mode for p in p_list}
-            v = val.get(trainer.id)
-            rows.append(
-                {
-                    "run": self.tc["name"],
-                    "seed": self.seed,
-                    "method": self.tc["method"],
-                    "round": r,
-                    "trainer": trainer.id,
-                    "active_trainers": len(trained),
-                    "nodes": len(res["slots"]),
-                    "requested_batch": p_list[0].requested,
-                    "effective_batch": max(p.effective for p in p_list),
-                    "global_batch": sum(p.effective for p in p_list),
-                    "micro_batch": max(max(p.micro_batches) for p in p_list),
-                    "accum_steps": max(p.accum_steps for p in p_list),
-                    "switch_mode": "accumulate"
-                    if "accumulate" in modes
-                    else ("capped" if "capped" in modes else "plain"),
-                    "inner_steps": self.H,
-                    "tokens": res["tokens"],
-                    "tokens_total": self.tokens_total,
-                    "communications": self.ledger.communications,
-                    "bytes": row_bytes,
-                    "bytes_total": self.ledger.bytes_total,
-                    "train_loss": res["loss"],
-                    "val_loss": None if v is None else v["loss"],
-                    "val_perplexity": None if v is None else v["perplexity"],
-                    "inner_lr": lrs[-1],
-                    "sim_time_s": self.ledger.sim_time_s,
-                    "wall_time_s": self._wall_s(),
-                    "stats": res["stats"],
-                    "epochs": trainer.sampler.epoch,
-                    "events": trainer.events,
-                }
-            )
+            rows.append(row.as_dict())
             trainer.events = []
-        self.round = r
         return rows
 
     def _trainer(self, trainer_id: int) -> Trainer:
         return next(t for t in self.trainers if t.id == trainer_id)
 
-    def _finished(self, r: int) -> bool:
-        return r >= self.tc["max_rounds"] or self.tokens_total >= self.tc["max_tokens"]
+    def _finished(self, r: int, pending_tokens: int = 0) -> bool:
+        """Whether the run ends after round ``r``, with ``pending_tokens`` not yet counted."""
+        return (
+            r >= self.tc["max_rounds"]
+            or self.tokens_total + pending_tokens >= self.tc["max_tokens"]
+        )
 
     # ----------------------------------------------------------- driver
     def run(self) -> list[dict]:
@@ -568,7 +669,7 @@ class Engine:
         )
         try:
             while not self._finished(self.round):
-                rows = self._round()
+                rows = self.run_round()
                 if self.comm.is_writer:
                     with open(self.metrics_path, "a") as fh:
                         for row in rows:
@@ -648,6 +749,17 @@ def _copy_state(inner_state: list[dict] | None, device) -> list[dict] | None:
         {k: v.clone() if k == "step" else v.to(device, copy=True) for k, v in s.items()}
         for s in inner_state
     ]
+
+
+def _copy_outer_state(state: dict, device) -> dict:
+    """A copy of an outer optimizer's state_dict with its tensors on ``device``."""
+    return {
+        "state": {
+            k: {n: v.to(device, copy=True) if torch.is_tensor(v) else v for n, v in s.items()}
+            for k, s in state["state"].items()
+        },
+        "param_groups": [dict(g) for g in state["param_groups"]],
+    }
 
 
 def _progress(total: int, initial: int, desc: str, enabled: bool):

@@ -60,6 +60,15 @@ def max_batches(cfg: dict, calibration_dir: str | Path) -> dict[str, int]:
     return {dev["name"]: load_max_batch(calibration_dir, dev) for dev in cfg["cluster"]["devices"]}
 
 
+def step_time_curves(cfg: dict, calibration_dir: str | Path) -> dict:
+    """The simulated clock's step-time curve of every device, from its calibration file."""
+    from adloco.calibrate import load_step_time_curve
+
+    return {
+        dev["name"]: load_step_time_curve(calibration_dir, dev) for dev in cfg["cluster"]["devices"]
+    }
+
+
 def compute_device(cfg: dict):
     import torch
 
@@ -72,7 +81,7 @@ def compute_device(cfg: dict):
 
 def summarize(rows: list[dict], run_cfg: dict, seed: int, final_trainers: int) -> dict:
     """summary.json: the fields the report derives from the rows, and the trainers left."""
-    from adloco.report.inputs import derive_summary
+    from adloco.records import derive_summary
 
     # The rows' active_trainers counts the trainers of the last round before a
     # merge in it; the engine knows how many are left.
@@ -86,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from adloco.config import load_config, resolve_run
     from adloco.data.reader import TokenData
     from adloco.engine import distributed
-    from adloco.engine.loop import Engine
+    from adloco.engine.loop import Engine, TrainingDiverged
 
     cfg = load_config(args.config)
     run_cfg = resolve_run(cfg, args.run)
@@ -115,12 +124,16 @@ def run(args: argparse.Namespace) -> int:
             args.seed,
             data,
             max_batches(cfg, args.calibration),
+            step_time_curves(cfg, args.calibration),
             args.checkpoints,
             device=device,
             progress=not args.no_progress,
             collective=collective,
         )
         rows = engine.run()
+    except TrainingDiverged as exc:
+        # A diverged run is a result of its settings, not a crash: one line, no traceback.
+        raise ValueError(f"{args.run} seed {args.seed} diverged: {exc}") from exc
     except distributed.PeerFailure as exc:
         # Leave without tearing the broken process group down: that could wait on the dead peer.
         log.error("%s", exc)

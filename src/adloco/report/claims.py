@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from statistics import fmean
 from typing import Any
 
-from adloco.report.inputs import RunSeed, finite_or_none
+from adloco.records import finite_or_none
+from adloco.report.inputs import RunSeed
 from adloco.report.summary import Roles, Target, time_to_target
 
 SUPPORTED = "supported"
@@ -216,7 +217,7 @@ def claim_batch_growth(runs: list[RunSeed], roles: Roles) -> Claim:
     agree = sum(p[1] > p[0] for p in pairs.values())
     mean_note = " (mean over seeds)" if len(pairs) > 1 else ""
     details = [
-        f"{roles.adloco}: largest requested batch per node {fmt(start)} in the first round, "
+        f"{roles.adloco}: largest requested global batch {fmt(start)} in the first round, "
         f"{fmt(end)} in the last{mean_note}; grew in {agree} of {len(pairs)} seeds."
     ]
     verdict = SUPPORTED if end > start else NOT_SUPPORTED
@@ -297,8 +298,9 @@ def claim_switch(runs: list[RunSeed], roles: Roles) -> Claim:
             if isinstance(row.get("requested_batch"), (int, float))
         ]
         details.append(
-            f"The largest requested batch per node was {fmt(max(requested, default=None))}; "
-            "switch mode engages only above the device's max batch (calibration table)."
+            f"The largest requested global batch was {fmt(max(requested, default=None))}; "
+            "switch mode engages only when a slot's share of it is above the device's max batch "
+            "(calibration table)."
         )
     mean_rounds = fmean(c["accumulate"] + c["capped"] for c in counts.values())
     verdict = SUPPORTED if mean_rounds > 0 else NOT_SUPPORTED

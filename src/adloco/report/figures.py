@@ -12,7 +12,8 @@ import io
 import math
 from typing import Any
 
-from adloco.report.inputs import RunSeed, Variance, finite_or_none
+from adloco.records import finite_or_none
+from adloco.report.inputs import RunSeed, Variance
 from adloco.report.summary import Roles, Target, round_values, run_level_perplexity, time_to_target
 
 # Columns of per_batch.csv that index batches rather than measure them.
@@ -143,7 +144,7 @@ def _merge_rounds(rows: list[dict]) -> list[int]:
 
 
 def batch_figure(runs: list[RunSeed]) -> bytes | None:
-    """Requested and effective batch per trainer over rounds, first seed of each run."""
+    """Requested and effective global batch per trainer over rounds, first seed of each run."""
     first = {}
     for r in runs:
         if r.run not in first and any("requested_batch" in row for row in r.rows):
@@ -203,7 +204,7 @@ def batch_figure(runs: list[RunSeed]) -> bytes | None:
         _integer_rounds(ax)
         ax.set_title(f"{name} (seed {run.seed})")
         ax.set_xlabel("round")
-        ax.set_ylabel("batch per node (sequences)")
+        ax.set_ylabel("global batch (sequences per step)")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
         ax.legend(unique.values(), unique.keys(), fontsize=7, loc="best")

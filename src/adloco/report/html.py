@@ -16,8 +16,9 @@ from collections.abc import Iterable
 from statistics import fmean
 from typing import Any
 
+from adloco.records import SUMMARY_KEYS
 from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, Claim, fmt
-from adloco.report.inputs import SUMMARY_KEYS, Calibration, Variance
+from adloco.report.inputs import Calibration, Variance
 from adloco.report.summary import Roles, Target
 
 CSS = """
@@ -239,7 +240,8 @@ def render_page(
         "each evaluated round; a line is the mean over seeds, the band their min–max.</p>"
         + image(figures.get("perplexity"), "validation perplexity", "no run logged a perplexity")
         + "<h3>Batch size per trainer</h3><p class='note'>Requested (solid) and effective "
-        "(dashed) batch per node, first seed of each run; dotted vertical lines are merges, "
+        "(dashed) global batch of each trainer (sequences per inner step over its slots), first "
+        "seed of each run; dotted vertical lines are merges, "
         "circles rounds with gradient accumulation, triangles capped rounds.</p>"
         + image(figures.get("batch"), "batch per trainer", "no run logged requested_batch")
         + "<h3>Active trainers</h3>"

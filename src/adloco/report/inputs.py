@@ -12,28 +12,17 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adloco.config import resolve_run
 from adloco.io import read_json_object
-
-# Fields every metrics row must carry for the summary and time-to-target.
-REQUIRED_ROW_KEYS = ("round", "trainer", "tokens_total", "communications", "sim_time_s")
-
-# summary.json fields (docs/DESIGN.md); each can also be derived from metrics.jsonl.
-SUMMARY_KEYS = (
-    "final_val_perplexity",
-    "best_val_perplexity",
-    "tokens_total",
-    "communications",
-    "bytes_total",
-    "sim_time_s",
-    "wall_time_s",
-    "rounds",
-    "final_trainers",
+from adloco.records import (
+    REQUIRED_ROW_KEYS,
+    SUMMARY_KEYS,
+    derive_summary,
+    is_number,
 )
 
 
@@ -71,17 +60,6 @@ class Calibration:
     path: Path | None
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def finite_or_none(value: Any) -> float | None:
-    """A perplexity as a float, or None when not evaluated (null or NaN)."""
-    if not _is_number(value) or math.isnan(value):
-        return None
-    return float(value)
-
-
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Parse metrics.jsonl; every line must be a JSON object with the required keys."""
     if not path.is_file():
@@ -99,39 +77,12 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         for key in REQUIRED_ROW_KEYS:
             if key not in row:
                 raise ValueError(f"{path}:{number}: missing key {key!r}")
-            if not _is_number(row[key]):
+            if not is_number(row[key]):
                 raise ValueError(f"{path}:{number}: key {key!r} must be a number, got {row[key]!r}")
         rows.append(row)
     if not rows:
         raise ValueError(f"{path}: no metrics rows")
     return rows
-
-
-def derive_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary.json fields, computed from the metrics rows alone."""
-    last_round = max(r["round"] for r in rows)
-    last = [r for r in rows if r["round"] == last_round]
-    perplexities = [finite_or_none(r.get("val_perplexity")) for r in rows]
-    perplexities = [p for p in perplexities if p is not None]
-    final = [finite_or_none(r.get("val_perplexity")) for r in last]
-    final = [p for p in final if p is not None]
-
-    def largest(key: str) -> float | None:
-        values = [r[key] for r in rows if _is_number(r.get(key))]
-        return max(values) if values else None
-
-    active = [r["active_trainers"] for r in last if _is_number(r.get("active_trainers"))]
-    return {
-        "rounds": last_round,
-        "final_val_perplexity": min(final) if final else None,
-        "best_val_perplexity": min(perplexities) if perplexities else None,
-        "tokens_total": largest("tokens_total"),
-        "communications": largest("communications"),
-        "bytes_total": largest("bytes_total"),
-        "sim_time_s": largest("sim_time_s"),
-        "wall_time_s": largest("wall_time_s"),
-        "final_trainers": max(active) if active else len({r["trainer"] for r in last}),
-    }
 
 
 def _identity(rows: list[dict], key: str, expected: Any, path: Path) -> None:
@@ -161,7 +112,7 @@ def load_run_seed(
         f"{summary_path}: summary not found (the run has not finished, or was interrupted)",
     )
     derived = derive_summary(rows)
-    if _is_number(written.get("rounds")) and written["rounds"] != derived["rounds"]:
+    if is_number(written.get("rounds")) and written["rounds"] != derived["rounds"]:
         raise ValueError(
             f"{summary_path}: says {written['rounds']} rounds but {metrics_path} ends at round "
             f"{derived['rounds']} (a truncated or stale metrics file?)"

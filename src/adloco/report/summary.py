@@ -19,7 +19,8 @@ from statistics import fmean
 from typing import Any
 
 from adloco.io import write_text_atomic
-from adloco.report.inputs import SUMMARY_KEYS, RunSeed, finite_or_none
+from adloco.records import SUMMARY_KEYS, finite_or_none
+from adloco.report.inputs import RunSeed
 
 SUMMARY_COLUMNS = (
     "run",
