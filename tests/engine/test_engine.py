@@ -159,7 +159,7 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
         },
     )
     engine = make_engine(cfg, run, array_data, tmp_path)
-    engine._init_trainers()
+    engine.start()
     engine.trainers[0].global_batch = 3
     engine.trainers[1].global_batch = 1
     engine.trainers[2].global_batch = 2
@@ -175,11 +175,10 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
         return original(self, r)
 
     monkeypatch.setattr(Engine, "merge", spy)
-    engine._t0 = 0.0
     rows = engine.run_round()
     # Trainers 1 (batch 1) and 2 (batch 2) merge, 2 is kept with weights 1/3, 2/3.
     assert sorted(t.id for t in engine.trainers) == [0, 2]
-    kept = engine._trainer(2)
+    kept = engine.trainer_by_id(2)
     for i, p in enumerate(kept.params):
         expected = captured["params"][1][i] / 3 + captured["params"][2][i] * 2 / 3
         torch.testing.assert_close(p, expected)
@@ -394,17 +393,15 @@ def test_lr_scaling_follows_the_local_batch(array_data, make_config, tmp_path):
         }
     )
     engine = make_engine(cfg, run, array_data, tmp_path)
-    engine._init_trainers()
+    engine.start()
     engine.trainers[0].global_batch = 4 * 8  # local batch 8 on each of 4 slots
-    engine._t0 = 0.0
     row = engine.run_round()[0]
     assert row["lr_scale"] == pytest.approx(2.0)  # sqrt(8 / 2), 8 accumulated over 2 passes
     # Capped by switch mode, the local batch that counts is the one that runs: max_batch 4.
     run_capped = {**run, "switch": "never_accumulate"}
     engine = make_engine(cfg, run_capped, array_data, tmp_path / "capped")
-    engine._init_trainers()
+    engine.start()
     engine.trainers[0].global_batch = 4 * 8
-    engine._t0 = 0.0
     assert engine.run_round()[0]["lr_scale"] == pytest.approx(2**0.5)
     # No warmup: the first step runs at the scaled peak, and the row sums the steps' lrs.
     assert row["inner_lr_sum"] > row["inner_lr"] > 0

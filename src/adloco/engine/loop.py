@@ -534,7 +534,7 @@ class Engine:
         keep_id = merge.kept_trainer(batches, ids)
         group = [t for t in self.trainers if t.id in ids]
         weights = merge.merge_weights([t.global_batch for t in group])
-        kept = self._trainer(keep_id)
+        kept = self.trainer_by_id(keep_id)
         with_momentum = self.tc["outer_momentum"] > 0
         with torch.no_grad():
             merged = merge.average_tensors([t.params for t in group], weights)
@@ -638,7 +638,7 @@ class Engine:
             trainer.events = []
         return rows
 
-    def _trainer(self, trainer_id: int) -> Trainer:
+    def trainer_by_id(self, trainer_id: int) -> Trainer:
         return next(t for t in self.trainers if t.id == trainer_id)
 
     def _finished(self, r: int, pending_tokens: int = 0) -> bool:
@@ -649,8 +649,8 @@ class Engine:
         )
 
     # ----------------------------------------------------------- driver
-    def run(self) -> list[dict]:
-        """Train to the end, resuming from the checkpoint folder; return all rows."""
+    def start(self) -> None:
+        """Resume from the checkpoint folder, or create the trainers of round 0."""
         self._t0 = time.perf_counter()
         if not self.load_checkpoint():
             self._init_trainers()
@@ -661,14 +661,20 @@ class Engine:
             if self.comm.is_writer:
                 self._truncate_metrics()
         self._agree("at the start")
+
+    def run(self) -> list[dict]:
+        """Train to the end, resuming from the checkpoint folder; return all rows."""
+        self.start()
+        # Progress in tokens: runs end at the token budget, after however many rounds.
         bar = _progress(
-            self.tc["max_rounds"],
-            self.round,
+            self.tc["max_tokens"],
+            min(self.tokens_total, self.tc["max_tokens"]),
             f"{self.tc['name']} s{self.seed}",
             self.progress and self.comm.is_writer,
         )
         try:
             while not self._finished(self.round):
+                before = self.tokens_total
                 rows = self.run_round()
                 if self.comm.is_writer:
                     with open(self.metrics_path, "a") as fh:
@@ -679,7 +685,7 @@ class Engine:
                     self.round
                 ):
                     self.save_checkpoint()
-                bar.update(1)
+                bar.update(min(self.tokens_total, self.tc["max_tokens"]) - min(before, bar.total))
                 bar.set_postfix(_postfix(rows))
         finally:
             bar.close()
@@ -733,7 +739,7 @@ class Engine:
         alive = {t.id for t in self.trainers}
         scored = sorted((r["val_perplexity"], r["trainer"]) for r in last if r["trainer"] in alive)
         best_id = scored[0][1] if scored else self.trainers[0].id
-        return self._trainer(best_id)
+        return self.trainer_by_id(best_id)
 
     def export_model(self, trainer: Trainer) -> torch.nn.Module:
         self.worker.load(trainer.params)
@@ -769,7 +775,8 @@ def _progress(total: int, initial: int, desc: str, enabled: bool):
         total=total,
         initial=initial,
         desc=desc,
-        unit="round",
+        unit="tok",
+        unit_scale=True,
         disable=not enabled,
         dynamic_ncols=True,
     )
@@ -778,6 +785,7 @@ def _progress(total: int, initial: int, desc: str, enabled: bool):
 def _postfix(rows: list[dict]) -> dict:
     ppl = [r["val_perplexity"] for r in rows if r["val_perplexity"] is not None]
     return {
+        "round": rows[0]["round"],
         "trainers": len(rows),
         "batch": ",".join(str(r["requested_batch"]) for r in rows),
         "val_ppl": f"{min(ppl):.1f}" if ppl else "-",
