@@ -1,8 +1,10 @@
-"""Max-batch calibration: the largest micro-batch one node slot can train.
+"""Calibration of a device: its max micro-batch and its step-time curve.
 
 ``adloco calibrate`` runs after tokenization (it needs the vocabulary and the
-sequence length from the manifest) and before training, which reads
-``results/calibration/<device>.json`` through :func:`load_max_batch` to cap
+sequence length from the manifest) and before training, once per entry of
+``cluster.devices``, and writes ``results/calibration/<device>.json``.
+
+*Max batch.* Training reads it through :func:`load_max_batch` to cap
 micro-batches (the switch mode's ``max_batch``). A trial trains the configured
 model for ``calibration.steps_per_trial`` AdamW steps on one batch of random
 tokens at the real sequence length and dtype and records its peak memory;
@@ -11,8 +13,17 @@ tokens at the real sequence length and dtype and records its peak memory;
 peak exceeds the slot's memory share (:func:`slot_budget_bytes`) or when it
 runs out of memory. On a CUDA device the peak is ``max_memory_allocated`` with
 the share enforced by ``set_per_process_memory_fraction``; on a simulated CPU
-device it is the live tensor storage counted by :mod:`adloco.memory`. The
-formulas are in ``docs/calibration.md``.
+device it is the live tensor storage counted by :mod:`adloco.memory`. A device
+whose ``max_batch`` is set in the config skips the search.
+
+*Step time.* Every device then times, on the device the command runs on, one
+forward+backward pass at micro-batches 1, 2, 4, … up to ``nodes_per_device ×
+max_batch`` and one optimizer update (:func:`measure_step_times`: warm-up, then
+the median of ``calibration.timing_repeats`` timed repetitions). The simulated
+clock (:mod:`adloco.clock`) charges steps from the curve the device's
+``step_time`` block selects: the measured one times ``scale``, or a declared
+roofline; training reads it through :func:`load_step_time_curve`. The formulas
+are in ``docs/calibration.md``.
 """
 
 from __future__ import annotations
@@ -20,11 +31,14 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-from collections.abc import Callable
+import statistics
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, SLOT_SHARING, StepTimeCurve
 from adloco.io import read_json_object
 
 log = logging.getLogger(__name__)
@@ -35,7 +49,7 @@ GIB = 1 << 30
 # same dtype. Gradients are not counted: the inner loop frees them after every
 # optimizer step (zero_grad(set_to_none=True)).
 IDLE_SLOT_PARAM_MULTIPLE = 3
-SHARING_MODES = ("concurrent", "sequential")
+STEP_TIME_MODELS = ("measured", "roofline")
 
 
 @dataclass
@@ -100,11 +114,12 @@ def slot_budget_bytes(
 ) -> int:
     """Bytes one slot's training step may peak at on a device shared by several slots.
 
+    ``sharing`` is ``cluster.slot_sharing`` (:data:`adloco.clock.SLOT_SHARING`).
     ``concurrent`` (default): the device's slots step at the same time, so each
     may be at its activation peak together with the others; all slots run at
     most the same max batch, so k slots fit when each one's whole peak
     (parameters, gradients, AdamW state, activations, input) is at most M / k.
-    ``sequential``: slots take turns, so while one steps the other k − 1 hold
+    ``time_slicing``: slots take turns, so while one steps the other k − 1 hold
     only parameters and AdamW state (3 × param_bytes each), and the stepping
     slot gets M − (k − 1) × 3 × param_bytes.
     """
@@ -113,10 +128,10 @@ def slot_budget_bytes(
         raise ValueError(f"cluster.nodes_per_device must be >= 1, got {k}")
     if sharing == "concurrent":
         budget = device_memory_bytes // k
-    elif sharing == "sequential":
+    elif sharing == "time_slicing":
         budget = device_memory_bytes - (k - 1) * IDLE_SLOT_PARAM_MULTIPLE * param_bytes
     else:
-        raise ValueError(f"slot sharing must be one of {SHARING_MODES}, got {sharing!r}")
+        raise ValueError(f"slot sharing must be one of {SLOT_SHARING}, got {sharing!r}")
     if budget <= 0:
         raise ValueError(
             f"no memory left for a slot: device {device_memory_bytes} bytes, {k} slots, "
@@ -237,6 +252,149 @@ def cuda_trial(run_batch: Callable[[int], None], model, budget_bytes: int) -> Ca
     return trial
 
 
+# ---------------------------------------------------------------- step time
+
+
+def timing_batches(largest: int) -> list[int]:
+    """The micro-batches the step time is measured at: 1, 2, 4, … below ``largest``, and it."""
+    if largest < 1:
+        raise ValueError(f"the largest timed micro-batch must be >= 1, got {largest}")
+    batches = []
+    b = 1
+    while b < largest:
+        batches.append(b)
+        b *= 2
+    return [*batches, largest]
+
+
+def time_repeats(
+    run: Callable[[], None],
+    repeats: int,
+    warmup: int,
+    clock: Callable[[], float] = time.perf_counter,
+    sync: Callable[[], None] | None = None,
+    setup: Callable[[], None] | None = None,
+) -> list[float]:
+    """Seconds of ``repeats`` calls of ``run``, after ``warmup`` untimed ones.
+
+    ``setup`` runs before every call, outside the timed interval. ``sync``
+    (``torch.cuda.synchronize`` on CUDA) runs before the clock is read at both
+    ends, so queued kernels are inside the interval they belong to.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    for _ in range(warmup):
+        if setup is not None:
+            setup()
+        run()
+    times = []
+    for _ in range(repeats):
+        if setup is not None:
+            setup()
+        if sync is not None:
+            sync()
+        start = clock()
+        run()
+        if sync is not None:
+            sync()
+        times.append(clock() - start)
+    return times
+
+
+def measure_step_times(
+    run_pass: Callable[[int], None],
+    run_update: Callable[[], None],
+    batches: Sequence[int],
+    repeats: int,
+    warmup: int,
+    clock: Callable[[], float] = time.perf_counter,
+    sync: Callable[[], None] | None = None,
+    before_pass: Callable[[], None] | None = None,
+    oom_errors: tuple[type[BaseException], ...] = (),
+) -> dict[str, Any]:
+    """The measured step-time curve: median seconds of a pass per batch, and of an update.
+
+    Each size of ``batches`` (increasing) gets ``warmup`` untimed then
+    ``repeats`` timed calls of ``run_pass(size)``; the update likewise. The
+    result holds the curve (``batches``, ``fwd_bwd_s``, ``update_s``: the form
+    of :meth:`StepTimeCurve.as_dict`) and every timed repeat. A size whose pass
+    raises one of ``oom_errors`` ends the curve at the sizes before it
+    (``stopped_by_oom``); the clock extrapolates along the last segment.
+    """
+    if repeats < 5:
+        raise ValueError(f"calibration.timing_repeats must be >= 5, got {repeats}")
+    measured: list[int] = []
+    pass_repeats: list[list[float]] = []
+    stopped_by_oom = None
+    for batch in batches:
+        try:
+            times = time_repeats(
+                lambda b=batch: run_pass(b), repeats, warmup, clock, sync, before_pass
+            )
+        except oom_errors as exc:
+            if not measured:
+                raise ValueError(f"a pass of {batch} sequences runs out of memory") from exc
+            stopped_by_oom = batch
+            break
+        measured.append(int(batch))
+        pass_repeats.append(times)
+    if before_pass is not None:
+        before_pass()
+    update_repeats = time_repeats(run_update, repeats, warmup, clock, sync)
+    return {
+        "batches": measured,
+        "fwd_bwd_s": [statistics.median(t) for t in pass_repeats],
+        "update_s": statistics.median(update_repeats),
+        "fwd_bwd_repeats_s": pass_repeats,
+        "update_repeats_s": update_repeats,
+        "stopped_by_oom": stopped_by_oom,
+    }
+
+
+def step_time_settings(device_cfg: dict) -> dict[str, Any]:
+    """A device's ``step_time`` block with the schema's defaults filled in."""
+    from adloco.config import load_schema
+
+    device_schema = load_schema()["properties"]["cluster"]["properties"]["devices"]["items"]
+    fields = device_schema["properties"]["step_time"]["properties"]
+    settings = {name: field["default"] for name, field in fields.items()}
+    settings.update(device_cfg.get("step_time") or {})
+    if settings["model"] not in STEP_TIME_MODELS:
+        raise ValueError(
+            f"device {device_cfg['name']}: step_time.model must be one of {STEP_TIME_MODELS}, "
+            f"got {settings['model']!r}"
+        )
+    return settings
+
+
+def roofline_seconds_per_sequence(num_params: int, seq_len_tokens: int, tflops: float) -> float:
+    """6 · parameters · seq_len_tokens FLOPs of one sequence's pass at ``tflops``."""
+    return FLOPS_PER_TOKEN_PER_PARAM * num_params * seq_len_tokens / (tflops * 1e12)
+
+
+def declared_step_time(
+    device_cfg: dict, num_params: int, seq_len_tokens: int, measured: StepTimeCurve
+) -> tuple[dict[str, Any], StepTimeCurve]:
+    """The ``step_time`` record of a device and the curve its clock uses.
+
+    ``measured``: this machine's curve times ``scale``. ``roofline``: flat at
+    ``saturation_batch`` sequences' worth of compute up to ``saturation_batch``,
+    then linear at ``speed_tflops``, with ``update_s`` per update.
+    """
+    settings = step_time_settings(device_cfg)
+    tflops = float(device_cfg.get("speed_tflops", 1.0))
+    record = {**settings, "speed_tflops": tflops}
+    if settings["model"] == "measured":
+        return record, measured.scaled(settings["scale"])
+    per_sequence = roofline_seconds_per_sequence(num_params, seq_len_tokens, tflops)
+    record.update(
+        seconds_per_sequence=per_sequence,
+        flops_per_sequence=FLOPS_PER_TOKEN_PER_PARAM * num_params * seq_len_tokens,
+    )
+    curve = StepTimeCurve.roofline(per_sequence, settings["saturation_batch"], settings["update_s"])
+    return record, curve
+
+
 def find_device(config: dict, name: str) -> dict:
     devices = config["cluster"]["devices"]
     for dev in devices:
@@ -251,39 +409,32 @@ def calibrate_device(
     device_cfg: dict,
     vocab_size: int,
     seq_len_tokens: int,
-    sharing: str = "concurrent",
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
-    """Run the search for one device and return the calibration record."""
+    """Calibrate one device: the max-batch search (unless configured), then the step time."""
     import torch
 
-    from adloco.model import DTYPES, build_model, num_parameters
+    from adloco.model import DTYPES, batch_loss, build_model, num_parameters
 
     cal = config["calibration"]
-    nodes_per_device = config["cluster"]["nodes_per_device"]
+    cluster = config["cluster"]
+    nodes_per_device = cluster["nodes_per_device"]
+    sharing = cluster.get("slot_sharing", "concurrent")
+    if sharing not in SLOT_SHARING:
+        raise ValueError(f"cluster.slot_sharing must be one of {SLOT_SHARING}, got {sharing!r}")
     memory_bytes = int(device_cfg["memory_gib"] * GIB)
     record: dict[str, Any] = {
         "device": device_cfg["name"],
         "kind": device_cfg["kind"],
         "memory_bytes": memory_bytes,
         "nodes_per_device": nodes_per_device,
+        "slot_sharing": sharing,
         "margin": cal["margin"],
         "seq_len_tokens": seq_len_tokens,
         "vocab_size": vocab_size,
         "dtype": cal["dtype"],
         "torch_version": torch.__version__,
     }
-    if device_cfg.get("max_batch") is not None:
-        max_batch = int(device_cfg["max_batch"])
-        record.update(
-            method="configured",
-            budget_bytes=None,
-            raw_max_batch=max_batch,
-            max_batch=max_batch,
-            trials=[],
-            model_parameters=None,
-        )
-        return record
-
     if device_cfg["kind"] == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(
@@ -295,88 +446,243 @@ def calibrate_device(
     model = build_model(config["model"], vocab_size, seq_len_tokens, config["seed"]).to(device)
     model.train()
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    budget_bytes = slot_budget_bytes(memory_bytes, nodes_per_device, param_bytes, sharing)
+    record.update(param_bytes=param_bytes, model_parameters=num_parameters(model))
     train = config.get("train", {})
     autocast_dtype = None if cal["dtype"] == "float32" else DTYPES[cal["dtype"]]
     generator = torch.Generator(device=device)
     generator.manual_seed(config["seed"])
+    total_bytes = None
+    if device.type == "cuda":
+        total_bytes = torch.cuda.get_device_properties(device).total_memory
+        record.update(gpu_name=torch.cuda.get_device_name(device), gpu_total_bytes=total_bytes)
 
-    def optimizer_factory(params):
+    def optimizer_factory(params, foreach=None):
         return torch.optim.AdamW(
             params,
             lr=train.get("inner_lr", 1e-3),
             betas=tuple(train.get("betas", (0.9, 0.95))),
             weight_decay=train.get("weight_decay", 0.0),
+            foreach=foreach,
         )
 
-    def run_batch(batch: int) -> None:
-        train_steps(
-            model,
-            optimizer_factory,
-            batch,
-            seq_len_tokens,
-            vocab_size,
-            cal["steps_per_trial"],
-            autocast_dtype=autocast_dtype,
-            grad_clip_norm=train.get("grad_clip_norm"),
-            generator=generator,
+    if device_cfg.get("max_batch") is not None:
+        max_batch = int(device_cfg["max_batch"])
+        record.update(
+            method="configured",
+            budget_bytes=None,
+            raw_max_batch=max_batch,
+            max_batch=max_batch,
+            trials=[],
         )
-
-    if device.type == "cuda":
-        total_bytes = torch.cuda.get_device_properties(device).total_memory
-        if budget_bytes > total_bytes:
-            raise ValueError(
-                f"device {device_cfg['name']}: slot budget {budget_bytes} bytes exceeds the "
-                f"visible GPU's {total_bytes} bytes; lower memory_gib"
-            )
-        torch.cuda.set_per_process_memory_fraction(budget_bytes / total_bytes, device)
-        record.update(gpu_name=torch.cuda.get_device_name(device), gpu_total_bytes=total_bytes)
-        trial, method = cuda_trial(run_batch, model, budget_bytes), "cuda-max-memory-allocated"
     else:
-        trial, method = cpu_trial(run_batch, model, budget_bytes), "cpu-simulated-dispatch-tracker"
+        budget_bytes = slot_budget_bytes(memory_bytes, nodes_per_device, param_bytes, sharing)
+
+        def run_batch(batch: int) -> None:
+            train_steps(
+                model,
+                optimizer_factory,
+                batch,
+                seq_len_tokens,
+                vocab_size,
+                cal["steps_per_trial"],
+                autocast_dtype=autocast_dtype,
+                grad_clip_norm=train.get("grad_clip_norm"),
+                generator=generator,
+            )
+
+        if device.type == "cuda":
+            if budget_bytes > total_bytes:
+                raise ValueError(
+                    f"device {device_cfg['name']}: slot budget {budget_bytes} bytes exceeds the "
+                    f"visible GPU's {total_bytes} bytes; lower memory_gib"
+                )
+            torch.cuda.set_per_process_memory_fraction(budget_bytes / total_bytes, device)
+            trial, method = cuda_trial(run_batch, model, budget_bytes), "cuda-max-memory-allocated"
+        else:
+            trial = cpu_trial(run_batch, model, budget_bytes)
+            method = "cpu-simulated-dispatch-tracker"
+        try:
+            raw, trials = search_max_batch(trial, cal["max_batch_limit"])
+        except ValueError as exc:
+            raise ValueError(
+                f"device {device_cfg['name']}: {exc} ({budget_bytes} bytes per slot, model of "
+                f"{param_bytes} parameter bytes)"
+            ) from exc
+        finally:
+            if device.type == "cuda":
+                torch.cuda.set_per_process_memory_fraction(1.0, device)
+        max_batch = apply_margin(raw, cal["margin"])
+        record.update(
+            method=method,
+            budget_bytes=budget_bytes,
+            raw_max_batch=raw,
+            max_batch=max_batch,
+            max_batch_limit=cal["max_batch_limit"],
+            steps_per_trial=cal["steps_per_trial"],
+            trials=[asdict(t) for t in trials],
+        )
+
+    # Step time. Concurrent slots of one device run up to k × max_batch
+    # sequences in one pass, so the curve reaches that size.
+    params = list(model.parameters())
+    largest = nodes_per_device * max_batch
+    inputs = {
+        b: torch.randint(vocab_size, (b, seq_len_tokens), device=device, generator=generator)
+        for b in timing_batches(largest)
+    }
+    optimizer = optimizer_factory(params, foreach=True)  # as adloco.engine.inner.Worker
+    clip = train.get("grad_clip_norm")
+
+    def clear_grads() -> None:
+        for p in params:
+            p.grad = None
+
+    def run_pass(batch: int) -> None:
+        # One micro-batch of an inner step (adloco.engine.inner.Worker._backward).
+        if autocast_dtype is not None:
+            with torch.autocast(device.type, dtype=autocast_dtype):
+                loss_sum, n_tokens = batch_loss(model, inputs[batch])
+        else:
+            loss_sum, n_tokens = batch_loss(model, inputs[batch])
+        (loss_sum / n_tokens).backward()
+
+    def run_update() -> None:
+        # The update of an inner step: clipping (when configured) and AdamW.
+        # The timed update does not depend on gradient values; zeros stand in
+        # (created once, in the warm-up, since the step keeps them).
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+        optimizer.step()
+
+    sync = None
+    oom_errors: tuple[type[BaseException], ...] = ()
+    how: dict[str, Any] = {
+        "method": "cpu-perf-counter",
+        "clock": "time.perf_counter",
+        "torch_threads": torch.get_num_threads(),
+    }
+    if device.type == "cuda":
+        import gc
+
+        gc.collect()
+        torch.cuda.empty_cache()
+        # The timing may use the whole simulated device: all its slots' memory.
+        fraction = min(1.0, memory_bytes / total_bytes)
+        torch.cuda.set_per_process_memory_fraction(fraction, device)
+        sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+        oom_errors = (torch.cuda.OutOfMemoryError,)
+        how = {
+            "method": "cuda-synchronized-perf-counter",
+            "clock": "time.perf_counter after torch.cuda.synchronize",
+            "memory_fraction": fraction,
+        }
     try:
-        raw, trials = search_max_batch(trial, cal["max_batch_limit"])
+        timed = measure_step_times(
+            run_pass,
+            run_update,
+            list(inputs),
+            cal["timing_repeats"],
+            cal["timing_warmup"],
+            clock=clock,
+            sync=sync,
+            before_pass=clear_grads,
+            oom_errors=oom_errors,
+        )
     except ValueError as exc:
-        raise ValueError(
-            f"device {device_cfg['name']}: {exc} ({budget_bytes} bytes per slot, model of "
-            f"{param_bytes} parameter bytes)"
-        ) from exc
+        raise ValueError(f"device {device_cfg['name']}: step timing: {exc}") from exc
     finally:
+        clear_grads()
         if device.type == "cuda":
             torch.cuda.set_per_process_memory_fraction(1.0, device)
+    measured = StepTimeCurve(tuple(timed["batches"]), tuple(timed["fwd_bwd_s"]), timed["update_s"])
+    step_time, curve = declared_step_time(
+        device_cfg, record["model_parameters"], seq_len_tokens, measured
+    )
     record.update(
-        method=method,
-        slot_sharing=sharing,
-        budget_bytes=budget_bytes,
-        param_bytes=param_bytes,
-        raw_max_batch=raw,
-        max_batch=apply_margin(raw, cal["margin"]),
-        max_batch_limit=cal["max_batch_limit"],
-        steps_per_trial=cal["steps_per_trial"],
-        trials=[asdict(t) for t in trials],
-        model_parameters=num_parameters(model),
+        step_time=step_time,
+        step_time_measured={
+            **measured.as_dict(),
+            "fwd_bwd_repeats_s": timed["fwd_bwd_repeats_s"],
+            "update_repeats_s": timed["update_repeats_s"],
+            "largest_batch": largest,
+            "stopped_by_oom": timed["stopped_by_oom"],
+            "timing_repeats": cal["timing_repeats"],
+            "timing_warmup": cal["timing_warmup"],
+            "device": str(device),
+            **how,
+            "pass": "forward and backward of the mean next-token loss, calibration.dtype autocast",
+            "update": "AdamW step (foreach)"
+            + (f" after clip_grad_norm_ to {clip}" if clip is not None else ""),
+        },
+        step_time_curve=curve.as_dict(),
     )
     return record
+
+
+def _calibration_record(calibration_dir: str | Path, device_cfg: dict, what: str) -> tuple:
+    path = Path(calibration_dir) / f"{device_cfg['name']}.json"
+    record = read_json_object(
+        path,
+        f"{path}: no calibration for device {device_cfg['name']}; run `adloco calibrate "
+        f"--device {device_cfg['name']} --out {path} ...`{what}",
+    )
+    if record.get("device") != device_cfg["name"]:
+        raise ValueError(
+            f"{path}: calibrates device {record.get('device')!r}, not {device_cfg['name']!r}"
+        )
+    return path, record
 
 
 def load_max_batch(calibration_dir: str | Path, device_cfg: dict) -> int:
     """The micro-batch cap of a device: its configured ``max_batch``, else its calibration file."""
     if device_cfg.get("max_batch") is not None:
         return int(device_cfg["max_batch"])
-    path = Path(calibration_dir) / f"{device_cfg['name']}.json"
-    record = read_json_object(
-        path,
-        f"{path}: no calibration for device {device_cfg['name']}; run `adloco calibrate "
-        f"--device {device_cfg['name']} --out {path} ...` or set its max_batch in the config",
+    path, record = _calibration_record(
+        calibration_dir, device_cfg, " or set its max_batch in the config"
     )
-    if record.get("device") != device_cfg["name"]:
-        raise ValueError(
-            f"{path}: calibrates device {record.get('device')!r}, not {device_cfg['name']!r}"
-        )
     max_batch = record.get("max_batch")
     if not isinstance(max_batch, int) or max_batch < 1:
         raise ValueError(f"{path}: max_batch missing or not a positive integer")
     return max_batch
+
+
+def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepTimeCurve:
+    """The step-time curve the simulated clock charges on a device, from its calibration file.
+
+    Every device has a file (a configured ``max_batch`` skips only the search).
+    The file must have been written under the device's current ``step_time``
+    settings (and ``speed_tflops`` for a roofline); otherwise re-run
+    ``adloco calibrate``.
+    """
+    path, record = _calibration_record(calibration_dir, device_cfg, "")
+    curve = record.get("step_time_curve")
+    if not isinstance(curve, dict):
+        raise ValueError(
+            f"{path}: no step_time_curve (written before step timing?); re-run `adloco calibrate`"
+        )
+    try:
+        parsed = StepTimeCurve.from_dict(curve)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: step_time_curve is malformed: {exc!r}") from exc
+    settings = step_time_settings(device_cfg)
+    recorded = record.get("step_time") or {}
+    keys = ["model", "scale"] if settings["model"] == "measured" else ["model", "saturation_batch"]
+    if settings["model"] == "roofline":
+        keys += ["update_s"]
+    wanted = {k: settings[k] for k in keys}
+    if settings["model"] == "roofline":
+        wanted["speed_tflops"] = float(device_cfg.get("speed_tflops", 1.0))
+    stale = {k: recorded.get(k) for k in wanted if recorded.get(k) != wanted[k]}
+    if stale:
+        config_says = {k: wanted[k] for k in stale}
+        raise ValueError(
+            f"{path}: written for step_time {stale}, the config says {config_says}; "
+            f"re-run `adloco calibrate --device {device_cfg['name']}`"
+        )
+    return parsed
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -387,12 +693,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", required=True, help="device name from cluster.devices")
     parser.add_argument(
         "--out", required=True, help="output JSON, results/calibration/<device>.json"
-    )
-    parser.add_argument(
-        "--slot-sharing",
-        choices=SHARING_MODES,
-        default="concurrent",
-        help="how the slots of one device use its memory (docs/calibration.md)",
     )
 
 
@@ -411,14 +711,24 @@ def run(args: argparse.Namespace) -> int:
             "re-run `adloco tokenize`"
         )
     record = calibrate_device(
-        config, device_cfg, manifest["vocab_size"], manifest["seq_len_tokens"], args.slot_sharing
+        config, device_cfg, manifest["vocab_size"], manifest["seq_len_tokens"]
     )
     write_json_atomic(args.out, record)
+    measured = record["step_time_measured"]
     log.info(
         "device %s: max batch %d (raw %d, method %s)",
         record["device"],
         record["max_batch"],
         record["raw_max_batch"],
         record["method"],
+    )
+    log.info(
+        "device %s: measured pass seconds %s at batches %s, update %.3g s; clock uses %s (%s)",
+        record["device"],
+        [f"{t:.3g}" for t in measured["fwd_bwd_s"]],
+        measured["batches"],
+        measured["update_s"],
+        record["step_time"]["model"],
+        record["step_time_curve"],
     )
     return 0

@@ -1,6 +1,7 @@
-# Calibration: the largest micro-batch that trains on each device of
-# cluster.devices whose max_batch is null (one job per device). A CUDA device
-# is measured on a real GPU, so its job asks for one.
+# Calibration of every device of cluster.devices (one job per device): the
+# largest micro-batch that trains on it (unless its max_batch is fixed in the
+# config) and its step-time curve for the simulated clock. A CUDA device is
+# measured on a real GPU, so its job asks for one.
 
 
 rule calibrate:
