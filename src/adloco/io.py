@@ -2,7 +2,11 @@
 
 Every stage writes its outputs through these helpers: a file is written to a
 temporary name in the same folder and renamed into place, so a killed job never
-leaves a half-written output that a later stage or Snakemake would trust.
+leaves a half-written output that a later stage or Snakemake would trust. What a
+killed writer does leave, its temporary ``.<name>.<random>.tmp`` (and, for a
+folder, the ``.<name>.old`` of a swap cut between its two renames), is removed
+by the next write of the same output: one job writes an output at a time
+(Snakemake and DVC see to that), so such a sibling belongs to no live writer.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -24,11 +29,34 @@ def _umask() -> int:
     return mask
 
 
+def _temporary_name(name: str) -> re.Pattern:
+    # tempfile.mkstemp/mkdtemp names: prefix, 8 characters of [a-z0-9_], suffix.
+    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+
+
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Remove what killed writers of ``path`` left beside it; return the removed paths."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    pattern = _temporary_name(path.name)
+    removed = []
+    for sibling in path.parent.iterdir():
+        if pattern.fullmatch(sibling.name) or sibling.name == f".{path.name}.old":
+            if sibling.is_dir() and not sibling.is_symlink():
+                shutil.rmtree(sibling, ignore_errors=True)
+            else:
+                sibling.unlink(missing_ok=True)
+            removed.append(sibling)
+    return removed
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it to ``path`` on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
@@ -47,6 +75,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; swap it into place on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp

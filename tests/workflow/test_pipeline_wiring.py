@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,35 @@ def test_dvc_repro_push_pull_then_snakemake_touch_is_up_to_date(tmp_path):
     fresh = run([SNAKEMAKE, "-n"], work, env)
     assert "Nothing to be done" in fresh.stdout + fresh.stderr
     assert len(calls(env)) == commands_run  # nothing was re-run
+
+
+@pytest.mark.slow
+def test_the_same_command_resumes_after_snakemake_is_killed(tmp_path):
+    # kill -9 of Snakemake and its jobs leaves .snakemake/locks behind; the
+    # README's command must run again without `--unlock`, since no process
+    # can hold that lock any more.
+    config = tiny_config()
+    work, env = make_copy(tmp_path, config)
+    env["FAKE_ADLOCO_SLEEP_S"] = "20"
+    victim = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "2"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    running = Path(env["FAKE_ADLOCO_RUNNING"])
+    deadline = time.time() + 120
+    while time.time() < deadline and not (running.is_dir() and any(running.iterdir())):
+        time.sleep(0.1)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    assert list((work / ".snakemake/locks").glob("*.lock")), "the kill left no lock"
+    shutil.rmtree(running)
+
+    env["FAKE_ADLOCO_SLEEP_S"] = "0"
+    again = run([SNAKEMAKE, "--cores", "2"], work, env)
+    assert "removed the lock a killed Snakemake left" in again.stderr
+    assert not [p for p in outputs_of(config) if not (work / p).exists()]
+    assert "Nothing to be done" in run([SNAKEMAKE, "-n"], work, env).stdout

@@ -6,12 +6,25 @@
 
 import os
 import re
+import sys
 
 import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 import adloco.config
+import adloco.snakemake_lock
+
+# A Snakemake killed mid-run leaves its lock (.snakemake/locks) behind. Parsing
+# comes before Snakemake checks the lock, so release it here when no other
+# Snakemake or adloco process can hold it (adloco/snakemake_lock.py): re-running
+# the same command then resumes. Only in the main process: the Snakemake
+# processes that run cluster jobs must not touch the lock.
+if workflow.is_main_process:
+    adloco.snakemake_lock.on_parse(
+        os.getcwd(), unlock="--unlock" in sys.argv, log=logger.warning
+    )
 
 # Configuration keys each stage depends on. They are the rules' `params`, so
 # Snakemake re-runs a job when one of them changes (the params rerun trigger);

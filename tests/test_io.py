@@ -1,0 +1,74 @@
+"""Atomic outputs: what a killed writer left beside an output is removed by the next writer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from adloco.io import atomic_dir, atomic_path, write_text_atomic
+
+
+def _killed_writer(target, kind: str) -> None:
+    """A process that starts an atomic write of ``target`` and is killed half-way."""
+    code = textwrap.dedent(
+        f"""
+        import os, signal
+        from adloco.io import atomic_dir, atomic_path
+        helper = atomic_dir if {kind!r} == "dir" else atomic_path
+        with helper({str(target)!r}) as tmp:
+            if {kind!r} == "dir":
+                (tmp / "shard.bin").write_bytes(b"half")
+            else:
+                tmp.write_bytes(b"half")
+            os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], check=False)
+    assert result.returncode == -9
+
+
+def test_a_killed_folder_write_is_cleaned_by_the_next_one(tmp_path):
+    target = tmp_path / "tiny"
+    _killed_writer(target, "dir")
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".tiny.") and left[0].endswith(".tmp")
+    # An unrelated folder of a similar name is not touched.
+    (tmp_path / ".tiny-2.abcdefgh.tmp").mkdir()
+    with atomic_dir(target) as tmp:
+        (tmp / "shard.bin").write_bytes(b"whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tiny-2.abcdefgh.tmp", "tiny"]
+    assert (target / "shard.bin").read_bytes() == b"whole"
+
+
+def test_a_killed_file_write_is_cleaned_by_the_next_one(tmp_path):
+    target = tmp_path / "summary.json"
+    _killed_writer(target, "file")
+    assert len(list(tmp_path.glob(".summary.json.*.tmp"))) == 1
+    (tmp_path / ".summary.json.x.tmp.keep").write_text("not ours")
+    write_text_atomic(target, "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".summary.json.x.tmp.keep",
+        "summary.json",
+    ]
+
+
+def test_an_old_copy_left_by_a_killed_swap_is_removed(tmp_path):
+    target = tmp_path / "final"
+    target.mkdir()
+    (tmp_path / ".final.old").mkdir()  # a swap killed between its two renames
+    with atomic_dir(target) as tmp:
+        (tmp / "model.bin").write_bytes(b"1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["final"]
+
+
+@pytest.mark.parametrize("helper", [atomic_dir, atomic_path])
+def test_a_failed_write_leaves_the_old_output_and_no_temporary(tmp_path, helper):
+    target = tmp_path / "out"
+    write_text_atomic(target, "old") if helper is atomic_path else target.mkdir()
+    with pytest.raises(RuntimeError), helper(target):
+        raise RuntimeError("stage failed")
+    assert os.listdir(tmp_path) == ["out"]
