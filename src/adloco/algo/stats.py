@@ -5,18 +5,29 @@ gradient at the same parameters θ_k, one mean gradient per micro-batch (a
 "group"). The batch tests need the per-sample gradient variance tr Σ and the
 squared gradient norm at θ_k; both follow from a handful of scalars per group
 and one running sum S = Σ n_i g_i, so nothing of size groups × D is stored, no
-gradient is copied to the CPU and no per-sample gradient is formed. The
-engine feeds groups to a :class:`GradientStatsAccumulator`, turns the result
-into a :class:`VarianceEstimate` with :func:`estimate`, and keeps S as the next
-round's reference direction for the augmented inner-product test. The formulas
-and their unbiasedness are derived in ``docs/algorithms.md``.
+gradient is copied to the CPU and no per-sample gradient is formed.
+
+Two ways to combine a trainer's nodes (``train.stats_reduce``):
+
+- ``scalars`` (default): every node turns its own groups into unbiased
+  per-node estimates and the nodes sum 7 float64 scalars
+  (:class:`NodeScalars`, :func:`estimate_scalars`): no D-sized message;
+- ``vector``: the nodes all-reduce S (a float32 D-vector) plus scalars and the
+  estimate pools all groups (:class:`GroupStats`, :func:`combine`,
+  :func:`estimate`).
+
+The engine drives both through :class:`RoundStats` (one per trainer and
+round) and charges :func:`stats_payload_bytes` per node. The formulas, their
+unbiasedness and the variance of the scalar estimator relative to the pooled
+one are derived in ``docs/algorithms.md``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import ClassVar, Protocol
 
 import torch
 
@@ -181,6 +192,42 @@ class GradientStatsAccumulator:
         """S = Σ n_i g_i (float32); the engine keeps it as next round's direction."""
         return self._sum
 
+    def reset(self) -> None:
+        """Forget every group (S back to zero, in place); the direction stays."""
+        torch._foreach_zero_(self._sum)
+        self._group_sizes.clear()
+        self._weighted_sqnorms.clear()
+        self._projections.clear()
+
+    def node_scalars(self) -> torch.Tensor:
+        """These groups as one node of ``stats_reduce: scalars``, without a device sync.
+
+        A float64 vector in the layout of :meth:`NodeScalars.to_tensor`, on the
+        accumulator's device: 1 node, k groups, N samples, the within-node sum
+        of squares W = Σ n_i‖g_i‖² − ‖S‖²/N = Σ n_i‖g_i − ḡ‖², the node's
+        N‖ḡ‖² = ‖S‖²/N and, with a direction d, 1 and Σ n_i (a_i − ā)² for
+        a_i = ⟨g_i, d⟩/‖d‖ (0 and 0 when the projections are not finite, e.g.
+        a zero direction). All zeros when no group was added.
+        """
+        device = self._sum[0].device
+        if not self._group_sizes:
+            return torch.zeros(NodeScalars.SIZE, dtype=torch.float64, device=device)
+        k, n_total = len(self._group_sizes), sum(self._group_sizes)
+        sum_n_sqnorm = torch.stack(self._weighted_sqnorms).sum()
+        node_mean = _sqnorm(self._sum) / n_total
+        within = sum_n_sqnorm - node_mean
+        has_direction = within_proj = torch.zeros((), dtype=torch.float64, device=device)
+        if self._direction is not None:
+            sizes = torch.tensor(self._group_sizes, dtype=torch.float64, device=device)
+            proj = torch.stack(self._projections) / self._direction_norm
+            sum_proj = (sizes * proj).sum()
+            value = (sizes * proj * proj).sum() - sum_proj * sum_proj / n_total
+            finite = torch.isfinite(value)
+            has_direction = finite.double()
+            within_proj = torch.where(finite, value, torch.zeros_like(value))
+        counts = torch.tensor([1.0, float(k), float(n_total)], dtype=torch.float64, device=device)
+        return torch.cat([counts, torch.stack([within, node_mean, has_direction, within_proj])])
+
     def finalize(self) -> GroupStats:
         if not self._group_sizes:
             return GroupStats(0, 0, 0.0, 0.0, None, None)
@@ -251,3 +298,242 @@ def estimate(stats: GroupStats) -> VarianceEstimate | None:
         groups=k,
         samples=n_total,
     )
+
+
+# ---------------------------------------------------------------------------
+# stats_reduce: scalars | vector — what the engine calls once per trainer and round.
+
+STATS_REDUCE = ("scalars", "vector")
+FLOAT32_BYTES, FLOAT64_BYTES = 4, 8
+# What TorchCollective.reduce_stats sends beside S in vector mode: the 7 entries
+# of GroupStats.to_tensor() and the count of processes that saw groups.
+VECTOR_MODE_SCALARS = 8
+
+
+@dataclass
+class NodeScalars:
+    """Sums over nodes of the per-node scalars of ``stats_reduce: scalars``.
+
+    Every field is a plain sum over nodes, so the SUM all-reduce of
+    :meth:`to_tensor` (7 float64 numbers, whatever the model size) combines
+    nodes and processes. For node m with k_m groups of sizes n_i, N_m samples,
+    mean gradients g_i and node mean ḡ_m:
+
+    - ``within_sqnorm`` = Σ_m Σ_i n_i ‖g_i − ḡ_m‖² = Σ_m (k_m − 1) tr Σ̂_m,
+    - ``node_mean_sqnorm`` = Σ_m N_m ‖ḡ_m‖²,
+    - ``within_proj_sq`` = the same as ``within_sqnorm`` for the projections
+      a_i = ⟨g_i, d⟩ on a unit direction d, counted only when every node had
+      the direction (``nodes_with_direction == nodes``).
+
+    ``nodes`` counts nodes that saw at least one group.
+    """
+
+    SIZE: ClassVar[int] = 7
+
+    nodes: int = 0
+    groups: int = 0
+    samples: int = 0
+    within_sqnorm: float = 0.0
+    node_mean_sqnorm: float = 0.0
+    nodes_with_direction: int = 0
+    within_proj_sq: float = 0.0
+
+    def to_tensor(self, device: torch.device | str | None = None) -> torch.Tensor:
+        values = [
+            float(self.nodes),
+            float(self.groups),
+            float(self.samples),
+            self.within_sqnorm,
+            self.node_mean_sqnorm,
+            float(self.nodes_with_direction),
+            self.within_proj_sq,
+        ]
+        return torch.tensor(values, dtype=torch.float64, device=device)
+
+    @classmethod
+    def from_tensor(cls, values: torch.Tensor) -> NodeScalars:
+        """Inverse of :meth:`to_tensor`, also after a SUM all-reduce of it."""
+        v = values.detach().to("cpu", torch.float64).tolist()
+        if len(v) != cls.SIZE:
+            raise ValueError(f"NodeScalars tensor must have {cls.SIZE} entries, got {len(v)}")
+        return cls(
+            nodes=int(round(v[0])),
+            groups=int(round(v[1])),
+            samples=int(round(v[2])),
+            within_sqnorm=v[3],
+            node_mean_sqnorm=v[4],
+            nodes_with_direction=int(round(v[5])),
+            within_proj_sq=v[6],
+        )
+
+    @classmethod
+    def of_node(cls, stats: GroupStats) -> NodeScalars:
+        """One node's scalars from the :class:`GroupStats` of its own groups."""
+        if stats.groups == 0:
+            return cls()
+        node_mean = stats.pooled_sum_sqnorm / stats.samples
+        has_direction = stats.sum_n_proj is not None and stats.sum_n_proj_sq is not None
+        within_proj = 0.0
+        if has_direction:
+            within_proj = stats.sum_n_proj_sq - stats.sum_n_proj**2 / stats.samples
+        return cls(
+            nodes=1,
+            groups=stats.groups,
+            samples=stats.samples,
+            within_sqnorm=stats.sum_n_sqnorm - node_mean,
+            node_mean_sqnorm=node_mean,
+            nodes_with_direction=int(has_direction),
+            within_proj_sq=within_proj,
+        )
+
+    def __add__(self, other: NodeScalars) -> NodeScalars:
+        return NodeScalars(
+            *(getattr(self, f.name) + getattr(other, f.name) for f in fields(NodeScalars))
+        )
+
+
+def estimate_scalars(total: NodeScalars) -> VarianceEstimate | None:
+    """tr Σ, ‖∇F‖² and the batch's ‖ḡ‖² from per-node scalars summed over M nodes.
+
+    With K groups in all, N samples and ν = K − M degrees of freedom:
+
+        tr Σ̂      = Σ_m (k_m − 1) tr Σ̂_m / ν       (each node's unbiased estimate,
+                                                   weighted by its degrees of freedom)
+        ‖ḡ‖²̂     = (Σ_m N_m ‖ḡ_m‖² − (M − 1) tr Σ̂) / N
+        ‖∇F‖²̂    = ‖ḡ‖²̂ − tr Σ̂ / N
+
+    all unbiased for i.i.d. samples (‖ḡ‖²̂ for E‖ḡ‖² = ‖∇F‖² + tr Σ / N, the
+    squared norm of the whole batch's gradient). With M = 1 they are exactly
+    :func:`estimate`'s. ‖ḡ‖²̂ can come out ≤ 0 only when M ≥ 2 and noise
+    dominates; it is then replaced by tr Σ̂ / N, its value when ∇F = 0, so that
+    the norm test asks for N/η² instead of leaving the batch alone. With a
+    direction on every node, σ_d² = Σ_m (k_m − 1) σ̂²_{d,m} / ν in [0, tr Σ̂]
+    and σ_⊥² = tr Σ̂ − σ_d². None when ν < 1 (every node needs ≥ 2 groups, or
+    some node more) or a sum is not finite.
+    """
+    m, k, n_total = total.nodes, total.groups, total.samples
+    dof = k - m
+    if m < 1 or dof < 1 or n_total < 2:
+        return None
+    if not (math.isfinite(total.within_sqnorm) and math.isfinite(total.node_mean_sqnorm)):
+        return None
+    trace_cov = max(total.within_sqnorm / dof, 0.0)
+    batch_grad_sqnorm = (total.node_mean_sqnorm - (m - 1) * trace_cov) / n_total
+    grad_sqnorm = batch_grad_sqnorm - trace_cov / n_total
+    if batch_grad_sqnorm <= 0.0:
+        batch_grad_sqnorm = trace_cov / n_total
+    ip_var = orth_var = None
+    if total.nodes_with_direction == m and math.isfinite(total.within_proj_sq):
+        ip_var = min(max(total.within_proj_sq / dof, 0.0), trace_cov)
+        orth_var = trace_cov - ip_var
+    return VarianceEstimate(
+        trace_cov=trace_cov,
+        grad_sqnorm=grad_sqnorm,
+        batch_grad_sqnorm=batch_grad_sqnorm,
+        ip_var=ip_var,
+        orth_var=orth_var,
+        groups=k,
+        samples=n_total,
+    )
+
+
+def stats_payload_bytes(mode: str, num_params: int) -> int:
+    """Bytes one node puts into the statistics all-reduce of one round.
+
+    ``scalars``: the 7 float64 numbers of :class:`NodeScalars`; ``vector``: S
+    as float32 (4 bytes per parameter) plus 8 float64 scalars.
+    """
+    if mode == "scalars":
+        return NodeScalars.SIZE * FLOAT64_BYTES
+    if mode == "vector":
+        if num_params < 1:
+            raise ValueError(f"num_params must be >= 1, got {num_params}")
+        return num_params * FLOAT32_BYTES + VECTOR_MODE_SCALARS * FLOAT64_BYTES
+    raise ValueError(f"unknown stats_reduce {mode!r}; expected one of {', '.join(STATS_REDUCE)}")
+
+
+class StatsCollective(Protocol):
+    """What :meth:`RoundStats.reduce` needs of the engine's collective."""
+
+    def reduce_stats(self, acc: GradientStatsAccumulator) -> GroupStats: ...
+
+    def reduce_node_scalars(self, values: torch.Tensor) -> NodeScalars: ...
+
+
+class RoundStats:
+    """One trainer's batch-test statistics for one round, in this process.
+
+    ``mode``: ``train.stats_reduce``. ``like``: the trainer's parameters.
+    ``direction``: the reference direction of the augmented inner-product test
+    or None — in ``scalars`` mode the trainer's last pseudo-gradient (every
+    node holds it after the previous round's all-reduce, so it costs no
+    message), in ``vector`` mode the previous round's :meth:`pooled_sum`.
+
+    Per round: :meth:`node` before each node slot this process runs (pass the
+    accumulator to the inner loop as its ``stats``), then :meth:`reduce` once
+    on every process, including those that ran none of the trainer's slots.
+    Memory: one float32 D-vector, reused from node to node in ``scalars`` mode.
+    """
+
+    def __init__(
+        self,
+        mode: str,
+        like: Sequence[torch.Tensor],
+        direction: Sequence[torch.Tensor] | None = None,
+    ) -> None:
+        if mode not in STATS_REDUCE:
+            raise ValueError(
+                f"unknown stats_reduce {mode!r}; expected one of {', '.join(STATS_REDUCE)}"
+            )
+        self.mode = mode
+        self._acc = GradientStatsAccumulator(like, direction)
+        self._local: torch.Tensor | None = None
+        self.reduced: GroupStats | NodeScalars | None = None
+
+    def node(self) -> GradientStatsAccumulator:
+        """The accumulator for the next node slot (in ``vector`` mode one for all)."""
+        if self.reduced is not None:
+            raise RuntimeError("RoundStats.node() after reduce()")
+        if self.mode == "scalars":
+            self._close_node()
+        return self._acc
+
+    def _close_node(self) -> None:
+        if self._acc.groups:
+            values = self._acc.node_scalars()
+            self._local = values if self._local is None else self._local + values
+            self._acc.reset()
+
+    def reduce(self, comm: StatsCollective) -> VarianceEstimate | None:
+        """The trainer's estimate over every node of every process (None: < 2 groups)."""
+        if self.reduced is not None:
+            raise RuntimeError("RoundStats.reduce() called twice")
+        if self.mode == "vector":
+            merged = comm.reduce_stats(self._acc)
+            self.reduced = merged
+            return estimate(merged)
+        self._close_node()
+        local = self._local
+        if local is None:
+            local = torch.zeros(NodeScalars.SIZE, dtype=torch.float64)
+        total = comm.reduce_node_scalars(local)
+        self.reduced = total
+        return estimate_scalars(total)
+
+    @property
+    def groups(self) -> int:
+        """Groups over all nodes and processes; after :meth:`reduce`."""
+        if self.reduced is None:
+            raise RuntimeError("RoundStats.groups before reduce()")
+        return self.reduced.groups
+
+    def pooled_sum(self) -> list[torch.Tensor]:
+        """``vector`` mode, after :meth:`reduce`: the trainer's S over all nodes."""
+        if self.mode != "vector":
+            raise ValueError(
+                "stats_reduce: scalars has no pooled gradient; the reference direction is "
+                "the trainer's last pseudo-gradient"
+            )
+        if self.reduced is None:
+            raise RuntimeError("RoundStats.pooled_sum() before reduce()")
+        return self._acc.pooled_sum()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from adloco.algo.stats import GradientStatsAccumulator, GroupStats
+from adloco.algo.stats import GradientStatsAccumulator, GroupStats, NodeScalars
 
 
 class LocalCollective:
@@ -33,6 +33,14 @@ class LocalCollective:
         that afterwards ``acc.pooled_sum()`` is the trainer's S everywhere.
         """
         return acc.finalize()
+
+    def reduce_node_scalars(self, values: torch.Tensor) -> NodeScalars:
+        """``stats_reduce: scalars``: the sum over every process of its nodes' scalars.
+
+        ``values`` is this process's sum of :meth:`NodeScalars.to_tensor` over
+        its nodes (7 float64 numbers); a SUM all-reduce adds them up.
+        """
+        return NodeScalars.from_tensor(values)
 
     def barrier(self) -> None:
         """Wait for every process."""

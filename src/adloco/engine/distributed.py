@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from adloco.algo.stats import GradientStatsAccumulator, GroupStats, combine
+from adloco.algo.stats import GradientStatsAccumulator, GroupStats, NodeScalars, combine
 
 TIMEOUT_ENV = "ADLOCO_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0  # torch's own default; a round's imbalance between ranks must fit
@@ -180,6 +180,20 @@ class TorchCollective:
         if scalars[_HAS_DIRECTION].item() != scalars[_RANKS_WITH_GROUPS].item():
             merged = replace(merged, sum_n_proj=None, sum_n_proj_sq=None)
         return combine([merged], acc.pooled_sum())
+
+    def reduce_node_scalars(self, values: torch.Tensor) -> NodeScalars:
+        """``stats_reduce: scalars``: one SUM all-reduce of 7 float64 numbers.
+
+        ``values``: this process's sum over its nodes of
+        :meth:`NodeScalars.to_tensor` (zeros when it ran none of the trainer's
+        slots). The result equals the single-process sum up to the order of
+        float64 additions.
+        """
+        flat = values.detach().to(self.device, torch.float64).reshape(-1).clone()
+        if flat.numel() != NodeScalars.SIZE:
+            raise ValueError(f"expected {NodeScalars.SIZE} node scalars, got {flat.numel()}")
+        self._all_reduce(flat, "batch-test statistics (node scalars)")
+        return NodeScalars.from_tensor(flat)
 
     def barrier(self) -> None:
         # An all-reduce rather than dist.barrier: the same timeout and error path
