@@ -34,10 +34,14 @@ STAGES: dict[str, tuple[str, str, str]] = {
     ),
     "calibrate": (
         "adloco.calibrate",
-        "find the largest micro-batch that trains on a device",
+        "find a device's max micro-batch and time its step-time curve",
         "Doubling then binary search over the micro-batch at the real sequence length, "
-        "dtype and model, within one node slot's memory share, with a safety margin. "
-        "Writes results/calibration/<device>.json, which training reads.",
+        "dtype and model, within one node slot's memory share, with a safety margin "
+        "(skipped when the config fixes max_batch); then the time of one forward+backward "
+        "pass at micro-batches 1, 2, 4, ... up to nodes_per_device x max_batch and of one "
+        "optimizer update (median of timed repeats), and the curve the simulated clock "
+        "uses (measured x scale, or the device's roofline). Slot sharing comes from "
+        "cluster.slot_sharing. Writes results/calibration/<device>.json, which training reads.",
     ),
     "variance": (
         "adloco.variance",
