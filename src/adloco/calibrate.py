@@ -669,12 +669,15 @@ def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepT
         raise ValueError(f"{path}: step_time_curve is malformed: {exc!r}") from exc
     settings = step_time_settings(device_cfg)
     recorded = record.get("step_time") or {}
-    keys = ["model", "scale"] if settings["model"] == "measured" else ["model", "saturation_batch"]
-    if settings["model"] == "roofline":
-        keys += ["update_s"]
-    wanted = {k: settings[k] for k in keys}
-    if settings["model"] == "roofline":
-        wanted["speed_tflops"] = float(device_cfg.get("speed_tflops", 1.0))
+    if settings["model"] == "measured":
+        wanted = {"model": "measured", "scale": settings["scale"]}
+    else:
+        wanted = {
+            "model": "roofline",
+            "saturation_batch": settings["saturation_batch"],
+            "update_s": settings["update_s"],
+            "speed_tflops": float(device_cfg.get("speed_tflops", 1.0)),
+        }
     stale = {k: recorded.get(k) for k in wanted if recorded.get(k) != wanted[k]}
     if stale:
         config_says = {k: wanted[k] for k in stale}
