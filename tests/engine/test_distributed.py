@@ -79,6 +79,20 @@ def torchrun(args: list[str], log: Path) -> subprocess.Popen:
         )
 
 
+def calibrate(config: Path, data: Path) -> None:
+    """The calibration files (max batch fixed, step times measured) beside ``config``."""
+    from adloco import cli
+
+    threads = torch.get_num_threads()
+    try:
+        for device in yaml.safe_load(config.read_text())["cluster"]["devices"]:
+            out = config.parent / "calibration" / f"{device['name']}.json"
+            args = ["calibrate", "--config", str(config), "--data", str(data)]
+            assert cli.main([*args, "--device", device["name"], "--out", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+
+
 def train_args(config: Path, data: Path, out: Path, ckpt: Path) -> list[str]:
     return [
         "train",
@@ -91,7 +105,7 @@ def train_args(config: Path, data: Path, out: Path, ckpt: Path) -> list[str]:
         "--data",
         str(data),
         "--calibration",
-        str(out.parent / "no-calibration"),
+        str(config.parent / "calibration"),
         "--out",
         str(out),
         "--checkpoints",
@@ -279,6 +293,7 @@ def cli_case(tmp_path_factory, tiny_tokenized):
     seq_len = TokenData.open(tiny_tokenized).seq_len_tokens
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(make_config(seq_len)))
+    calibrate(config, tiny_tokenized)
     out, ckpt = root / "two" / "out", root / "two" / "ckpt"
     proc = torchrun(["-m", "adloco", *train_args(config, tiny_tokenized, out, ckpt)], root / "log")
     assert proc.wait(timeout=180) == 0, (root / "log").read_text()
@@ -358,6 +373,7 @@ def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
     long_run = copy.deepcopy(yaml.safe_load(cli_case["config"].read_text()))
     long_run["train"]["max_rounds"] = 10_000
     config.write_text(yaml.safe_dump(long_run))
+    calibrate(config, cli_case["data"])
     timeout_s = 20
     port = str(_free_port())
     args = train_args(config, cli_case["data"], root / "out", root / "ckpt")
