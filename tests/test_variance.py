@@ -9,11 +9,17 @@ import math
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
-from adloco.variance import analyse_gradient_variance
+from adloco.variance import (
+    SPREAD_DRAWS,
+    analyse_gradient_variance,
+    compare_reductions,
+    draw_partitions,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -205,10 +211,125 @@ def test_language_model_figures_agree_with_the_exact_reference():
     assert s["parameters"] == sum(p.numel() for p in model.parameters())
 
 
+def _reference_draw(x: np.ndarray, index: np.ndarray, n: int, eta: float) -> dict:
+    """Both estimators of one draw from the group gradients x[index] (deviation form)."""
+    g = x[index]  # [M, k, D]
+    nodes, k = index.shape
+    node_mean = g.mean(1)
+    total_mean = node_mean.mean(0)
+    k_all, n_all = nodes * k, nodes * k * n
+    trace_p = n * ((g - total_mean) ** 2).sum() / (k_all - 1)
+    trace_s = n * ((g - node_mean[:, None]) ** 2).sum() / (k_all - nodes)
+    grad_s = (k * n * (node_mean**2).sum() - nodes * trace_s) / n_all
+    batch_s = trace_s / n_all + max(grad_s, 0.0)
+    batch_p = float(total_mean @ total_mean)
+    return {
+        "trace_cov_pooled": trace_p,
+        "grad_sqnorm_pooled": batch_p - trace_p / n_all,
+        "batch_grad_sqnorm_pooled": batch_p,
+        "norm_test_batch_pooled": trace_p / (eta**2 * batch_p),
+        "trace_cov_scalars": trace_s,
+        "grad_sqnorm_scalars": grad_s,
+        "batch_grad_sqnorm_scalars": batch_s,
+        "norm_test_batch_scalars": trace_s / (eta**2 * batch_s),
+    }
+
+
+def test_compare_reductions_against_brute_force_and_in_expectation():
+    """Every draw against numpy on the group gradients themselves; the means over
+    draws against the exact expectation over subsets of the pool, which is the
+    same for both estimators: tr Σ̂ → n·s² and ‖∇F‖²̂ → ‖x̄‖² − s²/K, with s² the
+    pool's variance of group gradients (divisor K − 1)."""
+    rng = np.random.default_rng(0)
+    pool, dim, n, nodes, k, eta = 24, 5, 3, 3, 2, 0.7
+    x = rng.normal(0.4, 1.0, (pool, dim)) * rng.uniform(0.5, 2.0, dim)
+    x[:4] += 3.0  # a skewed pool
+    draws = 4000
+    summary, rows = compare_reductions(
+        x @ x.T, group_size=n, nodes=nodes, groups_per_node=k, draws=draws, eta=eta, seed=5
+    )
+    index = draw_partitions(pool, nodes, k, draws, 5)
+    assert index.shape == (draws, nodes, k)
+    assert all(len(set(i.reshape(-1))) == nodes * k for i in index[:50])
+    for r in range(20):
+        reference = _reference_draw(x, index[r], n, eta)
+        for key, value in reference.items():
+            assert rows[r][key] == pytest.approx(value, rel=1e-9), (r, key)
+    s2 = float(((x - x.mean(0)) ** 2).sum() / (pool - 1))
+    expected = {"trace_cov": n * s2, "grad_sqnorm": float(x.mean(0) @ x.mean(0)) - s2 / pool}
+    for name in ("pooled", "scalars"):
+        for quantity, target in expected.items():
+            values = np.array([row[f"{quantity}_{name}"] for row in rows])
+            stderr = values.std(ddof=1) / math.sqrt(draws)
+            assert abs(values.mean() - target) < 4 * stderr, (name, quantity)
+            assert summary[name][quantity]["mean"] == pytest.approx(values.mean())
+            assert summary[name][quantity]["rel_std"] == pytest.approx(
+                values.std(ddof=1) / abs(values.mean())
+            )
+    ratio = summary["std_ratio"]["trace_cov"]
+    assert ratio == pytest.approx(
+        summary["scalars"]["trace_cov"]["std"] / summary["pooled"]["trace_cov"]["std"]
+    )
+    assert ratio > 1.0  # fewer degrees of freedom: 6 - 3 = 3 against 6 - 1 = 5
+    assert summary["gaussian_std_ratio_trace_cov"] == pytest.approx(math.sqrt(5 / 3))
+    assert (summary["groups"], summary["samples"], summary["draws"]) == (6, 18, draws)
+
+
+def test_analysis_compares_the_reductions_on_its_own_batch_gradients():
+    rows, w = regression_sample(n=60, d=4, noise=0.8, delta_norm=0.5, seed=6)
+    b, k, seed = 5, 12, 3
+    analysis = analyse_gradient_variance(
+        LinearRegression(w),
+        rows,
+        batch_size=b,
+        num_batches=k,
+        eta=0.8,
+        seed=seed,
+        loss_fn=squared_loss,
+        chunk_size=60,
+        nodes=2,
+        groups_per_node=3,
+        draws=200,
+    )
+    # The stage's batches, drawn again: the comparison must use exactly those gradients.
+    generator = torch.Generator().manual_seed(seed)
+    g = closed_form_grads(rows, w)
+    batches = np.stack(
+        [g[torch.randperm(60, generator=generator)[:b]].mean(0).numpy() for _ in range(k)]
+    )
+    summary, draw_rows = compare_reductions(
+        batches @ batches.T, group_size=b, nodes=2, groups_per_node=3, draws=200, eta=0.8, seed=4
+    )
+    assert len(analysis.draws) == 200
+    for mine, theirs in zip(analysis.draws, draw_rows, strict=True):
+        for key, value in theirs.items():
+            assert mine[key] == pytest.approx(value, rel=1e-5, abs=1e-12), key
+    got = analysis.summary["scalar_vs_pooled"]
+    assert got["std_ratio"]["trace_cov"] == pytest.approx(summary["std_ratio"]["trace_cov"], 1e-4)
+
+    # Skipped, with the reason, when a draw needs more groups than there are batches.
+    skipped = analyse_gradient_variance(
+        LinearRegression(w),
+        rows,
+        batch_size=b,
+        num_batches=4,
+        eta=0.8,
+        seed=seed,
+        loss_fn=squared_loss,
+        nodes=2,
+        groups_per_node=3,
+    )
+    assert "num_batches" in skipped.summary["scalar_vs_pooled"]["skipped"]
+    assert skipped.draws == []
+
+
 def _write_config(tmp_path: Path, seq_len: int) -> Path:
     raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     raw["data"]["seq_len_tokens"] = seq_len
     raw["variance"] = {"num_batches": 6, "batch_size": 3, "eval_sequences": 12, "eta": 0.8}
+    # 2 slots x 2 groups: a draw of 4 of the 6 batch gradients.
+    raw["cluster"]["nodes_per_device"] = 1
+    raw["train"]["stats_microbatches"] = 2
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -233,6 +354,12 @@ def test_cli_writes_json_csv_and_figure(tmp_path, tiny_tokenized):
     mean_dev = sum(float(r["deviation"]) for r in rows) / 6
     assert summary["mean_deviation"] == pytest.approx(mean_dev)
     assert (out / "deviations.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    comparison = summary["scalar_vs_pooled"]
+    assert (comparison["nodes"], comparison["groups_per_node"]) == (2, 2)
+    assert comparison["draws"] == SPREAD_DRAWS
+    with (out / "draws.csv").open() as fh:
+        draws = list(csv.DictReader(fh))
+    assert len(draws) == SPREAD_DRAWS and "norm_test_batch_scalars" in draws[0]
     # Deterministic: the same command gives the same figures.
     assert main([*argv, "--out", str(tmp_path / "again")]) == 0
     again = json.loads((tmp_path / "again" / "variance.json").read_text())

@@ -9,9 +9,13 @@ per-sequence gradients (:func:`adloco.algo.exact.per_sample_grads`), then
 sequences drawn from the sample, their deviations ‖g_B − ∇F‖, and the cheap
 estimate the training engine would form from those batch gradients
 (:mod:`adloco.algo.stats`). From these: the noise scale B_simple = tr Σ / ‖∇F‖²
-and the batch the norm test asks for. The core, :func:`analyse_gradient_variance`,
-takes any model, loss and sample, so it is tested on a linear model whose
-figures have closed forms. Formulas: ``docs/variance.md``.
+and the batch the norm test asks for. Finally it measures how much noisier the
+engine's default ``stats_reduce: scalars`` estimate is than the pooled
+``vector`` one: over many draws of ``nodes × groups_per_node`` of the batch
+gradients spread over the cluster's node slots, both estimators on the same
+groups (:func:`compare_reductions`, from the batch gradients' Gram matrix).
+The core, :func:`analyse_gradient_variance`, takes any model, loss and sample,
+so it is tested on a linear model whose figures have closed forms. Formulas: ``docs/variance.md``.
 """
 
 from __future__ import annotations
@@ -35,12 +39,26 @@ NORM_USED = (
 )
 
 
+# The scalar-vs-pooled comparison: random draws of groups from the batch
+# gradients, and the most memory the stored batch gradients may take.
+SPREAD_DRAWS = 4000
+GRAM_MAX_BYTES = 2 * 1024**3
+DRAWS_SAMPLING = (
+    "each draw: nodes x groups_per_node distinct batch gradients of the num_batches, drawn "
+    "uniformly without replacement, groups_per_node consecutive ones to each node; draws "
+    "independent of each other (numpy default_rng(seed + 1))"
+)
+SPREAD_QUANTITIES = ("trace_cov", "grad_sqnorm", "batch_grad_sqnorm", "norm_test_batch")
+
+
 @dataclass
 class VarianceAnalysis:
-    """Figures of one analysis; ``per_batch`` has one dict per batch gradient."""
+    """Figures of one analysis; ``per_batch`` has one dict per batch gradient,
+    ``draws`` one per draw of the scalar-vs-pooled comparison (empty when skipped)."""
 
     summary: dict[str, Any]
     per_batch: list[dict[str, Any]] = field(default_factory=list)
+    draws: list[dict[str, Any]] = field(default_factory=list)
 
 
 def model_loss(model, rows, loss_fn: Callable) -> tuple[Any, Any]:
@@ -69,6 +87,136 @@ def _sqdist(a: list, b: list) -> float:
     return float(sum((x.double() - y.double()).pow(2).sum() for x, y in zip(a, b, strict=True)))
 
 
+def draw_partitions(
+    num_groups: int, nodes: int, groups_per_node: int, draws: int, seed: int
+) -> Any:
+    """Indices [draws, nodes, groups_per_node]: per draw, distinct groups dealt to nodes."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    order = np.argsort(rng.random((draws, num_groups)), axis=1)
+    return order[:, : nodes * groups_per_node].reshape(draws, nodes, groups_per_node)
+
+
+def compare_reductions(
+    gram,
+    *,
+    group_size: int,
+    nodes: int,
+    groups_per_node: int,
+    draws: int,
+    eta: float,
+    seed: int,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Scalar-mode and pooled estimates on the same random draws of groups.
+
+    ``gram`` [K, K]: inner products ⟨g_i, g_j⟩ of K group mean gradients, each
+    of ``group_size`` samples. Each draw deals ``nodes × groups_per_node`` of
+    the K to the nodes (:func:`draw_partitions`); the pooled estimate
+    (:func:`adloco.algo.stats.estimate`, ``stats_reduce: vector``) sees all of
+    them, the scalar one (:func:`adloco.algo.stats.estimate_scalars`) each
+    node's own. Returns the summary (mean, std and relative std of tr Σ̂,
+    ‖∇F‖²̂, ‖ḡ‖²̂ and the norm-test batch for each, and std ratios) and one row
+    per draw.
+    """
+    import numpy as np
+
+    from adloco.algo.batch_tests import requested_global_batch
+    from adloco.algo.stats import GroupStats, NodeScalars, estimate, estimate_scalars
+
+    gram = np.asarray(gram, dtype=np.float64)
+    k_all, n = nodes * groups_per_node, group_size
+    index = draw_partitions(gram.shape[0], nodes, groups_per_node, draws, seed)
+    diag = np.diag(gram)[index]  # [R, M, k]: ‖g_i‖²
+    blocks = gram[index[:, :, :, None], index[:, :, None, :]]  # [R, M, k, k]
+    node_sum_n_sqnorm = n * diag.sum(2)  # Σ n‖g_i‖² per node
+    node_pooled = n * n * blocks.sum((2, 3))  # ‖S_m‖² per node
+    flat = index.reshape(draws, k_all)
+    pooled = n * n * gram[flat[:, :, None], flat[:, None, :]].sum((1, 2))  # ‖S‖²
+    rows, floored = [], 0
+    for r in range(draws):
+        sum_n_sqnorm = float(node_sum_n_sqnorm[r].sum())
+        vector = estimate(GroupStats(k_all, k_all * n, sum_n_sqnorm, float(pooled[r])))
+        total = NodeScalars()
+        for m in range(nodes):
+            node = GroupStats(
+                groups_per_node,
+                groups_per_node * n,
+                float(node_sum_n_sqnorm[r, m]),
+                float(node_pooled[r, m]),
+            )
+            total = total + NodeScalars.of_node(node)
+        scalar = estimate_scalars(total)
+        floored += scalar.grad_sqnorm < 0  # ‖ḡ‖²̂ held at tr Σ̂ / N
+        row: dict[str, Any] = {"draw": r}
+        for name, est in (("pooled", vector), ("scalars", scalar)):
+            batch = requested_global_batch("norm", est, eta=eta, vartheta=1.0, nu=1.0)
+            row[f"trace_cov_{name}"] = est.trace_cov
+            row[f"grad_sqnorm_{name}"] = est.grad_sqnorm
+            row[f"batch_grad_sqnorm_{name}"] = est.batch_grad_sqnorm
+            row[f"norm_test_batch_{name}"] = math.nan if batch is None else batch
+        rows.append(row)
+    spread: dict[str, Any] = {}
+    for name in ("pooled", "scalars"):
+        figures = {}
+        for quantity in SPREAD_QUANTITIES:
+            values = np.array([row[f"{quantity}_{name}"] for row in rows])
+            values = values[np.isfinite(values)]
+            mean, std = float(values.mean()), float(values.std(ddof=1))
+            q1, median, q3 = (float(v) for v in np.percentile(values, [25, 50, 75]))
+            figures[quantity] = {
+                "mean": mean,
+                "std": std,
+                "rel_std": std / abs(mean) if mean != 0 else None,
+                "median": median,
+                "iqr": q3 - q1,
+                "rel_iqr": (q3 - q1) / abs(median) if median != 0 else None,
+            }
+        spread[name] = figures
+    summary = {
+        "nodes": nodes,
+        "groups_per_node": groups_per_node,
+        "group_size": n,
+        "groups": k_all,
+        "samples": k_all * n,
+        "draws": draws,
+        "sampling": DRAWS_SAMPLING,
+        "pooled": spread["pooled"],
+        "scalars": spread["scalars"],
+        # std(scalars) / std(pooled): how much noisier the default estimate is.
+        "std_ratio": {
+            q: spread["scalars"][q]["std"] / spread["pooled"][q]["std"]
+            if spread["pooled"][q]["std"] > 0
+            else None
+            for q in SPREAD_QUANTITIES
+        },
+        # iqr(scalars) / iqr(pooled): the same, robust to the ratio's long tail.
+        "iqr_ratio": {
+            q: spread["scalars"][q]["iqr"] / spread["pooled"][q]["iqr"]
+            if spread["pooled"][q]["iqr"] > 0
+            else None
+            for q in SPREAD_QUANTITIES
+        },
+        # sqrt((K − 1)/(K − M)): the std ratio of tr Σ̂ for Gaussian gradients.
+        "gaussian_std_ratio_trace_cov": math.sqrt((k_all - 1) / (k_all - nodes)),
+        # Draws whose scalar ‖∇F‖²̂ < 0, where ‖ḡ‖²̂ is held at tr Σ̂ / N.
+        "scalar_grad_sqnorm_negative": int(floored),
+    }
+    return summary, rows
+
+
+def _gram(stored) -> Any:
+    """X Xᵀ of the stored flat gradients, in float64, a block of columns at a time."""
+    import torch
+
+    out = torch.zeros(stored.shape[0], stored.shape[0], dtype=torch.float64)
+    step = 1 << 16
+    for start in range(0, stored.shape[1], step):
+        block = stored[:, start : start + step].double()
+        out += block @ block.T
+    return out.numpy()
+
+
 def analyse_gradient_variance(
     model,
     sample,
@@ -79,6 +227,9 @@ def analyse_gradient_variance(
     seed: int,
     loss_fn: Callable | None = None,
     chunk_size: int = 8,
+    nodes: int | None = None,
+    groups_per_node: int | None = None,
+    draws: int = SPREAD_DRAWS,
 ) -> VarianceAnalysis:
     """The variance figures of ``model`` on ``sample`` (first dimension: sequences).
 
@@ -88,6 +239,12 @@ def analyse_gradient_variance(
     the same number of tokens (packed sequences), so that the token-weighted
     full gradient is the mean of the per-row gradients and the per-sample
     variance is the variance of those.
+
+    With ``nodes`` and ``groups_per_node`` the batch gradients are also the
+    groups of :func:`compare_reductions` (``draws`` draws); the comparison is
+    skipped, with the reason in the summary, when they are fewer than
+    ``nodes × groups_per_node``, when ``groups_per_node`` < 2, or when storing
+    them would take more than ``GRAM_MAX_BYTES``.
     """
     import torch
 
@@ -150,11 +307,30 @@ def analyse_gradient_variance(
     generator = torch.Generator().manual_seed(seed)
     accumulator = GradientStatsAccumulator(params)
     per_batch = []
+    dim = sum(p.numel() for p in params)
+    skipped = None
+    if nodes is None or groups_per_node is None:
+        skipped = "no cluster given (nodes, groups_per_node)"
+    elif nodes < 1 or groups_per_node < 2:
+        skipped = f"needs nodes >= 1 and groups_per_node >= 2, got {nodes} and {groups_per_node}"
+    elif nodes * groups_per_node > num_batches:
+        skipped = (
+            f"nodes x groups_per_node = {nodes * groups_per_node} groups per draw, more than "
+            f"the {num_batches} batch gradients (variance.num_batches)"
+        )
+    elif num_batches * dim * 4 > GRAM_MAX_BYTES:
+        skipped = (
+            f"storing {num_batches} gradients of {dim} floats takes "
+            f"{num_batches * dim * 4 / 2**30:.1f} GiB, more than {GRAM_MAX_BYTES / 2**30:g} GiB"
+        )
+    stored = None if skipped else torch.empty(num_batches, dim, dtype=torch.float32)
     for k in range(num_batches):
         index = torch.randperm(n, generator=generator)[:batch_size]
         g_b, loss, _ = _grads(model, params, sample[index.to(sample.device)], loss_fn)
         # float32, as the engine's gradients: the accumulator works in float32.
         accumulator.add_group([g.float() for g in g_b], batch_size)
+        if stored is not None:
+            stored[k] = torch.cat([g.detach().reshape(-1).float().cpu() for g in g_b])
         deviation_sq = _sqdist(g_b, full)
         per_batch.append(
             {
@@ -167,6 +343,20 @@ def analyse_gradient_variance(
         )
     cheap = estimate(accumulator.finalize())
     model.train(was_training)
+    draw_rows: list[dict[str, Any]] = []
+    if stored is None:
+        reductions: dict[str, Any] = {"skipped": skipped}
+    else:
+        reductions, draw_rows = compare_reductions(
+            _gram(stored),
+            group_size=batch_size,
+            nodes=nodes,
+            groups_per_node=groups_per_node,
+            draws=draws,
+            eta=eta,
+            seed=seed + 1,
+        )
+        del stored
 
     b, fpc = batch_size, 1.0 - batch_size / n
     expected_sq_dev = trace_cov * fpc / b
@@ -217,9 +407,10 @@ def analyse_gradient_variance(
         "deviation_excess_kurtosis": kurtosis,
         "per_sample_mean_shift_sqnorm": mean_shift_sq,
         "cheap": cheap_summary,
-        "parameters": sum(p.numel() for p in params),
+        "scalar_vs_pooled": reductions,
+        "parameters": dim,
     }
-    return VarianceAnalysis(summary, per_batch)
+    return VarianceAnalysis(summary, per_batch, draw_rows)
 
 
 def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
@@ -258,7 +449,11 @@ def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], pa
 
 
 def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
-    """variance.json, per_batch.csv and deviations.png under ``out_dir`` (each atomic)."""
+    """variance.json, per_batch.csv, draws.csv and deviations.png under ``out_dir`` (atomic).
+
+    draws.csv (one row per draw of the scalar-vs-pooled comparison) is removed
+    when the comparison was skipped, so no stale table outlives its run.
+    """
     import pandas as pd
 
     from adloco.io import atomic_path, write_json_atomic
@@ -267,6 +462,11 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "per_batch.csv") as tmp:
         pd.DataFrame(analysis.per_batch).to_csv(tmp, index=False)
+    if analysis.draws:
+        with atomic_path(out_dir / "draws.csv") as tmp:
+            pd.DataFrame(analysis.draws).to_csv(tmp, index=False)
+    else:
+        (out_dir / "draws.csv").unlink(missing_ok=True)
     plot_deviations(analysis.per_batch, analysis.summary, out_dir / "deviations.png")
     # Last, so that a complete variance.json means the other two are there.
     write_json_atomic(out_dir / "variance.json", analysis.summary)
@@ -335,6 +535,11 @@ def run(args: argparse.Namespace) -> int:
     indices = np.sort(rng.choice(len(train), size=n, replace=False))
     device = torch.device(args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = load_model(args.model, config, data.vocab_size, data.seq_len_tokens).to(device)
+    # The comparison of stats_reduce modes: one trainer on every slot of the
+    # cluster, stats_microbatches groups per slot.
+    slots = config["cluster"]["nodes_per_device"] * sum(
+        d.get("count", 1) for d in config["cluster"]["devices"]
+    )
     analysis = analyse_gradient_variance(
         model,
         train.get(indices).to(device),
@@ -343,6 +548,8 @@ def run(args: argparse.Namespace) -> int:
         eta=settings["eta"],
         seed=config["seed"],
         chunk_size=args.chunk_size,
+        nodes=slots,
+        groups_per_node=config["train"]["stats_microbatches"],
     )
     analysis.summary.update(
         model=args.model or f"initial model ({config['model']['source']}, seed {config['seed']})",
@@ -361,4 +568,13 @@ def run(args: argparse.Namespace) -> int:
         s["b_simple"] or float("nan"),
         s["norm_test_batch"] or float("nan"),
     )
+    ratio = s["scalar_vs_pooled"].get("std_ratio")
+    if ratio:
+        log.info(
+            "stats_reduce scalars vs vector, std ratio: tr Σ̂ %.3g, norm-test batch %.3g",
+            ratio["trace_cov"] or float("nan"),
+            ratio["norm_test_batch"] or float("nan"),
+        )
+    else:
+        log.info("stats_reduce comparison skipped: %s", s["scalar_vs_pooled"]["skipped"])
     return 0

@@ -67,8 +67,9 @@ def _numpy_scalar_estimate(nodes, direction=None):
         samples += int(n.sum())
     m = len(nodes)
     trace = within / (groups - m)
-    batch = (node_mean - (m - 1) * trace) / samples
-    out = {"trace_cov": trace, "batch_grad_sqnorm": batch, "grad_sqnorm": batch - trace / samples}
+    grad = (node_mean - m * trace) / samples
+    out = {"trace_cov": trace, "grad_sqnorm": grad, "batch_grad_sqnorm": trace / samples + grad}
+    assert grad > 0  # draws here have ‖∇F‖²̂ > 0, so no clamping
     if unit is not None:
         out["ip_var"] = within_proj / (groups - m)
         out["orth_var"] = trace - out["ip_var"]
@@ -135,11 +136,14 @@ def test_edge_cases_floor_and_missing_directions():
     # 2 nodes of 1 group each: no degrees of freedom.
     assert estimate_scalars(NodeScalars(2, 2, 8, 0.0, 5.0)) is None
     assert estimate_scalars(NodeScalars()) is None
-    # ‖ḡ‖²̂ = (1 − 2·6)/12 < 0: floored at tr Σ̂/N; ‖∇F‖²̂ keeps its unbiased value.
-    est = estimate_scalars(NodeScalars(3, 6, 12, 18.0, 1.0, 0, 0.0))
+    # ‖∇F‖²̂ = (10 − 3·6)/12 < 0 keeps its unbiased value; ‖ḡ‖²̂ = tr Σ̂/N + max(‖∇F‖²̂, 0).
+    est = estimate_scalars(NodeScalars(3, 6, 12, 18.0, 10.0, 0, 0.0))
     assert est.trace_cov == 6.0
+    assert est.grad_sqnorm == pytest.approx((10.0 - 3 * 6.0) / 12)
     assert est.batch_grad_sqnorm == pytest.approx(6.0 / 12)
-    assert est.grad_sqnorm == pytest.approx((1.0 - 2 * 6.0) / 12 - 6.0 / 12)
+    est = estimate_scalars(NodeScalars(3, 6, 12, 18.0, 20.0, 0, 0.0))
+    assert est.grad_sqnorm == pytest.approx((20.0 - 3 * 6.0) / 12)
+    assert est.batch_grad_sqnorm == pytest.approx(6.0 / 12 + (20.0 - 3 * 6.0) / 12)
     # A direction on only some nodes counts as none.
     est = estimate_scalars(NodeScalars(2, 6, 12, 8.0, 30.0, 1, 1.0))
     assert est.ip_var is None and est.orth_var is None
@@ -194,7 +198,7 @@ def _vectorised_estimates(g, sizes, node_of, unit):
     node_mean = node_sum / node_n[None, :, None]
     dev = g - node_mean[:, node_of]
     trace_s = (sizes * (dev**2).sum(2)).sum(1) / (k - m)
-    batch_s = ((node_n * (node_mean**2).sum(2)).sum(1) - (m - 1) * trace_s) / n_total
+    grad_s = ((node_n * (node_mean**2).sum(2)).sum(1) - m * trace_s) / n_total
     a = g @ unit
     a_mean = (node_mean @ unit)[:, node_of]
     ip_s = (sizes * (a - a_mean) ** 2).sum(1) / (k - m)
@@ -203,8 +207,9 @@ def _vectorised_estimates(g, sizes, node_of, unit):
     batch_p = (gbar**2).sum(1)
     return {
         "trace_cov": trace_s,
-        "grad_sqnorm": batch_s - trace_s / n_total,
-        "batch_grad_sqnorm": batch_s,
+        "grad_sqnorm": grad_s,
+        "batch_grad_sqnorm": trace_s / n_total + np.maximum(grad_s, 0.0),
+        "unbiased_batch_grad_sqnorm": trace_s / n_total + grad_s,
         "ip_var": ip_s,
         "pooled_trace_cov": trace_p,
         "pooled_grad_sqnorm": batch_p - trace_p / n_total,
@@ -237,13 +242,13 @@ def test_scalar_estimates_are_unbiased():
     truth = {
         "trace_cov": trace,
         "grad_sqnorm": float(mu @ mu),
-        "batch_grad_sqnorm": float(mu @ mu) + trace / n_total,
+        "unbiased_batch_grad_sqnorm": float(mu @ mu) + trace / n_total,
         "ip_var": float(((mix.T @ unit) ** 2).sum()),
     }
     for r in range(10):
         nodes = [[(g[r, i], sizes[i]) for i in np.flatnonzero(node_of == m)] for m in range(4)]
         _, est = _run("scalars", nodes, unit * 2.0)
-        for key in truth:
+        for key in ("trace_cov", "grad_sqnorm", "batch_grad_sqnorm", "ip_var"):
             assert getattr(est, key) == pytest.approx(draws[key][r], rel=1e-4, abs=1e-6), key
     for key, target in truth.items():
         values = draws[key]
@@ -280,7 +285,7 @@ def test_variance_relative_to_the_pooled_estimator_matches_the_gaussian_formula(
         "pooled_trace_cov": 2 * tr_sq / (k_all - 1),
         "grad_sqnorm": signal + 2 * tr_sq / n_total**2 * nodes * k_all / (k_all - nodes),
         "pooled_grad_sqnorm": signal + 2 * tr_sq / n_total**2 * k_all / (k_all - 1),
-        "batch_grad_sqnorm": signal
+        "unbiased_batch_grad_sqnorm": signal
         + 2 * tr_sq / n_total**2 * (nodes + (nodes - 1) ** 2 / (k_all - nodes)),
         "pooled_batch_grad_sqnorm": signal + 2 * tr_sq / n_total**2,
     }

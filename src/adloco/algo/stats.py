@@ -399,14 +399,17 @@ def estimate_scalars(total: NodeScalars) -> VarianceEstimate | None:
 
         tr Σ̂      = Σ_m (k_m − 1) tr Σ̂_m / ν       (each node's unbiased estimate,
                                                    weighted by its degrees of freedom)
-        ‖ḡ‖²̂     = (Σ_m N_m ‖ḡ_m‖² − (M − 1) tr Σ̂) / N
-        ‖∇F‖²̂    = ‖ḡ‖²̂ − tr Σ̂ / N
+        ‖∇F‖²̂    = (Σ_m N_m ‖ḡ_m‖² − M tr Σ̂) / N   (each node's, weighted by N_m,
+                                                   with the pooled tr Σ̂ in its correction)
+        ‖ḡ‖²̂     = tr Σ̂ / N + max(‖∇F‖²̂, 0)
 
-    all unbiased for i.i.d. samples (‖ḡ‖²̂ for E‖ḡ‖² = ‖∇F‖² + tr Σ / N, the
-    squared norm of the whole batch's gradient). With M = 1 they are exactly
-    :func:`estimate`'s. ‖ḡ‖²̂ can come out ≤ 0 only when M ≥ 2 and noise
-    dominates; it is then replaced by tr Σ̂ / N, its value when ∇F = 0, so that
-    the norm test asks for N/η² instead of leaving the batch alone. With a
+    tr Σ̂ and ‖∇F‖²̂ are unbiased for i.i.d. samples; with M = 1 they are
+    exactly :func:`estimate`'s. ‖ḡ‖²̂ stands for the squared norm of the whole
+    batch's gradient, E‖ḡ‖² = ‖∇F‖² + tr Σ / N: without the max it is unbiased
+    for it, but with M ≥ 2 nodes it can come near 0 or below when noise
+    dominates and then sends the norm test's B = tr Σ̂ / (η² ‖ḡ‖²̂) to
+    infinity; its estimand is ≥ tr Σ / N, and the max keeps it there, so B ≤
+    N / η². With M = 1 it equals the pooled ‖ḡ‖² whenever ‖∇F‖²̂ ≥ 0. With a
     direction on every node, σ_d² = Σ_m (k_m − 1) σ̂²_{d,m} / ν in [0, tr Σ̂]
     and σ_⊥² = tr Σ̂ − σ_d². None when ν < 1 (every node needs ≥ 2 groups, or
     some node more) or a sum is not finite.
@@ -418,10 +421,11 @@ def estimate_scalars(total: NodeScalars) -> VarianceEstimate | None:
     if not (math.isfinite(total.within_sqnorm) and math.isfinite(total.node_mean_sqnorm)):
         return None
     trace_cov = max(total.within_sqnorm / dof, 0.0)
-    batch_grad_sqnorm = (total.node_mean_sqnorm - (m - 1) * trace_cov) / n_total
-    grad_sqnorm = batch_grad_sqnorm - trace_cov / n_total
-    if batch_grad_sqnorm <= 0.0:
-        batch_grad_sqnorm = trace_cov / n_total
+    unbiased_batch = (total.node_mean_sqnorm - (m - 1) * trace_cov) / n_total
+    grad_sqnorm = unbiased_batch - trace_cov / n_total
+    # The same number as trace_cov / n_total + max(grad_sqnorm, 0), computed so
+    # that one node gives the pooled ‖S‖²/N² to the last bit.
+    batch_grad_sqnorm = unbiased_batch if grad_sqnorm >= 0.0 else trace_cov / n_total
     ip_var = orth_var = None
     if total.nodes_with_direction == m and math.isfinite(total.within_proj_sq):
         ip_var = min(max(total.within_proj_sq / dof, 0.0), trace_cov)
