@@ -9,7 +9,10 @@ Prints ratios measured in one run on the same model, data and thread count:
    norms, running sum) vs off: per step, and amortised over a round of H steps
    (goal <= 5 % per round);
 3. the exact per-sample estimator (``torch.func`` vmap) on the same batch, for
-   comparison.
+   comparison;
+4. the bytes of one communication of every run of the configuration (the
+   pseudo-gradient and, with a batch test, the statistics), from the engine's
+   own accounting.
 
 Usage: .venv/bin/python benchmarks/bench_engine.py [--config config/config.yaml]
        [--batch 8] [--steps 10] [--repeats 7] [--threads 1]
@@ -30,8 +33,10 @@ import time
 import torch
 
 from adloco.algo import exact, stats, switch
-from adloco.config import load_config, resolve_run
+from adloco.clock import allreduce_bytes
+from adloco.config import load_config, resolve_run, total_slots
 from adloco.engine.inner import NodeState, Worker
+from adloco.engine.loop import sync_payload_bytes
 from adloco.model import batch_loss, build_model
 
 # keeeeenw/MicroLlama's architecture (300M parameters), for random-weight runs.
@@ -201,6 +206,23 @@ def main() -> None:
         print(
             f"engine MFU {flops_per_s / (args.peak_tflops * 1e12):.1%} "
             f"of {args.peak_tflops} TFLOP/s"
+        )
+    print_bytes_per_communication(cfg, sum(p.numel() for p in ref_params))
+
+
+def print_bytes_per_communication(cfg: dict, num_params: int) -> None:
+    """Bytes of one trainer's round (ring all-reduce over its slots) for every run."""
+    slots = total_slots(cfg)
+    print(f"bytes per communication ({num_params:,} parameters, {slots} slots):")
+    for name in cfg["runs"]:
+        run = resolve_run(cfg, name)
+        nodes = slots // run["initial_trainers"]
+        payloads = sync_payload_bytes(run, num_params)
+        moved = sum(allreduce_bytes(p, nodes) for p in payloads)
+        pseudo = allreduce_bytes(payloads[0], nodes)
+        print(
+            f"  {name:22s} {moved:12,d} bytes over {nodes} slots "
+            f"({moved / pseudo:.4f}x the pseudo-gradient alone)"
         )
 
 

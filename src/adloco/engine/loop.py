@@ -41,7 +41,18 @@ log = logging.getLogger(__name__)
 
 MAX_NAN_RETRIES = 3
 BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2}
-STATS_SCALAR_BYTES = 6 * 8  # GroupStats scalars reduced as float64 beside the pooled gradient
+
+
+def sync_payload_bytes(run_cfg: dict, num_params: int) -> tuple[int, ...]:
+    """What each node of a trainer puts into the all-reduces of one round.
+
+    The pseudo-gradient at ``pseudo_grad_dtype``, and with a batch test the
+    statistics (``stats_reduce``: a few float64 scalars, or a float32 D-vector).
+    """
+    payloads = [num_params * BYTES_PER_ELEMENT[run_cfg["pseudo_grad_dtype"]]]
+    if run_cfg["batch_test"] != "none":
+        payloads.append(stats.stats_payload_bytes(run_cfg["stats_reduce"], num_params))
+    return tuple(payloads)
 
 
 class TrainingDiverged(RuntimeError):
@@ -97,8 +108,9 @@ class TrainerRound:
     tokens: int = 0
     train_loss: float = math.nan
     val: dict | None = None
-    group_stats: stats.GroupStats | None = None
-    acc: stats.GradientStatsAccumulator | None = None
+    round_stats: stats.RoundStats | None = None  # the statistics of the batch test, reduced
+    estimate: stats.VarianceEstimate | None = None
+    pseudo_gradient: list[torch.Tensor] | None = None  # kept as a scalars-mode direction
     test: dict | None = None
     sync: clock.TrainerSync | None = None
 
@@ -167,7 +179,7 @@ class Engine:
         model = build_model(cfg["model"], data.vocab_size, self.seq_len, seed)
         self.num_params = num_parameters(model)
         self.worker = Worker(model, run_cfg, self.device)
-        self.pseudo_grad_bytes = self.num_params * BYTES_PER_ELEMENT[run_cfg["pseudo_grad_dtype"]]
+        self.sync_payloads = sync_payload_bytes(run_cfg, self.num_params)
         n_val = len(self.val_split)
         n_eval = min(run_cfg["eval_sequences"], n_val)
         eval_idx = torch.linspace(0, n_val - 1, n_eval).round().long().unique()
@@ -441,7 +453,11 @@ class Engine:
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
         """One try at the trainer's round; what turned non-finite, or None."""
         testing = self.tc["batch_test"] != "none"
-        acc = stats.GradientStatsAccumulator(trainer.params, trainer.direction) if testing else None
+        round_stats = (
+            stats.RoundStats(self.tc["stats_reduce"], trainer.params, trainer.direction)
+            if testing
+            else None
+        )
         comm_dtype = DTYPES[self.tc["pseudo_grad_dtype"]]
         # Σ_m w_m (θ − θ_m): each node's pseudo-gradient at the communication
         # dtype, weighted by its share of the trainer's tokens.
@@ -462,7 +478,7 @@ class Engine:
                     self.train_split.get,
                     p.steps,
                     res.lrs,
-                    stats=acc,
+                    stats=None if round_stats is None else round_stats.node(),
                 )
             except NonFiniteLoss:
                 scalars[2] += 1
@@ -481,8 +497,10 @@ class Engine:
         outer.apply_pseudo_gradient(trainer.outer_opt, trainer.params, delta)
         if not all(torch.isfinite(p).all() for p in trainer.params):
             return "parameters after the outer step"
-        res.acc = acc
-        res.group_stats = self.comm.reduce_stats(acc) if acc is not None else None
+        res.round_stats = round_stats
+        res.estimate = None if round_stats is None else round_stats.reduce(self.comm)
+        if self.tc["batch_test"] == "augmented_inner_product":
+            res.pseudo_gradient = delta
         res.val = None
         if evaluate_now:
             self.worker.load(trainer.params)
@@ -494,12 +512,11 @@ class Engine:
     def test(self, res: TrainerRound) -> None:
         """The batch test: the trainer's next global batch from this round's statistics."""
         trainer = res.trainer
-        if res.group_stats is None:
+        if res.round_stats is None:
             return
-        est = stats.estimate(res.group_stats)
         new_batch, requested = batch_tests.next_batch(
             self.tc["batch_test"],
-            est,
+            res.estimate,
             trainer.global_batch,
             eta=self.tc["eta"],
             vartheta=self.tc["vartheta"],
@@ -507,15 +524,22 @@ class Engine:
             max_growth=self.tc["max_batch_growth"],
         )
         if self.tc["batch_test"] == "augmented_inner_product":
-            trainer.direction = [g.detach().clone() for g in res.acc.pooled_sum()]
+            # The next round's reference direction: the pooled statistics
+            # gradient, or (scalars) the pseudo-gradient every node already holds.
+            source = (
+                res.round_stats.pooled_sum()
+                if self.tc["stats_reduce"] == "vector"
+                else res.pseudo_gradient
+            )
+            trainer.direction = [g.detach().clone() for g in source]
         if new_batch != trainer.global_batch:
             trainer.events.append(
                 {"type": "batch_change", "from": trainer.global_batch, "to": new_batch}
             )
             trainer.global_batch = new_batch
-        res.test = {"groups": res.group_stats.groups, "requested_global": requested}
-        if est is not None:
-            res.test.update(est.as_dict())
+        res.test = {"groups": res.round_stats.groups, "requested_global": requested}
+        if res.estimate is not None:
+            res.test.update(res.estimate.as_dict())
             res.test["requested_global"] = requested
 
     def merge(self, r: int) -> tuple[clock.TrainerSync, int] | None:
@@ -573,13 +597,10 @@ class Engine:
         """Charge the round to the clock and the run's counters; one metrics row per trainer."""
         merge_sync, kept_id = merged if merged is not None else (None, None)
         for res in results:
-            payloads = [self.pseudo_grad_bytes]
-            if res.group_stats is not None:
-                payloads.append(self.num_params * 4 + STATS_SCALAR_BYTES)
             extra = merge_sync if res.trainer.id == kept_id else None
             res.sync = clock.TrainerSync(
                 len(res.slots),
-                tuple(payloads),
+                self.sync_payloads,
                 extra.merge_payload_bytes if extra else 0,
                 extra.merge_messages if extra else 0,
             )
