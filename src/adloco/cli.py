@@ -54,7 +54,8 @@ STAGES: dict[str, tuple[str, str, str]] = {
         "adloco.engine.run",
         "train one run (AdLoCo, DiLoCo, LocalSGD or an ablation) for one seed",
         "Train a configured run, writing metrics.jsonl, summary.json and the final model, "
-        "checkpointing every round; re-running the same command resumes.",
+        "checkpointing every round; re-running the same command after a kill resumes, "
+        "while a finished run's checkpoint is set aside and the run trains again.",
     ),
     "report": (
         "adloco.report",

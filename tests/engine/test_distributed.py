@@ -116,6 +116,19 @@ def train_args(config: Path, data: Path, out: Path, ckpt: Path) -> list[str]:
     ]
 
 
+def child_processes(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        if int(text[text.rfind(")") + 2 :].split()[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
 def rows_without_wall_time(path: Path) -> list[dict]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     for r in rows:
@@ -341,7 +354,14 @@ def test_killed_two_rank_run_resumes_to_the_same_metrics(cli_case):
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 7:  # round 3 or later
             break
         time.sleep(0.01)
-    os.killpg(victim.pid, signal.SIGKILL)  # the launcher and both ranks, like a lost job
+    # The launcher and both ranks, like a lost job. torchrun starts each rank in
+    # a session of its own, so killing the launcher's group alone would leave
+    # the ranks running to the end (and the resumed job would find a finished run).
+    ranks = child_processes(victim.pid)
+    assert len(ranks) == 2, ranks
+    os.killpg(victim.pid, signal.SIGKILL)
+    for pid in ranks:
+        os.kill(pid, signal.SIGKILL)
     victim.wait()
     assert not (out / "summary.json").exists(), "the run finished before it could be killed"
     killed_round = json.loads((ckpt / "checkpoint.json").read_text())["round"]

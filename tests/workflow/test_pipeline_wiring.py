@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_snakemake import ROOT, SNAKEMAKE
+from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
 BIN = Path(sys.executable).parent
 DVC = str(BIN / "dvc")
@@ -255,3 +255,25 @@ def test_the_same_command_resumes_after_snakemake_is_killed(tmp_path):
     assert "removed the lock a killed Snakemake left" in again.stderr
     assert not [p for p in outputs_of(config) if not (work / p).exists()]
     assert "Nothing to be done" in run([SNAKEMAKE, "-n"], work, env).stdout
+
+
+@pytest.mark.slow
+def test_a_copy_of_the_config_under_another_name_reruns_nothing(tmp_path):
+    # The jobs read the file they are given, but what they compute depends on
+    # its settings, not on its name (nor on the order of its keys).
+    config = tiny_config()
+    work, env = make_copy(tmp_path, config)
+    (work / "config/mine.yaml").write_text((ROOT / "config/test.yaml").read_text())
+    run([SNAKEMAKE, "--cores", "2", "--configfile", "config/mine.yaml"], work, env)
+    before = len(calls(env))
+    # yaml.safe_dump sorts the keys: the same settings in another order.
+    (work / "config/copy of mine.yaml").write_text(yaml.safe_dump(config))
+    again = run([SNAKEMAKE, "-n", "--configfile", "config/copy of mine.yaml"], work, env)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout
+    # A changed tokenization setting re-runs tokenization and what follows, not the corpus.
+    config["data"]["seq_len_tokens"] = 64
+    (work / "config/longer.yaml").write_text(yaml.safe_dump(config))
+    changed = run([SNAKEMAKE, "-n", "--configfile", "config/longer.yaml"], work, env)
+    rules = {j["rule"] for j in parse_dry_run(changed.stdout + changed.stderr)}
+    assert "tokenize" in rules and "prepare_corpus" not in rules
+    assert len(calls(env)) == before

@@ -16,7 +16,7 @@ rule calibrate:
     wildcard_constraints:
         device=DEVICE_PATTERN,
     params:
-        config=CONFIG_FILE,
+        config=config_file,
         settings=stage_params("calibrate"),
         data=input_folder("manifest"),
     log:
@@ -32,5 +32,5 @@ rule calibrate:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco calibrate --config {params.config} --data {params.data}"
+        "adloco calibrate --config {params.config:q} --data {params.data}"
         " --device {wildcards.device} --out {output} > {log} 2>&1"

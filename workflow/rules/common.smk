@@ -28,7 +28,9 @@ if workflow.is_main_process:
 
 # Configuration keys each stage depends on. They are the rules' `params`, so
 # Snakemake re-runs a job when one of them changes (the params rerun trigger);
-# dvc.yaml lists the same keys under `params` (tests/workflow checks it).
+# dvc.yaml lists the same keys under `params` (tests/workflow checks it). The
+# path of the configuration file is not tracked (see config_file): a copy of
+# the file under another name, with the same settings, re-runs nothing.
 STAGE_PARAMS = {
     "prepare-corpus": ["data.source", "data.raw_dir", "data.max_documents"],
     "tokenize": ["seed", "data"],
@@ -118,6 +120,27 @@ def output_folder(key):
     return lambda wildcards, output: os.path.dirname(output[key])
 
 
+def config_file(wildcards, input):
+    """A param function: the configuration file every job's command reads.
+
+    It takes ``input`` (unused) on purpose: Snakemake leaves params derived
+    from a job's input out of its params rerun trigger, and the file's *name*
+    must not re-run anything (a copy under another name, same settings, is the
+    same work). What the file says is tracked: the ``settings`` param.
+    """
+    return CONFIG_FILE
+
+
+def _canonical(value):
+    # Mappings in sorted key order: Snakemake compares params by their repr, and
+    # the same settings written in another order are the same settings.
+    if isinstance(value, dict):
+        return {k: _canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
 def stage_params(stage, wildcards=None):
     """The configuration values ``stage`` depends on, keyed by dotted key."""
     values = {}
@@ -125,7 +148,7 @@ def stage_params(stage, wildcards=None):
         key = template.format(**dict(wildcards.items())) if wildcards else template
         # Two levels at most; a run name may itself contain dots.
         section, _, field = key.partition(".")
-        values[key] = config[section][field] if field else config[section]
+        values[key] = _canonical(config[section][field] if field else config[section])
     return values
 
 

@@ -8,7 +8,7 @@ if config["data"]["source"] == "offline-wiki":
         output:
             directory(RAW_DIR),
         params:
-            config=CONFIG_FILE,
+            config=config_file,
             settings=stage_params("prepare-corpus"),
         log:
             "logs/prepare_corpus.log",
@@ -19,7 +19,7 @@ if config["data"]["source"] == "offline-wiki":
         conda:
             "../envs/adloco.yaml"
         shell:
-            "adloco prepare-corpus --config {params.config} --out {output} > {log} 2>&1"
+            "adloco prepare-corpus --config {params.config:q} --out {output} > {log} 2>&1"
 
 
 rule tokenize:
@@ -28,7 +28,7 @@ rule tokenize:
     output:
         manifest=MANIFEST,
     params:
-        config=CONFIG_FILE,
+        config=config_file,
         settings=stage_params("tokenize"),
         raw=tokenize_raw_arg(),
         out=output_folder("manifest"),
@@ -43,4 +43,4 @@ rule tokenize:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco tokenize --config {params.config} {params.raw} --out {params.out} > {log} 2>&1"
+        "adloco tokenize --config {params.config:q} {params.raw} --out {params.out} > {log} 2>&1"

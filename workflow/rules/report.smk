@@ -45,7 +45,7 @@ rule report:
             labels={"figure": "{name}"},
         ),
     params:
-        config=CONFIG_FILE,
+        config=config_file,
         settings=stage_params("report"),
         variance=input_folder("variance"),
         out=output_folder("html"),
@@ -58,6 +58,6 @@ rule report:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco report --config {params.config} --runs results/runs"
+        "adloco report --config {params.config:q} --runs results/runs"
         " --calibration results/calibration --variance {params.variance}"
         " --out {params.out} > {log} 2>&1"

@@ -22,7 +22,7 @@ rule train:
         run=RUN_PATTERN,
         seed=r"\d+",
     params:
-        config=CONFIG_FILE,
+        config=config_file,
         settings=lambda wildcards: stage_params("train", wildcards),
         data=input_folder("manifest"),
         out=output_folder("summary"),
@@ -42,7 +42,7 @@ rule train:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "{params.launcher}adloco train --config {params.config} --run-name {wildcards.run}"
+        "{params.launcher}adloco train --config {params.config:q} --run-name {wildcards.run}"
         " --seed {wildcards.seed} --data {params.data} --calibration results/calibration"
         " --out {params.out} --checkpoints {params.checkpoints}"
         " --threads {params.threads_per_process} > {log} 2>&1"

@@ -22,7 +22,7 @@ rule variance:
             category="Variance",
         ),
     params:
-        config=CONFIG_FILE,
+        config=config_file,
         settings=stage_params("variance"),
         data=input_folder("manifest"),
         out=output_folder("summary"),
@@ -39,5 +39,5 @@ rule variance:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco variance --config {params.config} --data {params.data}"
+        "adloco variance --config {params.config:q} --data {params.data}"
         " --out {params.out} > {log} 2>&1"

@@ -13,15 +13,21 @@ resumes from the same complete round; a half-written newer folder is ignored
 and overwritten when that round is saved again. Files hold only tensors and
 plain Python containers and load with ``torch.load(weights_only=True)``, so
 nothing in a checkpoint can execute code. A fingerprint of the run's resolved
-settings guards against resuming under a changed configuration: such a
+settings, the package version and a digest of the package's source guards
+against resuming under a changed configuration or changed code: such a
 checkpoint is stale (Snakemake re-runs a job whose settings changed), so the
-engine moves it to ``<folder>.stale`` and starts over. Node states
+engine moves it to ``<folder>.stale`` and starts over. So is the checkpoint of
+a finished run: ``adloco train`` writes ``finished.json`` beside the manifest
+once the run's outputs are written, and a new job (``snakemake --forcerun
+train``, a changed input) then trains again instead of resuming the last round
+and rewriting the same results; a job killed before that mark resumes. Node states
 are stored per slot, so a run may resume under another number of processes:
 each rank takes the slots it now owns from whichever file holds them.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -36,13 +42,64 @@ from adloco.io import atomic_path, read_json_object, write_json_atomic
 
 MANIFEST_NAME = "checkpoint.json"
 SHARED_NAME = "shared.pt"
+FINISHED_NAME = "finished.json"
 FORMAT_VERSION = 1
+# What the source digest reads: the package's code and the schema (defaults).
+SOURCE_PATTERNS = ("*.py", "*.yaml")
+
+
+def _digest_of(package: Path) -> str:
+    digest = hashlib.sha256()
+    files = sorted(
+        path
+        for pattern in SOURCE_PATTERNS
+        for path in package.rglob(pattern)
+        if "__pycache__" not in path.parts
+    )
+    for path in files:
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def source_digest(package: str | Path | None = None) -> str:
+    """sha256 over the package's source files (``*.py``, ``*.yaml``), by relative path.
+
+    Read once per process: a run resumes only under the code that wrote its
+    checkpoint (a change anywhere in the package counts, which errs on the side
+    of starting over).
+    """
+    if package is None:
+        return _installed_digest()
+    return _digest_of(Path(package))
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_digest() -> str:
+    import adloco
+
+    return _digest_of(Path(adloco.__file__).parent)
 
 
 def fingerprint(settings: dict) -> str:
-    """A stable hash of everything that determines a run's trajectory."""
-    blob = json.dumps(settings, sort_keys=True, default=str).encode()
+    """A stable hash of everything that determines a run's trajectory.
+
+    ``settings`` (the run's resolved configuration, seed, data, ...) plus the
+    package version and :func:`source_digest`, so changed code never resumes
+    the state that other code wrote.
+    """
+    import adloco
+
+    code = {"adloco_version": adloco.__version__, "source_sha256": source_digest()}
+    blob = json.dumps({"settings": settings, "code": code}, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def mark_finished(directory: str | Path, info: dict | None = None) -> Path:
+    """Mark the checkpoint folder of a run whose outputs are written: not to be resumed."""
+    path = Path(directory) / FINISHED_NAME
+    write_json_atomic(path, {"finished": True, **(info or {})})
+    return path
 
 
 def round_dir_name(round_: int) -> str:
@@ -139,7 +196,7 @@ def _materialise(inner_state: list[dict] | None) -> list[dict] | None:
 
 
 class StaleCheckpointError(ValueError):
-    """The checkpoint belongs to another configuration, run, seed or format."""
+    """The checkpoint belongs to another configuration, run, seed, format or code, or finished."""
 
 
 def set_aside(directory: str | Path) -> Path:
@@ -163,6 +220,12 @@ def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
     """The last complete round, or None if there is none; an error if from another config."""
     directory = Path(directory)
     manifest_path = directory / MANIFEST_NAME
+    finished = directory / FINISHED_NAME
+    if finished.exists():
+        raise StaleCheckpointError(
+            f"{finished}: the run of this checkpoint finished and wrote its outputs; "
+            "a new job trains it again"
+        )
     if not manifest_path.exists():
         return None
     manifest = read_json_object(manifest_path)
@@ -173,7 +236,8 @@ def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
         )
     if manifest.get("fingerprint") != expected_fingerprint:
         raise StaleCheckpointError(
-            f"{manifest_path}: checkpoint was written under a different configuration, run or seed"
+            f"{manifest_path}: checkpoint was written under a different configuration, run, "
+            "seed or code"
         )
     round_dir = directory / manifest["dir"]
     paths = [round_dir / name for name in manifest["files"]]

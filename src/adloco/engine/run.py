@@ -5,8 +5,9 @@ Reads the tokenized data and the calibration results, trains with
 ``summary.json`` and ``final/`` (``save_pretrained`` with the tokenizer) into
 the run folder. Checkpoints go to a separate folder (``--checkpoints``) that
 Snakemake does not remove when a job fails, so running the same command again
-resumes from the last complete round. Started by ``torchrun``, it joins the
-process group and spreads the node slots over the processes
+after a kill resumes from the last complete round; once the outputs are written
+the folder is marked finished, and a new job trains the run again. Started by
+``torchrun``, it joins the process group and spreads the node slots over the processes
 (:mod:`adloco.engine.distributed`); only rank 0 writes the run folder.
 """
 
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
     from adloco.config import load_config, resolve_run
     from adloco.data.reader import TokenData
-    from adloco.engine import distributed
+    from adloco.engine import checkpoint, distributed
     from adloco.engine.loop import Engine, TrainingDiverged
 
     cfg = load_config(args.config)
@@ -140,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if engine.comm.is_writer:
         write_outputs(engine, rows, data, args)
+        # Only now: a job killed before this point resumes; a new job on a
+        # finished run (--forcerun, a changed input) trains it again.
+        checkpoint.mark_finished(args.checkpoints, {"out": str(args.out), "round": engine.round})
     distributed.shutdown()
     return 0
 

@@ -1,0 +1,119 @@
+"""`adloco train` on real tokenized data: a new job never resumes a finished run's checkpoint,
+and a checkpoint of other code is not resumed either."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+import yaml
+from array_data import TINY_CLUSTER, TINY_MODEL, tiny_curves
+
+import adloco
+from adloco import cli
+from adloco.engine import checkpoint
+
+CONFIG = {
+    "seed": 0,
+    "data": {"dataset": "tiny", "source": "local", "seq_len_tokens": 16},
+    "model": TINY_MODEL,
+    "cluster": TINY_CLUSTER,
+    "train": {
+        "max_rounds": 2,
+        "inner_steps": 2,
+        "inner_lr": 0.01,
+        "max_tokens": 10**6,
+        "eval_sequences": 8,
+        "eval_batch": 8,
+    },
+    "runs": {"r": {"method": "diloco"}},
+}
+
+
+@pytest.fixture
+def train(tmp_path, tiny_tokenized, monkeypatch):
+    """train() runs `adloco train` in this process on the tiny data; returns its metric rows."""
+    from adloco.engine import run as run_module
+
+    # The devices' step-time curves would come from `adloco calibrate`.
+    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    args = ["train", "--config", str(config), "--run", "r", "--seed", "0"]
+    args += ["--data", str(tiny_tokenized), "--calibration", str(tmp_path / "calibration")]
+    args += ["--out", str(out), "--checkpoints", str(ckpt), "--no-progress", "--threads", "1"]
+
+    def train() -> list[dict]:
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        try:
+            assert cli.main(args) == 0
+        finally:
+            torch.use_deterministic_algorithms(deterministic)
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        for row in rows:
+            row.pop("wall_time_s")
+        return rows
+
+    train.ckpt = ckpt
+    return train
+
+
+def test_a_new_job_trains_again_instead_of_resuming_a_finished_run(train, caplog):
+    # `snakemake --forcerun train` (docs/workflow.md: how to pick up code
+    # changes) starts a new job on the finished run's checkpoint folder.
+    first = train()
+    assert (train.ckpt / checkpoint.FINISHED_NAME).is_file()
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        second = train()
+    text = caplog.text
+    assert "resuming" not in text
+    assert "finished" in text and "starting over" in text
+    stale = train.ckpt.with_name(train.ckpt.name + ".stale")
+    assert (stale / checkpoint.FINISHED_NAME).is_file()
+    # It really trained: every round again, the same numbers (one seed, one code).
+    assert second == first
+    assert (train.ckpt / checkpoint.FINISHED_NAME).is_file()
+
+
+def test_a_killed_job_still_resumes(train, caplog):
+    # Without the finished mark (a kill before the outputs were written), the
+    # next job resumes the last round as before.
+    train()
+    (train.ckpt / checkpoint.FINISHED_NAME).unlink()
+    with caplog.at_level(logging.INFO):
+        train()
+    assert "resuming" in caplog.text
+
+
+def test_the_fingerprint_covers_the_package_version_and_source(monkeypatch, tmp_path):
+    settings = {"run": {"inner_lr": 0.01}, "seed": 0}
+    base = checkpoint.fingerprint(settings)
+    assert checkpoint.fingerprint(settings) == base
+    monkeypatch.setattr(adloco, "__version__", "99.0")
+    assert checkpoint.fingerprint(settings) != base
+    monkeypatch.undo()
+    monkeypatch.setattr(checkpoint, "source_digest", lambda: "other code")
+    assert checkpoint.fingerprint(settings) != base
+
+
+def test_the_source_digest_follows_every_source_file(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "engine").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "engine" / "loop.py").write_text("x = 1\n")
+    (package / "schemas").mkdir()
+    (package / "schemas" / "config.schema.yaml").write_text("type: object\n")
+    first = checkpoint.source_digest(package)
+    (package / "engine" / "__pycache__").mkdir()
+    (package / "engine" / "__pycache__" / "loop.cpython-311.pyc").write_bytes(b"\0")
+    assert checkpoint.source_digest(package) == first  # compiled files do not count
+    (package / "engine" / "loop.py").write_text("x = 2\n")
+    assert checkpoint.source_digest(package) != first
+    (package / "engine" / "loop.py").write_text("x = 1\n")
+    (package / "schemas" / "config.schema.yaml").write_text("type: array\n")
+    assert checkpoint.source_digest(package) != first
+    assert checkpoint.source_digest() == checkpoint.source_digest()  # the installed package
