@@ -62,6 +62,10 @@ def test_evaluate_perplexity_is_exp_of_mean_token_loss(tiny_model_cfg):
     assert result["tokens"] == int(n) == 5 * 7  # n - 1 predicted tokens per sequence
     assert math.isclose(result["loss"], float(loss_sum) / 35, rel_tol=1e-5)
     assert math.isclose(result["perplexity"], math.exp(result["loss"]), rel_tol=1e-12)
+    # Standard error of the mean over the 5 sequences, each its own mean token loss.
+    with torch.no_grad():
+        per_seq = torch.stack([batch_loss(model, seqs[i : i + 1])[0] / 7 for i in range(5)])
+    assert math.isclose(result["loss_stderr"], float(per_seq.std() / math.sqrt(5)), rel_tol=1e-4)
 
 
 def test_seeded_init_is_reproducible_and_seed_dependent(tiny_model_cfg):

@@ -87,20 +87,38 @@ def batch_loss(
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, sequences: torch.Tensor, batch_size: int) -> dict[str, float]:
-    """Mean loss per predicted token over ``sequences`` and its perplexity."""
+    """Mean loss per predicted token over ``sequences``, its perplexity and standard error.
+
+    ``loss_stderr`` is the standard error of the mean loss over the sample of
+    sequences (std of the per-sequence mean losses / sqrt(sequences)): how much
+    the figure would move on another sample of the same size, to set beside
+    the spread over seeds.
+    """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    total = torch.zeros((), dtype=torch.float64)
-    count = 0
+    per_sequence = []
+    counts = []
     for start in range(0, sequences.size(0), batch_size):
         chunk = sequences[start : start + batch_size].to(device)
-        loss_sum, n = batch_loss(model, chunk)
-        total += loss_sum.double().cpu()
-        count += int(n)
+        logits = model(input_ids=chunk, use_cache=False).logits[:, :-1, :]
+        token_loss = F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).float(), chunk[:, 1:].reshape(-1), reduction="none"
+        )
+        per_sequence.append(token_loss.view(chunk.size(0), -1).double().sum(1).cpu())
+        counts.append(torch.full((chunk.size(0),), chunk.size(1) - 1, dtype=torch.float64))
     model.train(was_training)
-    mean = float(total / max(count, 1))
-    return {"loss": mean, "perplexity": math.exp(min(mean, 700.0)), "tokens": count}
+    sums, n = torch.cat(per_sequence), torch.cat(counts)
+    count = int(n.sum())
+    mean = float(sums.sum() / max(count, 1))
+    means = sums / n
+    stderr = float(means.std() / math.sqrt(means.numel())) if means.numel() > 1 else math.nan
+    return {
+        "loss": mean,
+        "perplexity": math.exp(min(mean, 700.0)),
+        "tokens": count,
+        "loss_stderr": stderr,
+    }
 
 
 def num_parameters(model: torch.nn.Module) -> int:

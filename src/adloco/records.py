@@ -56,6 +56,7 @@ class MetricsRow:
     train_loss: float
     val_loss: float | None
     val_perplexity: float | None
+    val_loss_stderr: float | None  # standard error of val_loss over its sample of sequences
     lr_scale: float  # factor on the peak inner lr for the local batch (train.lr_scaling)
     inner_lr: float  # inner lr of the round's last step
     inner_lr_sum: float  # sum of the inner lr over the round's steps

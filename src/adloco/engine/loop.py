@@ -643,6 +643,7 @@ class Engine:
                 train_loss=res.train_loss,
                 val_loss=None if res.val is None else res.val["loss"],
                 val_perplexity=None if res.val is None else res.val["perplexity"],
+                val_loss_stderr=None if res.val is None else res.val["loss_stderr"],
                 lr_scale=res.lr_scale,
                 inner_lr=res.lrs[max(len(p.steps) for p in res.slots) - 1],
                 inner_lr_sum=sum(res.lrs[: max(len(p.steps) for p in res.slots)]),
