@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -22,12 +23,13 @@ CONFIG_FILE = "config/config.yaml"
 
 
 def normalize(command: str) -> str:
+    """The command's arguments, quoted one way (Snakemake quotes only where needed)."""
     # Snakemake sends a job's output to its log; DVC shows it on the terminal.
     command = re.sub(r"\s*>\s*\S+\s+2>&1\s*$", "", command)
     # Snakemake gives a training job its share of the cores; DVC runs one stage
     # at a time and leaves torch its default (every core).
     command = re.sub(r" --threads \d+", "", command)
-    return " ".join(command.split())
+    return shlex.join(shlex.split(command))
 
 
 def within(path: str, folder: str) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_pipeline_wiring import BIN, DVC, make_copy, outputs_of, run
-from test_snakemake import ROOT
+from test_snakemake import ROOT, SNAKEMAKE
 
 
 def train_is_a_stub(tmp_path: Path) -> bool:
@@ -73,3 +73,28 @@ def test_dvc_repro_runs_the_tiny_pipeline_and_is_then_up_to_date(tmp_path):
     again = run([DVC, "repro"], work, env)
     assert "didn't change, skipping" in again.stdout
     assert "Running stage" not in again.stdout
+
+
+@pytest.mark.slow
+def test_snakemake_runs_the_tiny_pipeline_with_spaces_in_every_path(tmp_path):
+    # A working directory, a configuration file and a raw-data folder whose
+    # names have spaces: every rule's command must quote its paths.
+    if train_is_a_stub(tmp_path):
+        pytest.skip("adloco train is not implemented yet")
+    work, env = make_copy(tmp_path / "a folder", fake=False)
+    config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
+    config["data"]["raw_dir"] = "data/raw/test tiny"
+    (work / "config/test copy.yaml").write_text(yaml.safe_dump(config))
+    result = run([SNAKEMAKE, "--cores", "2", "--configfile", "config/test copy.yaml"], work, env)
+    assert "'config/test copy.yaml'" in result.stdout + result.stderr  # the quoted shell commands
+
+    expected = [p for p in outputs_of(config) if "/checkpoints/" not in p]
+    assert not [p for p in expected if not (work / p).exists()]
+    assert list((work / "data/raw/test tiny").glob("c4-train.*.json.gz"))
+    summary = json.loads((work / "results/runs/diloco/seed0/summary.json").read_text())
+    assert summary["final_val_perplexity"] > 1.0
+    # Another copy under another name: the same settings, nothing to do (the
+    # corpus in particular is neither rebuilt nor deleted).
+    (work / "config/test copy 2.yaml").write_text(yaml.safe_dump(config))
+    again = run([SNAKEMAKE, "-n", "--configfile", "config/test copy 2.yaml"], work, env)
+    assert "Nothing to be done" in again.stdout + again.stderr

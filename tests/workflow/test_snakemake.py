@@ -9,6 +9,7 @@ configuration fails at parse time naming the key.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -193,3 +194,23 @@ def test_malformed_config_fails_at_parse_time_naming_the_key(
     assert result.returncode != 0
     assert message in output
     assert "Building DAG of jobs" not in output
+
+
+def test_every_path_in_every_command_is_quoted(tmp_path):
+    # Paths with spaces stay one argument each (the end-to-end run with spaces
+    # is in test_pipeline_real.py).
+    config = load_yaml(ROOT / "config/test.yaml")
+    config["data"]["raw_dir"] = "data/raw/test tiny"
+    path = tmp_path / "my config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--forceall", "--configfile", str(path))
+    assert result.returncode == 0, result.stderr + result.stdout
+    jobs = [j for j in parse_dry_run(result.stdout + result.stderr) if j["rule"] != "default"]
+    assert {j["rule"] for j in jobs} >= {"prepare_corpus", "tokenize", "train", "report"}
+    for job in jobs:
+        argv = shlex.split(job["shell"])
+        assert argv[argv.index("--config") + 1] == str(path), job["shell"]
+        assert argv[-3:] == [">", job["log"], "2>&1"]
+        if job["rule"] in ("prepare_corpus", "tokenize"):
+            flag = "--out" if job["rule"] == "prepare_corpus" else "--raw"
+            assert argv[argv.index(flag) + 1] == "data/raw/test tiny", job["shell"]

@@ -32,5 +32,5 @@ rule calibrate:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco calibrate --config {params.config:q} --data {params.data}"
-        " --device {wildcards.device} --out {output} > {log} 2>&1"
+        "adloco calibrate --config {params.config:q} --data {params.data:q}"
+        " --device {wildcards.device:q} --out {output:q} > {log:q} 2>&1"

@@ -166,7 +166,8 @@ def run_metrics():
 
 def tokenize_raw_arg():
     # The hub source streams records; the other sources read C4-format files.
-    return "" if config["data"]["source"] == "hub" else f"--raw {RAW_DIR}"
+    # A list, so that `{params.raw:q}` quotes the folder alone.
+    return [] if config["data"]["source"] == "hub" else ["--raw", RAW_DIR]
 
 
 def tokenize_raw_input():

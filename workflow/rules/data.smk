@@ -19,7 +19,7 @@ if config["data"]["source"] == "offline-wiki":
         conda:
             "../envs/adloco.yaml"
         shell:
-            "adloco prepare-corpus --config {params.config:q} --out {output} > {log} 2>&1"
+            "adloco prepare-corpus --config {params.config:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule tokenize:
@@ -43,4 +43,5 @@ rule tokenize:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco tokenize --config {params.config:q} {params.raw} --out {params.out} > {log} 2>&1"
+        "adloco tokenize --config {params.config:q} {params.raw:q} --out {params.out:q}"
+        " > {log:q} 2>&1"

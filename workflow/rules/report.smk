@@ -59,5 +59,5 @@ rule report:
         "../envs/adloco.yaml"
     shell:
         "adloco report --config {params.config:q} --runs results/runs"
-        " --calibration results/calibration --variance {params.variance}"
-        " --out {params.out} > {log} 2>&1"
+        " --calibration results/calibration --variance {params.variance:q}"
+        " --out {params.out:q} > {log:q} 2>&1"

@@ -42,7 +42,7 @@ rule train:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "{params.launcher}adloco train --config {params.config:q} --run-name {wildcards.run}"
-        " --seed {wildcards.seed} --data {params.data} --calibration results/calibration"
-        " --out {params.out} --checkpoints {params.checkpoints}"
-        " --threads {params.threads_per_process} > {log} 2>&1"
+        "{params.launcher}adloco train --config {params.config:q} --run-name {wildcards.run:q}"
+        " --seed {wildcards.seed:q} --data {params.data:q} --calibration results/calibration"
+        " --out {params.out:q} --checkpoints {params.checkpoints:q}"
+        " --threads {params.threads_per_process} > {log:q} 2>&1"

@@ -39,5 +39,5 @@ rule variance:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco variance --config {params.config:q} --data {params.data}"
-        " --out {params.out} > {log} 2>&1"
+        "adloco variance --config {params.config:q} --data {params.data:q}"
+        " --out {params.out:q} > {log:q} 2>&1"
