@@ -484,3 +484,34 @@ def test_statistics_bytes_per_communication(array_data, make_config, tmp_path, m
     cfg, run = make_config({"method": "diloco", "max_rounds": 1})
     row = make_engine(cfg, run, array_data, tmp_path / "diloco").run()[0]
     assert row["sync"]["allreduce_payload_bytes"] == [d * 4] and row["bytes"] == 6 * d * 4
+
+
+def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp_path):
+    # The default's runs, as configured, on the tiny model and data with a small budget.
+    from pathlib import Path
+
+    from array_data import TINY_MODEL
+
+    from adloco.config import load_config, resolve_run, validate
+
+    cfg = load_config(Path(__file__).parents[2] / "config" / "config.yaml")
+    cfg["model"].update(TINY_MODEL)
+    cfg["data"]["seq_len_tokens"] = array_data.seq_len_tokens
+    cfg["train"].update(max_tokens=1000, inner_steps=3, eval_sequences=8, eval_batch=8)
+    cfg = validate(cfg)
+    budget_sequences = -(-1000 // array_data.seq_len_tokens)
+    for name in cfg["runs"]:
+        run = resolve_run(cfg, name)
+        engine = Engine(
+            cfg,
+            run,
+            0,
+            array_data,
+            {d["name"]: 5 for d in cfg["cluster"]["devices"]},
+            tiny_curves(cfg),
+            tmp_path / name,
+            progress=False,
+        )
+        rows = engine.run()
+        assert rows[-1]["tokens_total"] == budget_sequences * array_data.seq_len_tokens, name
+        assert rows[-1]["round"] < run["max_rounds"], name  # ended by the budget
