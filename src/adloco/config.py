@@ -106,6 +106,17 @@ def _check_consistency(config: dict) -> None:
                 f"runs.{name}.initial_trainers: {run['initial_trainers']} trainers need at least "
                 f"as many node slots, the cluster has {slots}"
             )
+        source = run["inner_steps_from"]
+        if source is not None:
+            if source not in config["runs"] or source == name:
+                raise ConfigError(
+                    f"runs.{name}.inner_steps_from: {source!r} is not another run of `runs`"
+                )
+            if run["initial_trainers"] != 1:
+                raise ConfigError(
+                    f"runs.{name}.inner_steps_from: only a run of one trainer (diloco, localsgd) "
+                    "can match communications by its H"
+                )
     cluster = config["cluster"]
     devices = sum(d.get("count", 1) for d in cluster["devices"])
     if cluster.get("processes_per_machine", 1) > devices:

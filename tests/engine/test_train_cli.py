@@ -117,3 +117,59 @@ def test_the_source_digest_follows_every_source_file(tmp_path):
     (package / "schemas" / "config.schema.yaml").write_text("type: array\n")
     assert checkpoint.source_digest(package) != first
     assert checkpoint.source_digest() == checkpoint.source_digest()  # the installed package
+
+
+def _cli_args(config, data, tmp_path, *extra):
+    args = ["train", "--config", str(config), "--run", "m", "--seed", "0", "--data", str(data)]
+    args += ["--calibration", str(tmp_path / "calibration"), "--out", str(tmp_path / "out")]
+    return [*args, "--checkpoints", str(tmp_path / "ckpt"), "--no-progress", *extra]
+
+
+def test_inner_steps_matched_to_another_runs_communications(
+    tmp_path, tiny_tokenized, monkeypatch, capsys
+):
+    from adloco.engine import run as run_module
+
+    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    cfg = {
+        **CONFIG,
+        "train": {**CONFIG["train"], "max_rounds": 100, "max_tokens": 3000},
+        "runs": {"r": {"method": "adloco"}, "m": {"method": "diloco", "inner_steps_from": "r"}},
+    }
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    summary = tmp_path / "r-summary.json"
+    summary.write_text(json.dumps({"run": "r", "communications": 5}))
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        # Without the summary the job refuses, naming the option.
+        assert cli.main(_cli_args(config, tiny_tokenized, tmp_path)) == 1
+        assert "--match-communications" in capsys.readouterr().err
+        args = _cli_args(config, tiny_tokenized, tmp_path, "--match-communications", str(summary))
+        assert cli.main(args) == 0
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    rows = [
+        json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
+    ]
+    # 3000 tokens = 188 sequences of 16; global batch 4 slots x 1 = 4: H = ceil(188 / 20) = 10,
+    # so ceil(188 / 40) = 5 rounds, the last one cut to the budget.
+    assert rows[0]["inner_steps"] == 10 and len(rows) == 5 == rows[-1]["communications"]
+    assert rows[-1]["tokens_total"] == 188 * 16
+
+
+def test_a_diverged_run_ends_with_one_error_line(tmp_path, tiny_tokenized, monkeypatch, capsys):
+    from adloco.engine import run as run_module
+
+    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    cfg = {**CONFIG, "runs": {"m": {"method": "diloco", "inner_lr": 1.0e6, "grad_clip_norm": None}}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        assert cli.main(_cli_args(config, tiny_tokenized, tmp_path)) == 1
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    err = capsys.readouterr().err
+    assert "adloco train: error: m seed 0 diverged: trainer 0: non-finite" in err
+    assert "Traceback" not in err

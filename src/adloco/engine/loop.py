@@ -115,6 +115,13 @@ class TrainerRound:
     sync: clock.TrainerSync | None = None
 
 
+def initial_local_batch(run_cfg: dict, max_batches) -> int:
+    """A slot's local batch at the start: ``initial_batch``, or the smallest max batch."""
+    if run_cfg["initial_batch"] == "max_batch":
+        return min(max_batches)
+    return int(run_cfg["initial_batch"])
+
+
 def build_slots(cluster_cfg: dict, max_batches: dict[str, int]) -> list[Slot]:
     per_device = cluster_cfg["nodes_per_device"]
     slots = []
@@ -161,6 +168,8 @@ class Engine:
         self.network = clock.Network.from_config(cfg["cluster"]["network"])
         self.slot_sharing = cfg["cluster"].get("slot_sharing", "concurrent")
         self.H = run_cfg["inner_steps"]
+        self.initial_local_batch = initial_local_batch(run_cfg, max_batches.values())
+        self.lr_reference_batch = run_cfg["lr_reference_batch"] or self.initial_local_batch
         self.fingerprint = checkpoint.fingerprint(
             {
                 "run": run_cfg,
@@ -218,7 +227,7 @@ class Engine:
                 len(self.train_split), self.tc["subset_fraction"], self.seed * 7919 + t
             )
             sampler = SubsetSampler(subset, seed=self.seed * 104_729 + t)
-            batch = self.tc["initial_batch"] * first_slots[t]
+            batch = self.initial_local_batch * first_slots[t]
             self.trainers.append(Trainer(t, params, self._new_outer(params), batch, sampler))
 
     # ----------------------------------------------------------- state
@@ -422,7 +431,7 @@ class Engine:
         """
         full_step = sum(p.plan.effective for p in slots)
         scale = schedule.lr_scale(
-            full_step / len(slots), self.tc["initial_batch"], self.tc["lr_scaling"]
+            full_step / len(slots), self.lr_reference_batch, self.tc["lr_scaling"]
         )
         res = TrainerRound(trainer, slots, scale, [lr * scale for lr in base_lrs])
         res.tokens = sum(p.sequences for p in slots) * self.seq_len
