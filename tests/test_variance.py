@@ -19,6 +19,7 @@ from adloco.variance import (
     analyse_gradient_variance,
     compare_reductions,
     draw_partitions,
+    trace_std_ratio_iid,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -272,6 +273,24 @@ def test_compare_reductions_against_brute_force_and_in_expectation():
     )
     assert ratio > 1.0  # fewer degrees of freedom: 6 - 3 = 3 against 6 - 1 = 5
     assert summary["gaussian_std_ratio_trace_cov"] == pytest.approx(math.sqrt(5 / 3))
+    # The i.i.d. prediction from the pool's ζ1 = Var E[h | x], ζ2 = Var h, h = ‖x − y‖²/2.
+    pairs = [(i, j) for i in range(pool) for j in range(i + 1, pool)]
+    h = np.array([((x[i] - x[j]) ** 2).sum() / 2 for i, j in pairs])
+    h1 = np.array(
+        [
+            np.mean([((x[i] - x[j]) ** 2).sum() / 2 for j in range(pool) if j != i])
+            for i in range(pool)
+        ]
+    )
+    zeta1, zeta2 = h1.var(), h.var()
+    var_pooled = (2 * 4 * zeta1 + zeta2) / (6 * 5)
+    var_scalar = (2 * 0 * zeta1 + zeta2) / (3 * 2 * 1)
+    assert summary["iid_std_ratio_trace_cov"] == pytest.approx(
+        math.sqrt(var_scalar / var_pooled), rel=1e-9
+    )
+    # Gaussian groups: ζ2 = 4 ζ1, and the prediction is the Gaussian ratio.
+    gauss = np.random.default_rng(1).normal(size=(400, 30))
+    assert trace_std_ratio_iid(gauss @ gauss.T, 4, 4) == pytest.approx(math.sqrt(15 / 12), rel=0.03)
     assert (summary["groups"], summary["samples"], summary["draws"]) == (6, 18, draws)
 
 

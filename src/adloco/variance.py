@@ -199,10 +199,36 @@ def compare_reductions(
         },
         # sqrt((K − 1)/(K − M)): the std ratio of tr Σ̂ for Gaussian gradients.
         "gaussian_std_ratio_trace_cov": math.sqrt((k_all - 1) / (k_all - nodes)),
+        # The std ratio of tr Σ̂ for fresh i.i.d. groups distributed as the pool
+        # (U-statistic variances with the pool's ζ1, ζ2; docs/algorithms.md).
+        "iid_std_ratio_trace_cov": trace_std_ratio_iid(gram, nodes, groups_per_node),
         # Draws whose scalar ‖∇F‖²̂ < 0, where ‖ḡ‖²̂ is held at tr Σ̂ / N.
         "scalar_grad_sqnorm_negative": int(floored),
     }
     return summary, rows
+
+
+def trace_std_ratio_iid(gram, nodes: int, groups_per_node: int) -> float | None:
+    """std(scalar tr Σ̂) / std(pooled tr Σ̂) for i.i.d. groups distributed as the pool.
+
+    Both estimators are n times U-statistics of the kernel h(x, y) = ‖x − y‖²/2
+    over the groups (pooled: one of K = M·k groups; scalars: the mean of M of k
+    groups each), so Var = 2 (2 (K − 2) ζ1 + ζ2) / (K (K − 1)) and
+    Var = 2 (2 (k − 2) ζ1 + ζ2) / (M k (k − 1)), with ζ1 = Var E[h(x, y) | x]
+    and ζ2 = Var h(x, y), here the plug-in values over the pool's pairs.
+    """
+    import numpy as np
+
+    gram = np.asarray(gram, dtype=np.float64)
+    diag = np.diag(gram)
+    half_sq = (diag[:, None] + diag[None, :] - 2 * gram) / 2
+    pool = gram.shape[0]
+    zeta2 = float(half_sq[np.triu_indices(pool, 1)].var())
+    zeta1 = float((half_sq.sum(1) / (pool - 1)).var())
+    k_all, k = nodes * groups_per_node, groups_per_node
+    pooled = (2 * (k_all - 2) * zeta1 + zeta2) / (k_all * (k_all - 1))
+    scalar = (2 * (k - 2) * zeta1 + zeta2) / (nodes * k * (k - 1))
+    return math.sqrt(scalar / pooled) if pooled > 0 else None
 
 
 def _gram(stored) -> Any:
