@@ -515,3 +515,43 @@ def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp
         rows = engine.run()
         assert rows[-1]["tokens_total"] == budget_sequences * array_data.seq_len_tokens, name
         assert rows[-1]["round"] < run["max_rounds"], name  # ended by the budget
+
+
+def test_scalars_direction_is_the_pseudo_gradient_under_foreach_nesterov(
+    array_data, make_config, tmp_path, monkeypatch
+):
+    # torch's foreach SGD with Nesterov (the CUDA default) overwrites the gradient it is
+    # given; the augmented test's direction must still be the pseudo-gradient itself.
+    from adloco.engine import loop as loop_mod
+
+    monkeypatch.setattr(
+        loop_mod.outer,
+        "make_outer_optimizer",
+        lambda params, lr, momentum, nesterov: torch.optim.SGD(
+            list(params), lr=lr, momentum=momentum, nesterov=nesterov, foreach=True
+        ),
+    )
+    seen = []
+    original = loop_mod.outer.apply_pseudo_gradient
+
+    def spy(opt, params, delta):
+        seen.append([d.clone() for d in delta])
+        return original(opt, params, delta)
+
+    monkeypatch.setattr(loop_mod.outer, "apply_pseudo_gradient", spy)
+    cfg, run = make_config(
+        {
+            "method": "diloco",
+            "max_rounds": 2,
+            "outer_momentum": 0.9,
+            "nesterov": True,
+            "outer_lr": 0.7,
+        },
+    )
+    run = {**run, "batch_test": "augmented_inner_product", "stats_reduce": "scalars"}
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    engine.start()
+    engine.run_round()
+    engine.run_round()  # the second outer step has momentum: foreach would have overwritten Δ
+    for d, s in zip(engine.trainers[0].direction, seen[-1], strict=True):
+        assert torch.equal(d, s)

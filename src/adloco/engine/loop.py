@@ -503,13 +503,15 @@ class Engine:
         if scalars[2] > 0:
             return "inner loss or gradient norm"
         res.train_loss = float(scalars[0] / max(float(scalars[1]), 1.0))
+        if self.tc["batch_test"] == "augmented_inner_product":
+            # Copied before the outer step: the foreach Nesterov path of torch's
+            # SGD (the default on CUDA) overwrites its gradient argument in place.
+            res.pseudo_gradient = [d.clone() for d in delta]
         outer.apply_pseudo_gradient(trainer.outer_opt, trainer.params, delta)
         if not all(torch.isfinite(p).all() for p in trainer.params):
             return "parameters after the outer step"
         res.round_stats = round_stats
         res.estimate = None if round_stats is None else round_stats.reduce(self.comm)
-        if self.tc["batch_test"] == "augmented_inner_product":
-            res.pseudo_gradient = delta
         res.val = None
         if evaluate_now:
             self.worker.load(trainer.params)
