@@ -84,6 +84,19 @@ MALFORMED = [
     ("seeds", [1, 1], "seeds"),
     ("model.num_key_value_heads", 3, "model.num_key_value_heads"),
     ("data", DELETE, "data"),
+    # The norm test's η lies in (0, 1), in train, in a run and in the variance stage.
+    ("train.eta", 1.0, "train.eta"),
+    ("train.eta", 0.0, "train.eta"),
+    ("runs.adloco.eta", 1.5, "runs.adloco.eta"),
+    ("variance.eta", 1.0, "variance.eta"),
+    # Merging needs at least merge_count trainers.
+    ("runs.adloco.merge_count", 3, "runs.adloco.merge_count"),
+    # Not a number: NaN and infinities, wherever they are.
+    ("train.inner_lr", float("nan"), "train.inner_lr"),
+    ("cluster.network.bandwidth_gbit_s", float("inf"), "cluster.network.bandwidth_gbit_s"),
+    ("cluster.devices.0.speed_tflops", float("inf"), "cluster.devices.0.speed_tflops"),
+    ("runs.adloco.outer_lr", float("nan"), "runs.adloco.outer_lr"),
+    ("report.target_perplexity", float("inf"), "report.target_perplexity"),
 ]
 
 
@@ -133,3 +146,80 @@ def test_not_yaml_and_missing_file_are_clear(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "missing.yaml")
+
+
+def test_merge_count_is_checked_only_when_merging(tmp_path):
+    cfg = base()
+    cfg["train"]["merge_count"] = 5  # diloco (one trainer, merge none) inherits it
+    cfg["runs"]["adloco"]["merge_count"] = 2
+    validate(cfg)
+    cfg["train"]["merge_count"] = 3
+    del cfg["runs"]["adloco"]["merge_count"]
+    with pytest.raises(ConfigError, match=r"train\.merge_count: .*3 trainers.*runs\.adloco"):
+        validate(cfg)
+
+
+def test_two_devices_with_one_name_are_refused():
+    cfg = base()
+    device = cfg["cluster"]["devices"][0]
+    cfg["cluster"]["devices"] = [device, {**device, "count": 1}]
+    with pytest.raises(ConfigError, match=r"cluster\.devices\.1\.name: 'cpu-tiny' is also"):
+        validate(cfg)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("  inner_lr: .nan ", "train.inner_lr: nan is not a finite number"),
+        ("  inner_lr: -.inf ", "train.inner_lr: -inf is not a finite number"),
+        ("  betas: [0.9, .inf]\n  inner_lr: 0.003 ", "train.betas.1: inf is not a finite number"),
+    ],
+)
+def test_yaml_nan_and_infinity_are_refused(tmp_path, line, named):
+    path = tmp_path / "c.yaml"
+    text = (ROOT / "config" / "test.yaml").read_text()
+    path.write_text(text.replace("  inner_lr: 0.003 ", line))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert named in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("written", "hint"), [("1e-4", "1.0e-4"), ("3E5", "3.0e+5"), ("2.5e3", "2.5e+3")]
+)
+def test_a_number_yaml_reads_as_a_string_gets_a_hint(tmp_path, written, hint):
+    path = tmp_path / "c.yaml"
+    text = (ROOT / "config" / "test.yaml").read_text()
+    path.write_text(text.replace("  inner_lr: 0.003 ", f"  inner_lr: {written} "))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert f"train.inner_lr: '{written}' is not of type 'number'" in message
+    assert f"write {hint}" in message
+
+
+def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("seed: 0\ndata:\n  dataset: x\n   source: local\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: not valid YAML: line 4, column ")
+    assert "\n" not in message
+
+
+def test_a_subset_leaving_a_trainer_less_than_a_batch_is_refused_naming_the_key():
+    from adloco.config import check_subset_fraction
+
+    cfg = validate(base())
+    run = resolve_run(cfg, "adloco")  # 2 trainers on 4 slots, initial_batch 2: batches of 4
+    check_subset_fraction(cfg, run, train_sequences=40, initial_local_batch=2)  # 40 x 0.1 = 4
+    run["subset_fraction"] = 0.05
+    with pytest.raises(ConfigError) as err:
+        check_subset_fraction(cfg, run, train_sequences=40, initial_local_batch=2)
+    message = str(err.value)
+    assert message.startswith("train.subset_fraction: 0.05 of the 40 train sequences")
+    assert "2 sequences per trainer" in message and "batch of 4" in message
+    cfg["runs"]["adloco"]["subset_fraction"] = 0.05
+    with pytest.raises(ConfigError, match=r"^runs\.adloco\.subset_fraction"):
+        check_subset_fraction(cfg, run, train_sequences=40, initial_local_batch=2)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -83,21 +85,78 @@ def _key_path(error: jsonschema.ValidationError, prefix: str = "") -> str:
     return ".".join(p for p in (prefix, key) if p) or "<root>"
 
 
+# What YAML 1.1 (PyYAML) takes for a float needs a dot in the mantissa and a
+# sign in the exponent: `1e-4` and `1.0e4` are strings, `1.0e-4` is a number.
+_E_NOTATION = re.compile(r"([-+]?)(\d*)(?:\.(\d*))?[eE]([-+]?)(\d+)")
+
+
+def _yaml_float(text: str) -> str | None:
+    """How to write ``text`` (a number in e-notation) so that YAML reads a float."""
+    match = _E_NOTATION.fullmatch(text.strip())
+    if not match or not (match.group(2) or match.group(3)):
+        return None
+    sign, whole, frac, exp_sign, exp = match.groups()
+    return f"{sign}{whole or '0'}.{frac or '0'}e{exp_sign or '+'}{exp}"
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    message = error.message
+    if error.validator == "type" and isinstance(error.instance, str):
+        expected = error.validator_value
+        expected = expected if isinstance(expected, list) else [expected]
+        written = _yaml_float(error.instance)
+        if written and {"number", "integer"} & set(expected):
+            message += (
+                f" (YAML reads {error.instance} as a string: write {written}, with a dot "
+                "before the e and a sign after it)"
+            )
+    return message
+
+
+def check_finite(config: object, prefix: str = "") -> None:
+    """Refuse NaN and infinities anywhere in a loaded configuration, naming the key."""
+    if isinstance(config, dict):
+        items = ((str(k), v) for k, v in config.items())
+    elif isinstance(config, list):
+        items = ((str(i), v) for i, v in enumerate(config))
+    else:
+        if isinstance(config, float) and not math.isfinite(config):
+            raise ConfigError(f"{prefix or '<root>'}: {config} is not a finite number")
+        return
+    for key, value in items:
+        check_finite(value, f"{prefix}.{key}" if prefix else key)
+
+
 def validate(config: dict, schema: dict | None = None, prefix: str = "") -> dict:
     """Fill defaults into ``config`` in place and validate it; return it."""
+    check_finite(config, prefix)
     schema = schema if schema is not None else load_schema()
     validator = _DefaultFillingValidator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = [f"{_key_path(e, prefix)}: {e.message}" for e in errors]
+        lines = [f"{_key_path(e, prefix)}: {_message(e)}" for e in errors]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _check_consistency(config)
     return config
 
 
+def _setting_key(config: dict, name: str, field: str) -> str:
+    """Where a run's setting is written: in the run, else in ``train``."""
+    return f"runs.{name}.{field}" if field in config["runs"][name] else f"train.{field}"
+
+
 def _check_consistency(config: dict) -> None:
     if "runs" not in config:
         return
+    seen: dict[str, int] = {}
+    for index, device in enumerate(config["cluster"]["devices"]):
+        if device["name"] in seen:
+            raise ConfigError(
+                f"cluster.devices.{index}.name: {device['name']!r} is also the name of "
+                f"cluster.devices.{seen[device['name']]}; each device needs its own name (its "
+                "calibration file is results/calibration/<name>.json)"
+            )
+        seen[device["name"]] = index
     slots = total_slots(config)
     for name in config["runs"]:
         run = resolve_run(config, name)
@@ -105,6 +164,13 @@ def _check_consistency(config: dict) -> None:
             raise ConfigError(
                 f"runs.{name}.initial_trainers: {run['initial_trainers']} trainers need at least "
                 f"as many node slots, the cluster has {slots}"
+            )
+        if run["merge"] != "none" and run["merge_count"] > run["initial_trainers"]:
+            raise ConfigError(
+                f"{_setting_key(config, name, 'merge_count')}: run {name} merges "
+                f"{run['merge_count']} trainers at once but starts with "
+                f"{run['initial_trainers']} ({_setting_key(config, name, 'initial_trainers')}), "
+                "so it would never merge; lower merge_count or set merge: none"
             )
         source = run["inner_steps_from"]
         if source is not None:
@@ -140,18 +206,69 @@ def _check_consistency(config: dict) -> None:
         raise ConfigError("model.num_key_value_heads: must divide model.num_attention_heads")
 
 
-def load_config(path: str | Path) -> dict:
-    """Read, default-fill and validate a configuration file."""
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: where (line and column, 1-based) and what."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    what = f"{problem} ({context})" if context else problem
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return " ".join(f"{where}{what}".split())
+
+
+def read_yaml(path: str | Path) -> dict:
+    """The mapping a YAML configuration file holds; a clear one-line error otherwise.
+
+    A syntax error names the file, line and column.
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"configuration file not found: {path}")
     try:
-        config = yaml.safe_load(path.read_text())
+        with open(path, encoding="utf-8") as fh:
+            config = yaml.safe_load(fh)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
-    return validate(config)
+    return config
+
+
+def load_config(path: str | Path) -> dict:
+    """Read, default-fill and validate a configuration file."""
+    return validate(read_yaml(path))
+
+
+def check_subset_fraction(
+    config: dict, run: dict, train_sequences: int, initial_local_batch: int
+) -> None:
+    """Refuse a subset_fraction that leaves a trainer fewer sequences than its first batch.
+
+    It needs the train split's size, known only once the data is tokenized, so
+    ``adloco train`` checks it when it opens the data (not the schema).
+    ``run`` is the resolved run; ``initial_local_batch`` its local batch per
+    node slot at the start. A trainer starts on an equal share of the node
+    slots (the larger share when they do not divide evenly), its global batch
+    that many times the local batch, and draws from a subset of
+    ``max(1, round(train_sequences * subset_fraction))`` sequences.
+    """
+    name = run["name"]
+    fraction = run["subset_fraction"]
+    subset = max(1, round(train_sequences * fraction))
+    slots = total_slots(config)
+    trainers = run["initial_trainers"]
+    batch = initial_local_batch * math.ceil(slots / trainers)
+    if subset < batch:
+        need = batch / train_sequences
+        raise ConfigError(
+            f"{_setting_key(config, name, 'subset_fraction')}: {fraction} of the "
+            f"{train_sequences} train sequences leaves {subset} sequences per trainer, fewer "
+            f"than run {name}'s first batch of {batch} ({initial_local_batch} per node slot x "
+            f"{math.ceil(slots / trainers)} slots); raise it to at least {need:.3g} or lower "
+            "the batch"
+        )
 
 
 def total_slots(config: dict) -> int:

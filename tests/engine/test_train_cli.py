@@ -173,3 +173,18 @@ def test_a_diverged_run_ends_with_one_error_line(tmp_path, tiny_tokenized, monke
     err = capsys.readouterr().err
     assert "adloco train: error: m seed 0 diverged: trainer 0: non-finite" in err
     assert "Traceback" not in err
+
+
+def test_a_subset_smaller_than_a_batch_is_refused_before_training(tmp_path, tiny_tokenized, capsys):
+    # Known only from the data (the train split's size), so checked when the job opens it.
+    cfg = {**CONFIG, "runs": {"r": {"method": "diloco", "subset_fraction": 0.001}}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    args = ["train", "--config", str(config), "--run", "r", "--seed", "0"]
+    args += ["--data", str(tiny_tokenized), "--calibration", str(tmp_path / "calibration")]
+    args += ["--out", str(tmp_path / "out"), "--checkpoints", str(tmp_path / "ckpt")]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("adloco train: runs.r.subset_fraction: 0.001 of the ")
+    assert "Traceback" not in err
+    assert not (tmp_path / "ckpt").exists() and not (tmp_path / "out").exists()

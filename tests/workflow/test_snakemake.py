@@ -178,8 +178,15 @@ def test_config_on_the_command_line_is_refused():
 @pytest.mark.parametrize(
     ("section", "key", "value", "message"),
     [
-        ("train", "max_rounds", "zero", "['train']['max_rounds']"),
+        ("train", "max_rounds", "zero", "train.max_rounds: 'zero' is not of type 'integer'"),
         ("runs", "adloco", {"method": "adloco", "inner_lr": -1.0}, "runs.adloco.inner_lr"),
+        ("train", "eta", 1.2, "train.eta: 1.2 is greater than or equal to the maximum of 1"),
+        ("variance", "eta", 1.0, "variance.eta"),
+        ("runs", "adloco", {"method": "adloco", "eta": 2.0}, "runs.adloco.eta"),
+        ("train", "merge_count", 3, "train.merge_count: run adloco merges 3 trainers"),
+        ("train", "inner_lr", float("nan"), "train.inner_lr: nan is not a finite number"),
+        ("report", "target_perplexity", float("inf"), "report.target_perplexity: inf is not"),
+        ("train", "inner_lr", "1e-4", "(YAML reads 1e-4 as a string: write 1.0e-4,"),
     ],
 )
 def test_malformed_config_fails_at_parse_time_naming_the_key(
@@ -192,8 +199,46 @@ def test_malformed_config_fails_at_parse_time_naming_the_key(
     result = snakemake("-n", "--configfile", str(path))
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert message in output
+    assert f"{path}: " in output and message in output
     assert "Building DAG of jobs" not in output
+
+
+def test_two_devices_with_one_name_fail_at_parse_time(tmp_path):
+    config = load_yaml(ROOT / "config/config.yaml")
+    devices = config["cluster"]["devices"]
+    devices.append({**devices[0], "count": 1})
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--configfile", str(path))
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert f"cluster.devices.1.name: '{devices[0]['name']}' is also the name" in output
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["--configfile", "default file"])
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, given):
+    # Snakemake reads the file itself before the workflow's code runs, and its
+    # own message names neither the file nor the line.
+    text = (ROOT / "config/test.yaml").read_text()
+    broken = text.replace("  max_rounds: 3 ", "  max_rounds: [3 ", 1)
+    line = 1 + text[: text.index("  max_rounds: 3 ")].count("\n")
+    work = tmp_path / "repo"
+    work.mkdir()
+    for name in ("Snakefile", "workflow", "profiles", "config"):
+        (work / name).symlink_to(ROOT / name)
+    if given:
+        (work / "mine.yaml").write_text(broken)
+        result = snakemake("-n", "--configfile", "mine.yaml", cwd=work)
+        name = "mine.yaml"
+    else:
+        (work / "config").unlink()
+        (work / "config").mkdir()
+        (work / "config/config.yaml").write_text(broken)
+        result = snakemake("-n", cwd=work)
+        name = "config/config.yaml"
+    assert result.returncode != 0
+    assert f"{name}: not valid YAML: line {line + 1}, column " in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_every_path_in_every_command_is_quoted(tmp_path):

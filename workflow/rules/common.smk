@@ -8,7 +8,6 @@ import os
 import re
 import sys
 
-import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
@@ -64,8 +63,11 @@ def _config_file():
 
 
 def _read_config(path):
-    with open(path) as fh:
-        return yaml.safe_load(fh) or {}
+    # As every adloco command reads it: a syntax error names the line.
+    try:
+        return adloco.config.read_yaml(path)
+    except adloco.config.ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
 
 
 CONFIG_FILE = _config_file()
@@ -74,14 +76,16 @@ CONFIG_FILE = _config_file()
 # runs of the default file would leak into a --configfile with fewer runs).
 config.clear()
 config.update(_read_config(CONFIG_FILE))
-validate(config, "../schemas/config.schema.yaml")
 try:
+    # adloco's checks first, so that the messages are those of the adloco
+    # commands (dotted keys, NaN refused, a hint for 1e-4 written as a string).
     adloco.config.validate(config)
     # Every run merged with `train` and checked, so that a bad override fails
     # here, naming the run and the key, rather than in its training job.
     RUN_SETTINGS = {name: adloco.config.resolve_run(config, name) for name in config["runs"]}
 except adloco.config.ConfigError as exc:
     raise WorkflowError(f"{CONFIG_FILE}: {exc}") from None
+validate(config, "../schemas/config.schema.yaml")
 
 DATASET = config["data"]["dataset"]
 RAW_DIR = config["data"]["raw_dir"].rstrip("/")

@@ -125,7 +125,7 @@ def summarize(rows: list[dict], run_cfg: dict, seed: int, final_trainers: int) -
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from adloco.config import load_config, resolve_run
+    from adloco.config import check_subset_fraction, load_config, resolve_run
     from adloco.data.reader import TokenData
     from adloco.engine import checkpoint, distributed
     from adloco.engine.loop import Engine, TrainingDiverged
@@ -136,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
+    # Needs the train split's size, known only now: before any training.
+    local_batch = run_cfg["initial_batch"]
+    if not isinstance(local_batch, int):  # max_batch: the smallest calibrated max batch
+        local_batch = min(max_batches(cfg, args.calibration).values())
+    check_subset_fraction(cfg, run_cfg, len(data.split("train")), local_batch)
     batches = max_batches(cfg, args.calibration)
     if run_cfg["inner_steps_from"] is not None:
         if args.match_communications is None:
