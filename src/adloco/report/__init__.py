@@ -1,14 +1,22 @@
-"""``adloco report``: the last stage, turning results into a page and a table.
+"""``adloco report``: the last stage, turning results into a page a researcher can read.
 
-Reads every configured run and seed (``results/runs``), the calibration of every
-configured device (``results/calibration``) and the variance stage's folder
-(``results/variance``), and writes into ``--out`` (``results/report``):
-``summary.csv`` (one row per run and seed, with time to the target perplexity),
-``claims.json`` (the paper's claims with verdicts computed from the data),
-``figures/*.png`` and ``index.html``, a self-contained page that embeds the
-figures. Submodules: ``inputs`` (reading), ``summary`` (per-run numbers, target),
-``claims`` (verdicts), ``figures`` (seaborn), ``html`` (the page). docs/report.md
-describes the page.
+Reads every configured run and seed (``results/runs``), the calibration of
+every configured device (``results/calibration``) and the variance stage's
+folder (``results/variance``), and writes into ``--out`` (``results/report``):
+
+- ``index.html``: a self-contained page (figures embedded) fitting a 1280-px browser;
+- ``claims.json``: roles, targets, each claim's verdict with its effect size and
+  bootstrap interval over seeds, and the mechanism checks;
+- ``summary.csv`` (one row per run and seed), ``curves.csv`` (perplexity per
+  evaluated round), ``ladder.csv`` (each quantity to each target, over seeds),
+  ``regimes.csv`` (time-to-target ratios across clocks and bandwidths);
+- ``figures/*.png``.
+
+Submodules, in the order they run: ``settings`` (roles and the ``report``
+config), ``inputs`` (reading), ``summary`` (per-run numbers), ``ladder``
+(targets), ``claims`` (verdicts), ``regimes`` (the clock sweep), ``mechanisms``,
+``figures`` (seaborn), ``html`` (the page); ``stats`` holds the medians and
+the bootstrap. docs/report.md says how each number is computed.
 """
 
 from __future__ import annotations
@@ -19,7 +27,16 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FIGURE_NAMES = ("perplexity", "batch", "trainers", "ablations", "variance")
+FIGURE_NAMES = (
+    "curves",
+    "ladder",
+    "regimes",
+    "merges",
+    "batch",
+    "trainers",
+    "ablations",
+    "variance",
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +47,54 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder, results/report")
 
 
+def own_clock(config: dict, models: list) -> tuple[dict, str]:
+    """The clock the runs were charged with, and why it cannot test the time claim (or "")."""
+    from adloco.report.regimes import is_linear
+
+    network = config["cluster"]["network"]
+    sharing = config["cluster"].get("slot_sharing", "concurrent")
+    run_model = next((m for m in models if m.key == "run"), None)
+    text = (
+        f"each device's step-time curve, slots {sharing.replace('_', ' ')}, "
+        f"{network['bandwidth_gbit_s']:g} Gbit/s, latency {network['latency_s']:g} s"
+    )
+    reason = ""
+    if run_model is not None and run_model.curves and all(
+        is_linear(c) for c in run_model.curves.values()
+    ):
+        reason = (
+            "the runs' clock charges compute in proportion to tokens (every device's step-time "
+            "curve is linear with free updates), so simulated time follows token count and "
+            "cannot show the device-utilisation gain the paper claims; the regime section "
+            "recomputes time under other clocks"
+        )
+        text += " (linear in tokens)"
+    return {
+        "text": text,
+        "slot_sharing": sharing,
+        "bandwidth_gbit_s": network["bandwidth_gbit_s"],
+        "latency_s": network["latency_s"],
+    }, reason
+
+
+def per_run_entries(summary: list[dict]) -> list[dict]:
+    """Per run: seeds and the spread over seeds of each per-run number."""
+    from adloco.report.html import PER_RUN
+    from adloco.report.stats import Spread
+
+    out = []
+    for name in dict.fromkeys(r["run"] for r in summary):
+        seeds = [r for r in summary if r["run"] == name]
+        entry = {"run": name, "seeds": len(seeds)}
+        for key, _, _ in PER_RUN:
+            values = [r.get(key) for r in seeds]
+            entry[key] = Spread.of(
+                [float(v) for v in values if isinstance(v, (int, float))]
+            )
+        out.append(entry)
+    return out
+
+
 def build_report(
     config_path: str | Path,
     runs_dir: str | Path,
@@ -37,55 +102,118 @@ def build_report(
     variance_dir: str | Path,
     out_dir: str | Path,
 ) -> dict:
-    """Read all inputs, write every output; return the claims as written to claims.json."""
+    """Read all inputs, write every output; return the document written to claims.json."""
     from adloco import __version__
     from adloco.config import load_config
     from adloco.io import atomic_path, write_json_atomic, write_text_atomic
     from adloco.report import figures
     from adloco.report.claims import evaluate_claims
-    from adloco.report.html import render_page
+    from adloco.report.html import Page, render_page
     from adloco.report.inputs import load_calibration, load_runs, load_variance
+    from adloco.report.ladder import LADDER_COLUMNS, build_ladder, ladder_rows, ladder_table
+    from adloco.report.mechanisms import mechanism_checks
+    from adloco.report.html import regime_summary
+    from adloco.report.regimes import REGIME_COLUMNS, clock_models, regime_cells
+    from adloco.report.settings import ReportSettings, assign_roles
     from adloco.report.summary import (
         CURVE_COLUMNS,
-        assign_roles,
+        SUMMARY_COLUMNS,
         curve_rows,
-        resolve_target,
+        merges,
         summary_rows,
         write_csv,
-        write_summary_csv,
     )
 
     config = load_config(config_path)
+    settings = ReportSettings.from_config(config)
     runs = load_runs(Path(runs_dir), config)
     calibrations = load_calibration(Path(calibration_dir), config)
     variance = load_variance(Path(variance_dir))
 
-    roles = assign_roles(config, runs)
-    target = resolve_target(config, runs, roles)
-    if target.value is None:
-        log.warning("%s", target.note)
-    summary = summary_rows(runs, target)
-    claims = evaluate_claims(runs, roles, target)
+    roles = assign_roles(config, {r.run: r.settings for r in runs})
+    ladder = build_ladder(runs, roles, settings)
+    if ladder.main is None:
+        log.warning("%s", ladder.note)
+    models = clock_models(config, Path(calibration_dir))
+    clock, clock_reason = own_clock(config, models)
+    claims = evaluate_claims(runs, roles, ladder, settings, clock_reason)
+    cells = regime_cells(runs, roles, ladder.targets, config, models, settings)
+    checks = mechanism_checks(runs)
+    summary = summary_rows(runs, ladder.main)
+    table = ladder_table(runs, ladder)
+    merge_list = [
+        {"run": r.run, "seed": r.seed, **m} for r in runs for m in merges(r.rows)
+    ]
+    names = list(dict.fromkeys(r.run for r in runs))
+    adloco_runs = [n for n in names if any(r.run == n and r.method == "adloco" for r in runs)]
 
     drawn = {
-        "perplexity": figures.perplexity_figure(runs, target),
-        "batch": figures.batch_figure(runs),
-        "trainers": figures.active_trainers_figure(runs),
-        "ablations": figures.ablation_figure(runs, roles, target),
+        "curves": figures.curves_figure(runs, ladder.main),
+        "ladder": figures.ladder_figure(
+            runs, table, ladder.targets,
+            {"sim_time_s": "simulated time to target (s)",
+             "communications": "communications to target"},
+        ),  # fmt: skip
+        "regimes": figures.regimes_figure(
+            cells, ladder.main, {m.key: m.label for m in models}
+        ),
+        "merges": figures.merges_figure(runs, roles.adloco),
+        "batch": figures.batch_figure(runs, adloco_runs),
+        "trainers": figures.trainers_figure(runs, names),
+        "ablations": figures.ablations_figure(runs, roles, ladder.main),
         "variance": figures.variance_figure(variance),
     }
 
+    page = Page(
+        config_path=str(config_path),
+        version=__version__,
+        run_names=names,
+        seeds=sorted({r.seed for r in runs}),
+        roles=roles,
+        settings=settings,
+        ladder=ladder,
+        claims=claims,
+        ladder_table=table,
+        regimes=cells,
+        clock_models=models,
+        own_clock=clock,
+        clock_reason=clock_reason,
+        per_run=per_run_entries(summary),
+        merges=merge_list,
+        checks=checks,
+        figures={
+            **drawn,
+            "deviations": variance.deviations_png.read_bytes()
+            if variance.deviations_png
+            else None,
+        },
+        variance=variance,
+        calibrations=calibrations,
+    )
+
     out = Path(out_dir)
-    write_summary_csv(out / "summary.csv", summary)
+    write_csv(out / "summary.csv", SUMMARY_COLUMNS, summary)
     write_csv(out / "curves.csv", CURVE_COLUMNS, curve_rows(runs))
-    claims_doc = {
-        "target_perplexity": target.value,
-        "target_source": target.source,
-        "target_note": target.note,
-        "roles": {"diloco": roles.diloco, "adloco": roles.adloco, "ablations": roles.ablations},
-        "claims": [c.to_dict() for c in claims],
+    write_csv(out / "ladder.csv", LADDER_COLUMNS, ladder_rows(table))
+    write_csv(out / "regimes.csv", REGIME_COLUMNS, [c.as_dict() for c in cells])
+    doc = {
+        "target_perplexity": ladder.main,
+        "targets": list(ladder.targets),
+        "target_source": ladder.source,
+        "target_note": ladder.note,
+        "roles": roles.as_dict(),
+        "clock": {**clock, "not_testable_reason": clock_reason or None},
+        "bootstrap": {
+            "samples": settings.bootstrap_samples,
+            "seed": settings.bootstrap_seed,
+            "confidence": settings.confidence,
+        },
+        "seeds": page.seeds,
+        "claims": [c.as_dict() for c in claims],
+        "regimes": regime_summary(page),
+        "mechanisms": [c.as_dict() for c in checks],
     }
-    write_json_atomic(out / "claims.json", claims_doc)
+    write_json_atomic(out / "claims.json", doc)
     # The folder exists even when no figure could be drawn: the workflow declares it.
     (out / "figures").mkdir(parents=True, exist_ok=True)
     for name in FIGURE_NAMES:
@@ -96,24 +224,11 @@ def build_report(
             continue
         with atomic_path(path) as tmp:
             tmp.write_bytes(drawn[name])
-
-    deviations = variance.deviations_png.read_bytes() if variance.deviations_png else None
-    page = render_page(
-        config_path=str(config_path),
-        version=__version__,
-        claims=claims,
-        summary=summary,
-        roles=roles,
-        target=target,
-        figures={**drawn, "deviations": deviations},
-        variance=variance,
-        calibrations=calibrations,
-    )
     # Last, so an index.html on disk means the files beside it are complete.
-    write_text_atomic(out / "index.html", page)
+    write_text_atomic(out / "index.html", render_page(page))
     for c in claims:
-        log.info("claim %d: %s", c.number, c.verdict_text)
-    return claims_doc
+        log.info("claim %d: %s — %s", c.number, c.verdict, c.reason)
+    return doc
 
 
 def run(args: argparse.Namespace) -> int:

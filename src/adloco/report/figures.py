@@ -1,9 +1,11 @@
 """Figures of the report, drawn with seaborn on the Agg backend as PNG bytes.
 
-Called by :func:`adloco.report.run`; each function takes the loaded runs (or
-the variance results) and returns PNG bytes, or None when the data for that
-figure is absent, so the page can say so instead of failing. With several
-seeds a curve is the mean over seeds with a min-max band.
+Called by :func:`adloco.report.build_report`; each function returns PNG bytes,
+or None when the data for that figure is absent, so the page can say so
+instead of failing. Curves over seeds are the median with a min–max band:
+each seed's curve is interpolated linearly onto the x values of all seeds
+where every seed has data (``seed_band``). Figures are 11 inches wide at
+110 dpi (1210 px), so they fit the page without scaling up.
 """
 
 from __future__ import annotations
@@ -12,12 +14,22 @@ import io
 import math
 from typing import Any
 
-from adloco.records import finite_or_none
 from adloco.report.inputs import RunSeed, Variance
-from adloco.report.summary import Roles, Target, round_values, run_level_perplexity, time_to_target
+from adloco.report.settings import Roles
+from adloco.report.stats import median
+from adloco.report.summary import merges, round_values, run_level_perplexity
 
 # Columns of per_batch.csv that index batches rather than measure them.
 INDEX_COLUMNS = {"batch", "index", "batch_index", "seed", "step"}
+WIDTH_IN = 11.0
+DPI = 110
+
+AXES = {
+    "tokens_total": "tokens (all trainers)",
+    "communications": "communications (trainer-rounds)",
+    "bytes_total": "bytes communicated",
+    "sim_time_s": "simulated time (s)",
+}
 
 
 def _pyplot():
@@ -27,7 +39,7 @@ def _pyplot():
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="notebook")
+    sns.set_theme(style="whitegrid", context="notebook", font_scale=0.9)
     return plt, sns
 
 
@@ -36,15 +48,9 @@ def _png(fig) -> bytes:
 
     buffer = io.BytesIO()
     # No Software/date metadata, so the same results give the same bytes.
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     plt.close(fig)
     return buffer.getvalue()
-
-
-def _integer_rounds(ax) -> None:
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _plain_numbers():
@@ -53,135 +59,267 @@ def _plain_numbers():
     return FuncFormatter(lambda value, _: f"{value:g}")
 
 
+def _binary_units():
+    from matplotlib.ticker import FuncFormatter
+
+    def label(value, _):
+        for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+            if abs(value) >= size:
+                return f"{value / size:g} {unit}"
+        return f"{value:g} B"
+
+    return FuncFormatter(label)
+
+
 def _run_names(runs: list[RunSeed]) -> list[str]:
     return list(dict.fromkeys(r.run for r in runs))
 
 
-def _palette(runs: list[RunSeed]) -> dict[str, Any]:
+def palette(runs: list[RunSeed]) -> dict[str, Any]:
     """One colour per run, the same in every figure."""
     _, sns = _pyplot()
     names = _run_names(runs)
     return dict(zip(names, sns.color_palette("tab10", max(len(names), 1)), strict=False))
 
 
-def curve_over_seeds(runs: list[RunSeed], name: str, x_key: str) -> list[tuple[float, ...]]:
-    """(x mean, y mean, y min, y max) per evaluated round over the seeds of run ``name``.
+def _strict(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
+    """Keep the last y of repeated x values, so x increases strictly."""
+    out: dict[float, float] = {}
+    for x, y in zip(xs, ys, strict=True):
+        out[x] = y
+    return list(out), list(out.values())
 
-    Rounds are aligned across seeds; x (tokens, communications, simulated
-    time) is averaged because adaptive runs differ per seed.
-    """
-    by_round: dict[int, list[tuple[float, float]]] = {}
-    for r in runs:
-        if r.run != name:
-            continue
-        xs = round_values(r.rows, x_key)
-        for round_, ppl in run_level_perplexity(r.rows).items():
-            if round_ in xs:
-                by_round.setdefault(round_, []).append((xs[round_], ppl))
+
+def seed_curves(runs: list[RunSeed], name: str, x_key: str) -> list[tuple[list, list]]:
+    """Per seed of run ``name``: (x, run-level perplexity) at its evaluated rounds."""
     out = []
-    for round_ in sorted(by_round):
-        xs, ys = zip(*by_round[round_], strict=True)
-        out.append((sum(xs) / len(xs), sum(ys) / len(ys), min(ys), max(ys)))
+    for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
+        xs = round_values(r.rows, x_key)
+        points = [(xs[k], p) for k, p in run_level_perplexity(r.rows).items() if k in xs]
+        if points:
+            out.append(_strict(*map(list, zip(*points, strict=True))))
     return out
 
 
-def perplexity_figure(runs: list[RunSeed], target: Target) -> bytes | None:
-    """Validation perplexity against tokens, communications and simulated time."""
+def seed_band(curves: list[tuple[list, list]]) -> tuple[list, list, list, list] | None:
+    """(x, median, min, max) over seeds on the x values where every seed has data."""
+    import numpy as np
+
+    curves = [c for c in curves if c[0]]
+    if not curves:
+        return None
+    if len(curves) == 1:
+        x, y = curves[0]
+        return x, y, y, y
+    lo = max(c[0][0] for c in curves)
+    hi = min(c[0][-1] for c in curves)
+    grid = sorted({x for c in curves for x in c[0] if lo <= x <= hi})
+    if not grid:
+        return None
+    stacked = np.array([np.interp(grid, c[0], c[1]) for c in curves])
+    return (
+        grid,
+        list(np.median(stacked, axis=0)),
+        list(stacked.min(axis=0)),
+        list(stacked.max(axis=0)),
+    )
+
+
+def curves_figure(runs: list[RunSeed], main_target: float | None) -> bytes | None:
+    """Run-level perplexity against tokens, communications, bytes and simulated time."""
     names = _run_names(runs)
-    curves = {
-        (name, key): curve_over_seeds(runs, name, key)
-        for name in names
-        for key in ("tokens_total", "communications", "sim_time_s")
-    }
-    if not any(curves.values()):
+    if not any(run_level_perplexity(r.rows) for r in runs):
         return None
     plt, _ = _pyplot()
-    colors = _palette(runs)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
-    labels = ("tokens (all trainers)", "communications (trainer-rounds)", "simulated time (s)")
-    for ax, key, label in zip(
-        axes, ("tokens_total", "communications", "sim_time_s"), labels, strict=True
-    ):
+    colors = palette(runs)
+    fig, axes = plt.subplots(2, 2, figsize=(WIDTH_IN, 7.4), sharey=True)
+    for ax, (key, label) in zip(axes.flat, AXES.items(), strict=True):
         for name in names:
-            points = curves[(name, key)]
-            if not points:
+            band = seed_band(seed_curves(runs, name, key))
+            if band is None:
                 continue
-            x, y, lo, hi = zip(*points, strict=True)
-            ax.plot(x, y, marker=".", color=colors[name], label=name)
-            if any(a != b for a, b in zip(lo, hi, strict=True)):
-                ax.fill_between(x, lo, hi, color=colors[name], alpha=0.2, linewidth=0)
-        if target.value is not None:
-            ax.axhline(target.value, color="black", linestyle=":", linewidth=1, label="target")
+            x, mid, low, high = band
+            ax.plot(x, mid, color=colors[name], label=name, linewidth=1.4)
+            if low != high:
+                ax.fill_between(x, low, high, color=colors[name], alpha=0.15, linewidth=0)
+            # Merges: a triangle at the run-level perplexity of each seed's merge round.
+            for r in runs:
+                if r.run != name:
+                    continue
+                xs, ppl = round_values(r.rows, key), run_level_perplexity(r.rows)
+                for m in merges(r.rows):
+                    if m["round"] in xs and m["round"] in ppl:
+                        ax.scatter(
+                            xs[m["round"]], ppl[m["round"]], marker="v", s=28,
+                            color=colors[name], edgecolor="black", linewidth=0.5, zorder=4,
+                        )  # fmt: skip
+        if main_target is not None:
+            ax.axhline(main_target, color="black", linestyle=":", linewidth=1)
         ax.set_xlabel(label)
-    # Log scale only when perplexity spans more than a decade; then plain numbers on it.
-    low, high = axes[0].get_ylim()
+        if key == "bytes_total":
+            ax.xaxis.set_major_formatter(_binary_units())
+    low, high = axes[0, 0].get_ylim()
     if low > 0 and high / low > 10:
-        for ax in axes:
+        for ax in axes.flat:
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(_plain_numbers())
-    axes[0].set_ylabel("validation perplexity")
-    handles, legend_labels = axes[0].get_legend_handles_labels()
-    fig.legend(
-        handles,
-        legend_labels,
-        loc="upper center",
-        ncol=min(len(legend_labels), 8),
-        bbox_to_anchor=(0.5, 1.08),
-        frameon=False,
-    )
+    for ax in axes[:, 0]:
+        ax.set_ylabel("validation perplexity")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 5), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.045 * math.ceil(len(labels) / 5)))
     return _png(fig)
 
 
-def _merge_rounds(rows: list[dict]) -> list[int]:
-    return sorted(
-        {
-            r["round"]
-            for r in rows
-            for e in (r.get("events") or [])
-            if isinstance(e, dict) and e.get("type") == "merge"
-        }
+def merges_figure(runs: list[RunSeed], name: str | None) -> bytes | None:
+    """Each trainer's perplexity against tokens for every seed of ``name``, merges marked."""
+    seeds = sorted((r for r in runs if r.run == name), key=lambda r: r.seed)
+    seeds = [r for r in seeds if merges(r.rows)][:4]
+    if not seeds:
+        return None
+    plt, sns = _pyplot()
+    fig, axes = plt.subplots(
+        1, len(seeds), figsize=(WIDTH_IN, 3.4), squeeze=False, sharey=True
     )
+    for ax, r in zip(axes.flat, seeds, strict=True):
+        tokens = round_values(r.rows, "tokens_total")
+        trainers = sorted({row["trainer"] for row in r.rows})
+        colors = dict(zip(trainers, sns.color_palette("tab10", len(trainers)), strict=False))
+        for t in trainers:
+            pts = sorted(
+                (row["round"], row["val_perplexity"])
+                for row in r.rows
+                if row["trainer"] == t and isinstance(row.get("val_perplexity"), (int, float))
+            )
+            if pts:
+                ax.plot([tokens[k] for k, _ in pts], [p for _, p in pts], marker=".",
+                        color=colors[t], label=f"trainer {t}")  # fmt: skip
+        for m in merges(r.rows):
+            ax.axvline(tokens[m["round"]], color="grey", linestyle=":", linewidth=1)
+            if m["after"] is not None:
+                ax.scatter(tokens[m["after_round"]], m["after"], s=90, facecolor="none",
+                           edgecolor="black", linewidth=1.2, zorder=5)  # fmt: skip
+        ax.set_title(f"{name}, seed {r.seed}", fontsize=9)
+        ax.set_xlabel("tokens (all trainers)")
+        ax.legend(fontsize=7, loc="upper right")
+    axes.flat[0].set_ylabel("validation perplexity")
+    fig.tight_layout()
+    return _png(fig)
 
 
-def batch_figure(runs: list[RunSeed]) -> bytes | None:
+def ladder_figure(
+    runs: list[RunSeed], table: dict, targets: tuple[float, ...], quantities: dict[str, str]
+) -> bytes | None:
+    """Median (min–max) of each quantity to target, against the target, per run."""
+    if not targets:
+        return None
+    plt, _ = _pyplot()
+    colors = palette(runs)
+    names = _run_names(runs)
+    fig, axes = plt.subplots(1, len(quantities), figsize=(WIDTH_IN, 3.2), squeeze=False)
+    for ax, (q, label) in zip(axes.flat, quantities.items(), strict=True):
+        for i, name in enumerate(names):
+            xs, mids, errs = [], [], [[], []]
+            for t in targets:
+                s = table[(t, name)][q]
+                if math.isfinite(s.median):
+                    # A small offset per run keeps overlapping error bars apart.
+                    xs.append(t * (1 + 0.004 * (i - len(names) / 2)))
+                    mids.append(s.median)
+                    errs[0].append(s.median - s.low)
+                    errs[1].append((s.high if math.isfinite(s.high) else s.median) - s.median)
+            if xs:
+                ax.errorbar(xs, mids, yerr=errs, color=colors[name], marker="o", markersize=3,
+                            capsize=2, linewidth=1, label=name)  # fmt: skip
+        ax.invert_xaxis()
+        ax.set_xlabel("target perplexity (harder to the right)")
+        ax.set_ylabel(label)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 5), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.08 * math.ceil(max(len(labels), 1) / 5)))
+    return _png(fig)
+
+
+REGIME_STYLES = {"concurrent": "-", "time_slicing": "--"}
+
+
+def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) -> bytes | None:
+    """AdLoCo / baseline time-to-target ratio against bandwidth, per clock model and sharing."""
+    mine = [c for c in cells if c.target == target]
+    if not mine:
+        return None
+    plt, sns = _pyplot()
+    against = [a for a in ("diloco", "best") if any(c.against == a for c in mine)]
+    fig, axes = plt.subplots(1, len(against), figsize=(WIDTH_IN, 4.0), squeeze=False, sharey=True)
+    clocks = list(dict.fromkeys(c.clock for c in mine))
+    colors = dict(zip(clocks, sns.color_palette("colorblind", len(clocks)), strict=False))
+    for ax, which in zip(axes.flat, against, strict=True):
+        for clock in clocks:
+            for sharing, style in REGIME_STYLES.items():
+                line = sorted(
+                    (c for c in mine if c.against == which and c.clock == clock
+                     and c.sharing == sharing),
+                    key=lambda c: c.bandwidth_gbit_s,
+                )  # fmt: skip
+                if not line:
+                    continue
+                x = [c.bandwidth_gbit_s for c in line]
+                y = [c.interval.estimate for c in line]
+                ax.plot(x, y, style, color=colors[clock], label=f"{labels[clock]}, {sharing}")
+                lo = [c.interval.low for c in line]
+                hi = [c.interval.high for c in line]
+                if all(v is not None and math.isfinite(v) for v in lo + hi):
+                    ax.fill_between(x, lo, hi, color=colors[clock], alpha=0.12, linewidth=0)
+                for c in line:
+                    if c.own:
+                        ax.scatter(c.bandwidth_gbit_s, c.interval.estimate, s=80, marker="*",
+                                   color="black", zorder=5, label="the runs' own setting")  # fmt: skip
+        ax.axhline(1.0, color="black", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(_plain_numbers())
+        ax.yaxis.set_minor_formatter(_plain_numbers())
+        ax.set_xlabel("bandwidth (Gbit/s)")
+        ax.set_title(
+            "AdLoCo / DiLoCo" if which == "diloco" else "AdLoCo / best baseline", fontsize=10
+        )
+    axes.flat[0].set_ylabel("time-to-target ratio (below 1: AdLoCo faster)")
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    unique = dict(zip(names, handles, strict=True))
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=4, frameon=False,
+               fontsize=8)  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 0.84))
+    return _png(fig)
+
+
+def batch_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:
     """Requested and effective global batch per trainer over rounds, first seed of each run."""
     first = {}
-    for r in runs:
-        if r.run not in first and any("requested_batch" in row for row in r.rows):
+    for r in sorted(runs, key=lambda r: r.seed):
+        if r.run in names and r.run not in first and any("requested_batch" in x for x in r.rows):
             first[r.run] = r
     if not first:
         return None
     plt, sns = _pyplot()
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import MaxNLocator, NullFormatter
 
-    cols = min(len(first), 2)
+    cols = min(len(first), 3)
     rows_n = math.ceil(len(first) / cols)
-    fig, axes = plt.subplots(rows_n, cols, figsize=(7 * cols, 3.4 * rows_n), squeeze=False)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(WIDTH_IN, 3.0 * rows_n), squeeze=False)
     for ax in axes.flat[len(first) :]:
         ax.set_visible(False)
     for ax, (name, run) in zip(axes.flat, first.items(), strict=False):
         trainers = sorted({row["trainer"] for row in run.rows})
         colors = dict(zip(trainers, sns.color_palette("tab10", len(trainers)), strict=False))
         for t in trainers:
-            mine = sorted(
-                (row for row in run.rows if row["trainer"] == t), key=lambda x: x["round"]
-            )
+            mine = sorted((x for x in run.rows if x["trainer"] == t), key=lambda x: x["round"])
             req = [(x["round"], x["requested_batch"]) for x in mine if x.get("requested_batch")]
             eff = [(x["round"], x["effective_batch"]) for x in mine if x.get("effective_batch")]
             if req:
-                ax.plot(
-                    *zip(*req, strict=True),
-                    color=colors[t],
-                    marker=".",
-                    label=f"trainer {t} requested",
-                )
+                ax.plot(*zip(*req, strict=True), color=colors[t], marker=".",
+                        label=f"trainer {t}")  # fmt: skip
             if eff:
-                ax.plot(
-                    *zip(*eff, strict=True),
-                    color=colors[t],
-                    linestyle="--",
-                    label=f"trainer {t} effective",
-                )
+                ax.plot(*zip(*eff, strict=True), color=colors[t], linestyle="--")
             for mode, marker in (("accumulate", "o"), ("capped", "v")):
                 hits = [
                     (x["round"], x["effective_batch"])
@@ -189,22 +327,17 @@ def batch_figure(runs: list[RunSeed]) -> bytes | None:
                     if x.get("switch_mode") == mode and x.get("effective_batch")
                 ]
                 if hits:
-                    ax.scatter(
-                        *zip(*hits, strict=True),
-                        marker=marker,
-                        color=colors[t],
-                        zorder=3,
-                        label=mode,
-                    )
-        for i, m in enumerate(_merge_rounds(run.rows)):
-            ax.axvline(m, color="grey", linestyle=":", label="merge" if i == 0 else None)
+                    ax.scatter(*zip(*hits, strict=True), marker=marker, color=colors[t],
+                               zorder=3, label=mode)  # fmt: skip
+        for m in merges(run.rows):
+            ax.axvline(m["round"], color="grey", linestyle=":")
         ax.set_yscale("log", base=2)
         ax.yaxis.set_major_formatter(_plain_numbers())
         ax.yaxis.set_minor_formatter(NullFormatter())
-        _integer_rounds(ax)
-        ax.set_title(f"{name} (seed {run.seed})")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(f"{name} (seed {run.seed})", fontsize=9)
         ax.set_xlabel("round")
-        ax.set_ylabel("global batch (sequences per step)")
+        ax.set_ylabel("global batch (sequences)")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
         ax.legend(unique.values(), unique.keys(), fontsize=7, loc="best")
@@ -212,97 +345,76 @@ def batch_figure(runs: list[RunSeed]) -> bytes | None:
     return _png(fig)
 
 
-def active_trainers_figure(runs: list[RunSeed]) -> bytes | None:
-    """Trainers alive per round, each run; min-max band over seeds."""
-    import pandas as pd
+def trainers_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:
+    """Active trainers per round of each run, median over seeds."""
+    plt, _ = _pyplot()
+    colors = palette(runs)
+    drawn = False
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 2.4))
+    for name in names:
+        per_seed = []
+        for r in runs:
+            if r.run == name:
+                per_round = round_values(r.rows, "active_trainers")
+                per_seed.append(per_round)
+        rounds = sorted({k for p in per_seed for k in p})
+        if not rounds or max(v for p in per_seed for v in p.values()) < 2:
+            continue
+        import numpy as np
 
-    records = []
-    for r in runs:
-        per_round: dict[int, int] = {}
-        for row in r.rows:
-            if isinstance(row.get("active_trainers"), int):
-                per_round[row["round"]] = row["active_trainers"]
-            else:
-                per_round[row["round"]] = per_round.get(row["round"], 0) + 1
-        records += [
-            {"run": r.run, "seed": r.seed, "round": k, "trainers": v} for k, v in per_round.items()
-        ]
-    if not records:
+        med = [float(np.median([p[k] for p in per_seed if k in p])) for k in rounds]
+        ax.step(rounds, med, where="post", color=colors[name], label=name)
+        drawn = True
+    if not drawn:
+        import matplotlib.pyplot as plt_
+
+        plt_.close(fig)
         return None
-    plt, sns = _pyplot()
-    frame = pd.DataFrame.from_records(records)
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    sns.lineplot(
-        data=frame,
-        x="round",
-        y="trainers",
-        hue="run",
-        style="run",
-        palette=_palette(runs),
-        errorbar=("pi", 100),
-        drawstyle="steps-post",
-        ax=ax,
-    )
+    ax.set_xlabel("round")
     ax.set_ylabel("active trainers")
     ax.yaxis.get_major_locator().set_params(integer=True)
-    _integer_rounds(ax)
     ax.legend(fontsize=8)
+    fig.tight_layout()
     return _png(fig)
 
 
-def ablation_figure(runs: list[RunSeed], roles: Roles, target: Target) -> bytes | None:
-    """Final perplexity and communications to target: full AdLoCo against each ablation."""
+def ablations_figure(
+    runs: list[RunSeed], roles: Roles, main_target: float | None
+) -> bytes | None:
+    """Per seed: simulated time to the main target and final perplexity, AdLoCo and ablations."""
+    from adloco.report.ladder import to_target
+
     if roles.adloco is None or not roles.ablations:
         return None
     names = [roles.adloco, *roles.ablations]
-    plt, sns = _pyplot()
-    colors = _palette(runs)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8 + 0.1 * len(names)))
-    for ax, key in zip(axes, ("final", "comms"), strict=True):
+    plt, _ = _pyplot()
+    colors = palette(runs)
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH_IN, 3.0 + 0.12 * len(names)))
+    for ax, key in zip(axes, ("time", "final"), strict=True):
         for i, name in enumerate(names):
-            seeds = [r for r in runs if r.run == name]
-            if key == "final":
-                values = [finite_or_none(r.summary.get("final_val_perplexity")) for r in seeds]
-            elif target.value is None:
-                values = [None]
+            if key == "time":
+                values = to_target(runs, name, main_target, "sim_time_s") if main_target else []
             else:
-                reached = [time_to_target(r.rows, target.value) for r in seeds]
-                values = [x["communications"] if x else None for x in reached]
-            done = [v for v in values if v is not None]
-            if len(done) == len(values) and done:
-                mean = sum(done) / len(done)
-                ax.bar(
-                    i,
-                    mean,
-                    color=colors[name],
-                    yerr=[[mean - min(done)], [max(done) - mean]] if len(done) > 1 else None,
-                    capsize=4,
-                )
-                # Above the error bar, so the label stays readable.
-                ax.text(i, max(done), f"{mean:.4g}", ha="center", va="bottom", fontsize=8)
-            else:
-                missing = (
-                    "no target"
-                    if target.value is None and key == "comms"
-                    else (
-                        f"not reached in\n{len(values) - len(done)} of {len(values)} seeds"
-                        if key == "comms"
-                        else "not evaluated"
-                    )
-                )
-                ax.text(
-                    i,
-                    0.05,
-                    missing,
-                    ha="center",
-                    va="bottom",
-                    fontsize=8,
-                    transform=ax.get_xaxis_transform(),
-                )
-        ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
-        ax.set_xlim(-0.6, len(names) - 0.4)
-        ax.set_ylabel(
-            "final validation perplexity" if key == "final" else "communications to target"
+                values = [
+                    r.summary.get("final_val_perplexity") or math.nan
+                    for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed)
+                ]
+            done = [v for v in values if math.isfinite(v)]
+            ax.scatter(done, [i] * len(done), color=colors[name], s=30, zorder=3)
+            if done:
+                mid = median(done)
+                ax.plot([mid, mid], [i - 0.3, i + 0.3], color="black", linewidth=1.5)
+            missed = len(values) - len(done)
+            if missed:
+                ax.annotate(f"{missed} seed(s) never reached it", (1.0, i),
+                            xycoords=("axes fraction", "data"), ha="right", va="center",
+                            fontsize=7, color="firebrick")  # fmt: skip
+        ax.set_yticks(range(len(names)), names)
+        ax.set_ylim(len(names) - 0.5, -0.5)
+        ax.set_xlabel(
+            f"simulated time to perplexity {main_target:g} (s)"
+            if key == "time" and main_target
+            else "final validation perplexity (same token budget)"
         )
     fig.tight_layout()
     return _png(fig)
@@ -323,10 +435,10 @@ def variance_figure(variance: Variance) -> bytes | None:
     if not columns:
         return None
     plt, sns = _pyplot()
-    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(columns), figsize=(WIDTH_IN, 2.8), squeeze=False)
     for ax, column in zip(axes.flat, columns, strict=True):
         values = [row[column] for row in variance.per_batch if math.isfinite(row[column])]
         sns.histplot(values, ax=ax, bins=min(30, max(5, len(values) // 3)))
-        ax.set_xlabel(column)
+        ax.set_xlabel(column.replace("_", " "))
     fig.tight_layout()
     return _png(fig)

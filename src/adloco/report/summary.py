@@ -1,11 +1,13 @@
-"""Per-run numbers of the report: run-level perplexity, target, time to target.
+"""Per-run numbers of the report: run-level perplexity, reaching a target, per-seed summary.
 
-Built on the rows read by :mod:`adloco.report.inputs`. The run-level perplexity
-at a round is the lowest validation perplexity among that round's trainer rows
-(the model a user would deploy then). The target perplexity is
-``report.target_perplexity`` or, when null, the mean over seeds of DiLoCo's
-final perplexity; a run reaches it at the first round whose run-level
-perplexity is at or below it. ``summary.csv`` has one row per run and seed.
+Built on the rows read by :mod:`adloco.report.inputs`. The run-level
+perplexity at a round is the lowest validation perplexity among that round's
+trainer rows (the model a user would deploy then). A run reaches a target at
+the first evaluated round whose run-level perplexity is at or below it; the
+tokens, communications, bytes and simulated time "to target" are the run's
+cumulative values at the end of that round. ``summary.csv`` has one row per
+run and seed, with these values at the main target of the ladder
+(:mod:`adloco.report.ladder`).
 """
 
 from __future__ import annotations
@@ -13,46 +15,37 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
 from adloco.io import write_text_atomic
-from adloco.records import SUMMARY_KEYS, finite_or_none
+from adloco.records import SUMMARY_KEYS, finite_or_none, is_number
 from adloco.report.inputs import RunSeed
+
+# Cumulative quantities measured "to target", with the field that holds them.
+TO_TARGET = {
+    "tokens": "tokens_total",
+    "communications": "communications",
+    "bytes": "bytes_total",
+    "sim_time_s": "sim_time_s",
+}
+
+# Per-run numbers beyond summary.json: the optimizer work along the run.
+WORK_KEYS = ("optimizer_steps", "inner_lr_sum")
 
 SUMMARY_COLUMNS = (
     "run",
     "seed",
     "method",
     *SUMMARY_KEYS,
+    *WORK_KEYS,
     "target_perplexity",
     "round_to_target",
     "tokens_to_target",
     "communications_to_target",
+    "bytes_to_target",
     "sim_time_s_to_target",
 )
-
-# Settings that can tell an ablation from the full AdLoCo run.
-ABLATION_KEYS = ("batch_test", "merge", "switch")
-
-
-@dataclass
-class Roles:
-    """Which configured run plays which part in the comparisons."""
-
-    diloco: str | None
-    adloco: str | None
-    ablations: list[str]
-    ablation_labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Target:
-    value: float | None
-    source: str  # "config", "diloco" or "none"
-    note: str
 
 
 def round_values(rows: list[dict[str, Any]], key: str) -> dict[int, float]:
@@ -60,9 +53,9 @@ def round_values(rows: list[dict[str, Any]], key: str) -> dict[int, float]:
     out: dict[int, float] = {}
     for r in rows:
         value = r.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             out[r["round"]] = max(out.get(r["round"], value), value)
-    return out
+    return dict(sorted(out.items()))
 
 
 def run_level_perplexity(rows: list[dict[str, Any]]) -> dict[int, float]:
@@ -75,98 +68,120 @@ def run_level_perplexity(rows: list[dict[str, Any]]) -> dict[int, float]:
     return dict(sorted(out.items()))
 
 
-def time_to_target(rows: list[dict[str, Any]], target: float | None) -> dict[str, Any] | None:
-    """Round, tokens, communications and simulated time when the run first reaches target."""
-    if target is None:
-        return None
+def round_to_target(rows: list[dict[str, Any]], target: float) -> int | None:
+    """First evaluated round whose run-level perplexity is at or below ``target``."""
     for round_, ppl in run_level_perplexity(rows).items():
         if ppl <= target:
-            return {
-                "round": round_,
-                "tokens": round_values(rows, "tokens_total")[round_],
-                "communications": round_values(rows, "communications")[round_],
-                "sim_time_s": round_values(rows, "sim_time_s")[round_],
-            }
+            return round_
     return None
 
 
-def assign_roles(config: dict, runs: list[RunSeed]) -> Roles:
-    """DiLoCo baseline, full AdLoCo run and its ablations, from the configured runs.
+def reach(rows: list[dict[str, Any]], target: float | None) -> dict[str, Any] | None:
+    """Round, tokens, communications, bytes and simulated time when the run first reaches target."""
+    if target is None:
+        return None
+    round_ = round_to_target(rows, target)
+    if round_ is None:
+        return None
+    out: dict[str, Any] = {"round": round_}
+    for name, key in TO_TARGET.items():
+        out[name] = round_values(rows, key).get(round_)
+    return out
 
-    The baseline is the run named ``diloco`` or else the first run of method
-    diloco. Full AdLoCo is the run named ``adloco``, else the first adloco run
-    with a batch test, merging and the switch policy all on; every other
-    adloco run is an ablation, labelled by the settings it changes.
+
+def optimizer_work(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Inner optimizer steps and summed inner learning rate along the run.
+
+    Per round the largest among its trainers (the steps a model of the run
+    takes from start to end; trainers of one round run side by side), summed
+    over rounds. None when the rows do not log the field.
     """
-    settings = {r.run: r.settings for r in runs}
-    names = list(dict.fromkeys(r.run for r in runs))
-    by_method: dict[str, list[str]] = {}
-    for name in names:
-        by_method.setdefault(settings[name]["method"], []).append(name)
-
-    def pick(method: str, full: Any = None) -> str | None:
-        candidates = by_method.get(method, [])
-        if method in candidates:
-            return method
-        if full is not None:
-            for name in candidates:
-                if full(settings[name]):
-                    return name
-        return candidates[0] if candidates else None
-
-    diloco = pick("diloco")
-    adloco = pick(
-        "adloco",
-        lambda s: s["batch_test"] != "none" and s["merge"] != "none" and s["switch"] == "switch",
-    )
-    ablations = [n for n in by_method.get("adloco", []) if n != adloco]
-    labels = {}
-    for name in ablations:
-        diffs = [
-            f"{k}={settings[name].get(k)}"
-            for k in sorted(settings[name])
-            if k != "name" and settings[name].get(k) != settings[adloco].get(k)
-        ]
-        labels[name] = ", ".join(diffs) if diffs else "same settings as the full run"
-    return Roles(diloco, adloco, ablations, labels)
+    out: dict[str, float | None] = {}
+    for name, key in (("optimizer_steps", "inner_steps"), ("inner_lr_sum", "inner_lr_sum")):
+        per_round = round_values(rows, key)
+        out[name] = sum(per_round.values()) if per_round else None
+    return out
 
 
-def resolve_target(config: dict, runs: list[RunSeed], roles: Roles) -> Target:
-    configured = config.get("report", {}).get("target_perplexity")
-    if configured is not None:
-        return Target(float(configured), "config", "report.target_perplexity")
-    if roles.diloco is None:
-        return Target(
-            None,
-            "none",
-            "no target: report.target_perplexity is null and no diloco run is configured",
-        )
-    finals = [
-        finite_or_none(r.summary.get("final_val_perplexity")) for r in runs if r.run == roles.diloco
-    ]
-    if any(f is None for f in finals):
-        return Target(None, "none", f"no target: run {roles.diloco} has no final perplexity")
-    seeds = len(finals)
-    return Target(
-        fmean(finals),
-        "diloco",
-        f"final validation perplexity of {roles.diloco}"
-        + (f", mean over {seeds} seeds" if seeds > 1 else ""),
-    )
+def merges(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each merge of a run: its round, the trainers merged and kept, their perplexities.
+
+    The engine evaluates before it merges, so the merged model's own
+    perplexity first appears at the kept trainer's next evaluation
+    (``after``, one round of training later); ``before`` holds the merged
+    trainers' perplexities in the merge round.
+    """
+    seen = set()
+    out = []
+    by_trainer: dict[int, dict[int, float]] = {}
+    for r in rows:
+        ppl = finite_or_none(r.get("val_perplexity"))
+        if ppl is not None:
+            by_trainer.setdefault(r["trainer"], {})[r["round"]] = ppl
+    for r in sorted(rows, key=lambda x: (x["round"], x["trainer"])):
+        for event in r.get("events") or []:
+            if not (isinstance(event, dict) and event.get("type") == "merge"):
+                continue
+            key = (r["round"], repr(sorted(event.items())))
+            if key in seen:
+                continue
+            seen.add(key)
+            kept = event.get("kept", r["trainer"])
+            merged = list(event.get("merged") or [])
+            later = sorted(k for k in by_trainer.get(kept, {}) if k > r["round"])
+            out.append(
+                {
+                    "round": r["round"],
+                    "kept": kept,
+                    "merged": merged,
+                    "batch": event.get("batch"),
+                    "before": {t: by_trainer.get(t, {}).get(r["round"]) for t in merged},
+                    "after_round": later[0] if later else None,
+                    "after": by_trainer[kept][later[0]] if later else None,
+                }
+            )
+    return out
 
 
-def summary_rows(runs: list[RunSeed], target: Target) -> list[dict[str, Any]]:
+def summary_rows(runs: list[RunSeed], target: float | None) -> list[dict[str, Any]]:
+    """One row per run and seed: summary.json fields, optimizer work, to the main target."""
     out = []
     for r in runs:
-        reached = time_to_target(r.rows, target.value)
+        reached = reach(r.rows, target)
         row = {"run": r.run, "seed": r.seed, "method": r.method}
-        row.update({k: r.summary.get(k) for k in SUMMARY_COLUMNS if k in r.summary})
-        row["target_perplexity"] = target.value
+        row.update({k: r.summary.get(k) for k in SUMMARY_KEYS})
+        row.update(optimizer_work(r.rows))
+        row["target_perplexity"] = target
         row["round_to_target"] = reached["round"] if reached else None
-        row["tokens_to_target"] = reached["tokens"] if reached else None
-        row["communications_to_target"] = reached["communications"] if reached else None
-        row["sim_time_s_to_target"] = reached["sim_time_s"] if reached else None
+        for name in TO_TARGET:
+            row[f"{name}_to_target"] = reached[name] if reached else None
         out.append({k: row.get(k) for k in SUMMARY_COLUMNS})
+    return out
+
+
+CURVE_COLUMNS = [
+    "run",
+    "seed",
+    "method",
+    "round",
+    "tokens_total",
+    "communications",
+    "bytes_total",
+    "sim_time_s",
+    "val_perplexity",
+]
+
+
+def curve_rows(runs: list[RunSeed]) -> list[dict[str, Any]]:
+    """Run-level validation perplexity at every evaluated round, with the x axes of the figures."""
+    out = []
+    for rs in runs:
+        axes = {key: round_values(rs.rows, key) for key in TO_TARGET.values()}
+        for round_, ppl in run_level_perplexity(rs.rows).items():
+            row = {"run": rs.run, "seed": rs.seed, "method": rs.method, "round": round_}
+            row.update({key: values.get(round_) for key, values in axes.items()})
+            row["val_perplexity"] = ppl
+            out.append(row)
     return out
 
 
@@ -178,49 +193,10 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-CURVE_COLUMNS = [
-    "run",
-    "seed",
-    "method",
-    "round",
-    "tokens_total",
-    "communications",
-    "sim_time_s",
-    "val_perplexity",
-]
-
-
-def curve_rows(runs: list[RunSeed]) -> list[dict[str, Any]]:
-    """Run-level validation perplexity at every evaluated round, with the x axes of the figures."""
-    out = []
-    for rs in runs:
-        tokens = round_values(rs.rows, "tokens_total")
-        comms = round_values(rs.rows, "communications")
-        clock = round_values(rs.rows, "sim_time_s")
-        for round_, ppl in run_level_perplexity(rs.rows).items():
-            out.append(
-                {
-                    "run": rs.run,
-                    "seed": rs.seed,
-                    "method": rs.method,
-                    "round": round_,
-                    "tokens_total": tokens.get(round_),
-                    "communications": comms.get(round_),
-                    "sim_time_s": clock.get(round_),
-                    "val_perplexity": ppl,
-                }
-            )
-    return out
-
-
-def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+def write_csv(path: Path, columns: list[str] | tuple[str, ...], rows: list[dict[str, Any]]) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
         writer.writerow([_cell(row.get(k)) for k in columns])
     write_text_atomic(path, buffer.getvalue())
-
-
-def write_summary_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    write_csv(path, SUMMARY_COLUMNS, rows)
