@@ -16,9 +16,11 @@ import yaml
 
 from adloco.report.claims import evaluate_claims
 from adloco.report.inputs import load_runs
-from adloco.report.summary import assign_roles, resolve_target
+from adloco.report.ladder import build_ladder
+from adloco.report.settings import ReportSettings, assign_roles
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ENGINE_FIXTURE = FIXTURES / "engine"  # real engine runs, three seeds (make_engine_fixture.py)
 
 BASE_CONFIG = {
     "data": {"dataset": "t", "source": "local"},
@@ -144,12 +146,12 @@ class Workspace:
             }
             (folder / "summary.json").write_text(json.dumps(summary))
 
-    def write(self, target: float | None = None) -> Path:
+    def write(self, targets: list[float] | None = None, **report) -> Path:
         config = {
             **BASE_CONFIG,
             "seeds": sorted(self.seeds),
             "runs": self.settings,
-            "report": {"target_perplexity": target},
+            "report": {"targets": targets, "bootstrap_samples": 1000, **report},
         }
         path = self.root / "config.yaml"
         path.write_text(yaml.safe_dump(config))
@@ -159,22 +161,29 @@ class Workspace:
         (self.root / "calibration").mkdir(exist_ok=True)
         return path
 
-    def load(self, target: float | None = None):
+    def load(self, targets: list[float] | None = None, **report):
         from adloco.config import load_config
 
-        config = load_config(self.write(target))
+        config = load_config(self.write(targets, **report))
         runs = load_runs(self.runs_dir, config)
-        roles = assign_roles(config, runs)
-        return runs, roles, resolve_target(config, runs, roles)
+        settings = ReportSettings.from_config(config)
+        roles = assign_roles(config, {r.run: r.settings for r in runs})
+        return runs, roles, build_ladder(runs, roles, settings), settings
 
-    def claims(self, target: float | None = None) -> dict:
-        runs, roles, resolved = self.load(target)
-        return {c.number: c for c in evaluate_claims(runs, roles, resolved)}
+    def claims(self, targets: list[float] | None = None, clock_reason: str = "", **report):
+        runs, roles, ladder, settings = self.load(targets, **report)
+        return {c.number: c for c in evaluate_claims(runs, roles, ladder, settings, clock_reason)}
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def engine_fixture() -> Path:
+    """Real engine runs on tiny data, three seeds (tests/report/fixtures/engine)."""
+    return ENGINE_FIXTURE
 
 
 @pytest.fixture(scope="session")

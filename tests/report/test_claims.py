@@ -1,250 +1,181 @@
-"""Claim verdicts on result trees built to support and to contradict each claim.
+"""Verdicts of the paper's claims on result trees built to support, contradict or not decide them.
 
 Runs are written by the ``workspace`` fixture (tests/report/conftest.py): one
-row per trainer per round, communications counting one per row, simulated
-time ``sim_s_per_round`` per round and 100 tokens per row. DiLoCo's final
-perplexity is the target unless a test sets one.
+row per trainer per round, one communication per row, ``sim_s_per_round``
+simulated seconds per round, 100 tokens per row.
 """
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from adloco.report.claims import NOT_SUPPORTED, NOT_TESTABLE, SUPPORTED, merge_count
+from adloco.report.claims import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTABLE, SUPPORTED
+from adloco.report.mechanisms import mechanism_checks
 
 
-@pytest.fixture
-def ws(workspace):
-    return workspace
+def diloco(ws, seeds=(0, 1, 2), sim=1.0):
+    # Reaches 60 at round 3 in every seed: 3 communications, 3 * sim seconds.
+    ws.run("diloco", {"method": "diloco"}, {s: ws.single([100, 80, 60]) for s in seeds}, sim)
 
 
-def baseline(ws, seeds=(0,), ppls=(100, 80, 60), sim=1.0):
-    # Target 60, reached in round 3: 3 communications, 3 * sim seconds.
-    ws.run("diloco", {"method": "diloco"}, {s: ws.single(list(ppls)) for s in seeds}, sim)
+def adloco_fast(ws, seeds=(0, 1, 2), sim=None):
+    # Reaches 60 at round 1 (min(90, 55)) in every seed: 2 communications.
+    sim = sim or {s: 1.0 + 0.1 * s for s in seeds}
+    ws.run("adloco", ws.FULL_ADLOCO, {s: ws.pair([90, 50], [55, 50]) for s in seeds}, sim)
 
 
-# --- claims 1 and 2: communications and simulated time to target ---------------------------
+def test_supported_with_three_seeds(workspace):
+    diloco(workspace)
+    adloco_fast(workspace)
+    claims = workspace.claims([60])
+    time, comms = claims[1], claims[2]
+    # Time: adloco 1.0, 1.1, 1.2 s (median 1.1) against 3 s: ratio 1.1 / 3; every resample
+    # of adloco's seeds stays between 1.0 and 1.2, so the interval is [1/3, 0.4].
+    head = time.headline[0]
+    assert head.interval.estimate == pytest.approx(1.1 / 3)
+    assert (head.interval.low, head.interval.high) == (pytest.approx(1 / 3), pytest.approx(0.4))
+    assert time.verdict == SUPPORTED
+    # Communications: 2 against 3 in every seed.
+    assert comms.headline[0].interval.estimate == pytest.approx(2 / 3)
+    assert comms.verdict == SUPPORTED
+    assert "below 1" in comms.reason
 
 
-def test_fewer_communications_supported(ws):
-    baseline(ws)
-    # Round 1: min(90, 55) = 55 <= 60 after 2 communications (< 3).
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 50], [55, 50])})
-    claims = ws.claims()
-    assert claims[1].verdict == SUPPORTED
-    assert (claims[1].seeds_agree, claims[1].seeds) == (1, 1)
-    assert "adloco: 2 communications; diloco: 3 communications" in " ".join(claims[1].details)
+def test_one_seed_is_inconclusive_and_says_why(workspace):
+    diloco(workspace, seeds=(0,))
+    adloco_fast(workspace, seeds=(0,))
+    claims = workspace.claims([60])
+    assert claims[1].verdict == INCONCLUSIVE
+    assert "single seed" in claims[1].reason
+    assert claims[1].headline[0].interval.estimate == pytest.approx(1 / 3)
 
 
-def test_more_communications_not_supported_but_less_time_supported(ws):
-    baseline(ws, sim=1.0)
-    # Reached in round 2 (min(70, 58) = 58): 4 communications > 3, but 2 s < 3 s.
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 70], [95, 58])}, sim_s_per_round=1.0)
-    claims = ws.claims()
-    assert claims[1].verdict == NOT_SUPPORTED
-    assert claims[2].verdict == SUPPORTED
-    assert "adloco: 2 s simulated; diloco: 3 s simulated" in " ".join(claims[2].details)
+def test_slower_is_not_supported(workspace):
+    diloco(workspace, sim=1.0)
+    adloco_fast(workspace, sim={0: 4.0, 1: 5.0, 2: 6.0})
+    claims = workspace.claims([60])
+    assert claims[1].verdict == NOT_SUPPORTED  # 5 s against 3 s: CI [4/3, 2]
+    assert claims[2].verdict == SUPPORTED  # still fewer communications
 
 
-def test_more_simulated_time_not_supported(ws):
-    baseline(ws, sim=1.0)
-    # Reached in round 1 (2 communications < 3) but a round takes 4 s: 4 s > 3 s.
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([50], [55])}, sim_s_per_round=4.0)
-    claims = ws.claims()
-    assert claims[1].verdict == SUPPORTED
-    assert claims[2].verdict == NOT_SUPPORTED
+def test_overlapping_seeds_are_inconclusive(workspace):
+    diloco(workspace, sim=1.0)  # 3 s in every seed
+    adloco_fast(workspace, sim={0: 2.0, 1: 3.5, 2: 2.5})  # 2, 3.5 and 2.5 s
+    claims = workspace.claims([60])
+    head = claims[1].headline[0]
+    assert head.interval.low < 1 < head.interval.high
+    assert claims[1].verdict == INCONCLUSIVE and "contains 1" in claims[1].reason
 
 
-def test_equal_communications_is_not_fewer(ws):
-    baseline(ws, ppls=(100, 80, 70, 60))  # 4 communications
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 70], [95, 58])})  # 4 communications
-    assert ws.claims()[1].verdict == NOT_SUPPORTED
-
-
-def test_adloco_never_reaching_target_is_not_supported(ws):
-    baseline(ws)
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 70, 65], [95, 75, 61])})
-    claim = ws.claims()[1]
-    assert claim.verdict == NOT_SUPPORTED
-    assert "adloco: never reached; diloco: 3 communications" in " ".join(claim.details)
-    assert "adloco reached it in 0 of 1 seeds" in " ".join(claim.details)
-
-
-def test_neither_reaching_configured_target_is_not_testable(ws):
-    baseline(ws)
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 70], [95, 75])})
-    claim = ws.claims(target=10.0)[1]
-    assert claim.verdict == NOT_TESTABLE
-    assert claim.verdict_text.startswith("not testable here (neither run reached")
-
-
-def test_no_diloco_is_not_testable(ws):
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 50], [55, 50])})
-    claims = ws.claims()
-    for number in (1, 2):
-        assert claims[number].verdict == NOT_TESTABLE
-        assert "no run of method diloco" in claims[number].verdict_text
-
-
-def test_several_seeds_compare_means_and_count_agreement(ws):
-    # DiLoCo finals 60 and 70: target 65; seed 0 reaches it in round 3, seed 1 never.
-    ws.run(
-        "diloco", {"method": "diloco"}, {0: ws.single([100, 80, 60]), 1: ws.single([100, 80, 70])}
+def test_censored_baseline_supports_and_both_censored_is_not_testable(workspace):
+    workspace.run("diloco", {"method": "diloco"}, {s: workspace.single([100, 90]) for s in (0, 1)})
+    workspace.run(
+        "adloco", workspace.FULL_ADLOCO, {s: workspace.pair([90, 50], [95, 55]) for s in (0, 1)}
     )
-    # AdLoCo seed 0 at 2 communications, seed 1 at 4: mean 3, finite; DiLoCo's mean is
-    # "never" because seed 1 never reached it.
-    ws.run(
-        "adloco", ws.FULL_ADLOCO, {0: ws.pair([60, 50], [70, 50]), 1: ws.pair([90, 64], [95, 66])}
-    )
-    claim = ws.claims()[1]
-    assert claim.verdict == SUPPORTED
-    assert (claim.seeds_agree, claim.seeds) == (2, 2)
-    assert "adloco: 3 communications; diloco: not reached in every seed (means over seeds)" in (
-        " ".join(claim.details)
-    )
+    claims = workspace.claims([60, 40])
+    at_60 = next(c for c in claims[1].comparisons if c.target == 60 and c.against == "diloco")
+    assert at_60.verdict == SUPPORTED and at_60.interval.estimate == 0.0
+    assert "diloco does not reach the target" in at_60.reason
+    at_40 = claims[1].headline[0]  # main target: the hardest, 40
+    assert at_40.target == 40 and at_40.verdict == NOT_TESTABLE
 
 
-def test_several_seeds_one_adloco_seed_missing_target(ws):
-    baseline(ws, seeds=(0, 1))  # both seeds reach 60 at 3 communications
-    ws.run(
+def test_missing_diloco_or_target_is_not_testable(workspace):
+    adloco_fast(workspace)
+    claims = workspace.claims([60])
+    assert claims[1].verdict == NOT_TESTABLE and "no DiLoCo run" in claims[1].reason
+
+
+def test_linear_clock_makes_the_time_claim_not_testable(workspace):
+    diloco(workspace)
+    adloco_fast(workspace)
+    claims = workspace.claims([60], clock_reason="the runs' clock charges compute by tokens")
+    assert claims[1].verdict == NOT_TESTABLE and "by tokens" in claims[1].reason
+    assert claims[2].verdict == SUPPORTED  # communications do not depend on the clock
+
+
+def test_best_baseline_and_every_baseline_are_compared(workspace):
+    diloco(workspace)
+    adloco_fast(workspace)
+    # A stronger baseline: reaches 60 at round 2 (2 communications, 2 s).
+    workspace.run(
+        "diloco-max-batch",
+        {"method": "diloco", "initial_batch": 8},
+        {s: workspace.single([70, 60]) for s in (0, 1, 2)},
+    )
+    claims = workspace.claims([60])
+    best = next(c for c in claims[2].comparisons if c.against == "best baseline")
+    assert best.baseline == "diloco-max-batch"
+    assert best.interval.estimate == pytest.approx(1.0)  # 2 against 2 communications
+    assert best.verdict == NOT_SUPPORTED
+    assert claims[2].verdict == SUPPORTED  # the headline stays against DiLoCo
+
+
+def test_ablations(workspace):
+    adloco_fast(workspace)
+    # Slower ablation (reaches 60 at round 2, 2 s a round) and ending higher (60 vs 50).
+    workspace.run(
+        "adloco-no-merge",
+        {**workspace.FULL_ADLOCO, "merge": "none"},
+        {s: workspace.pair([90, 70], [95, 60]) for s in (0, 1, 2)},
+        2.0,
+    )
+    claims = workspace.claims([60])
+    abl = claims[3]
+    time = next(c for c in abl.comparisons if c.headline)
+    # adloco median 1.1 s against 4 s.
+    assert time.interval.estimate == pytest.approx(1.1 / 4)
+    final = next(c for c in abl.comparisons if c.quantity == "final_val_perplexity")
+    assert final.interval.estimate == pytest.approx(10.0)  # 60 - 50
+    assert final.verdict == SUPPORTED
+    assert abl.verdict == SUPPORTED and "1 supported" in abl.reason
+
+
+def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
+    from adloco.config import load_config
+    from adloco.report.claims import evaluate_claims
+    from adloco.report.inputs import load_runs
+    from adloco.report.ladder import build_ladder, to_target
+    from adloco.report.settings import ReportSettings, assign_roles
+    from adloco.report.stats import median
+
+    config = load_config(engine_fixture / "config.yaml")
+    runs = load_runs(engine_fixture / "runs", config)
+    settings = ReportSettings.from_config(config)
+    roles = assign_roles(config, {r.run: r.settings for r in runs})
+    ladder = build_ladder(runs, roles, settings)
+    claims = evaluate_claims(runs, roles, ladder, settings)
+    for number, quantity in ((1, "sim_time_s"), (2, "communications")):
+        head = claims[number - 1].headline[0]
+        ad = to_target(runs, "adloco", ladder.main, quantity)
+        di = to_target(runs, "diloco", ladder.main, quantity)
+        assert all(math.isfinite(v) for v in ad + di)  # the derived ladder is reachable
+        assert head.interval.estimate == pytest.approx(median(ad) / median(di))
+        expected = (
+            SUPPORTED
+            if head.interval.high < 1
+            else NOT_SUPPORTED
+            if head.interval.low >= 1
+            else INCONCLUSIVE
+        )
+        assert head.verdict == expected
+
+
+def test_mechanism_checks_are_apart_from_claims(workspace):
+    merge = {"type": "merge", "merged": [0, 1], "kept": 1, "batch": 8}
+    workspace.run(
         "adloco",
-        ws.FULL_ADLOCO,
-        {0: ws.pair([55, 50], [70, 50]), 1: ws.pair([90, 70, 65], [95, 75, 61])},
-    )
-    claim = ws.claims()[1]
-    assert claim.verdict == NOT_SUPPORTED
-    assert (claim.seeds_agree, claim.seeds) == (1, 2)
-    assert "2 of 2 seeds agree" not in " ".join(claim.details)
-    assert "1 of 2 seeds agree" in " ".join(claim.details)
-
-
-# --- claim 3: ablations ----------------------------------------------------------------------
-
-
-def with_ablation(ws, ablation_rounds):
-    baseline(ws)
-    # Full AdLoCo: reaches 60 in round 1 (2 communications), final 50.
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([58, 50], [70, 52])})
-    ws.run("adloco-no-merge", {**ws.FULL_ADLOCO, "merge": "none"}, {0: ablation_rounds})
-
-
-def test_ablation_worse_on_both_supported(ws):
-    # Reaches 60 in round 2 (4 communications), final 55 > 50.
-    with_ablation(ws, ws.pair([70, 59], [75, 55]))
-    claim = ws.claims()[3]
-    assert claim.verdict == SUPPORTED
-    text = " ".join(claim.details)
-    assert "adloco-no-merge (merge=none)" in text
-    assert "final perplexity 55 vs 50 (worse" in text
-    assert "communications to target 4 vs 2 (worse" in text
-
-
-def test_ablation_better_final_perplexity_not_supported(ws):
-    # Later to target (4 communications) but ends lower: 45 < 50.
-    with_ablation(ws, ws.pair([70, 59], [75, 45]))
-    claim = ws.claims()[3]
-    assert claim.verdict == NOT_SUPPORTED
-    assert "final perplexity 45 vs 50 (not worse" in " ".join(claim.details)
-
-
-def test_ablation_sooner_to_target_not_supported(ws):
-    # Same 2 communications to target as full AdLoCo (not more), final 55 > 50.
-    with_ablation(ws, ws.pair([59, 55], [70, 56]))
-    claim = ws.claims()[3]
-    assert claim.verdict == NOT_SUPPORTED
-    assert "communications to target 2 vs 2 (not worse" in " ".join(claim.details)
-
-
-def test_no_ablation_not_testable(ws):
-    baseline(ws)
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([58, 50], [70, 52])})
-    assert ws.claims()[3].verdict_text == "not testable here (no ablation runs are configured)"
-
-
-# --- claim 4: batch growth -------------------------------------------------------------------
-
-
-def test_batch_growth_supported(ws):
-    rounds = [[{"ppl": 90, "req": 4}, {"ppl": 95, "req": 4}], [{"ppl": 80, "req": 16}]]
-    ws.run("adloco", ws.FULL_ADLOCO, {0: rounds})
-    claim = ws.claims()[4]
-    assert claim.verdict == SUPPORTED
-    assert "4 in the first round, 16 in the last" in claim.details[0]
-
-
-def test_constant_batch_not_supported(ws):
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 80], [95, 85])})  # req 4 throughout
-    claim = ws.claims()[4]
-    assert claim.verdict == NOT_SUPPORTED
-    assert "grew in 0 of 1 seeds" in claim.details[0]
-
-
-# --- claim 5: merges -------------------------------------------------------------------------
-
-
-MERGE = {"type": "merge", "merged": [0, 1], "kept": 0}
-
-
-def test_merges_supported(ws):
-    rounds = [[{"ppl": 90}, {"ppl": 95}], [{"ppl": 80, "events": [MERGE]}]]
-    ws.run("adloco", ws.FULL_ADLOCO, {0: rounds})
-    claim = ws.claims()[5]
-    assert claim.verdict == SUPPORTED
-    assert "1 merge event" in claim.details[0]
-
-
-def test_no_merge_events_not_supported(ws):
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 80], [95, 85])})
-    claim = ws.claims()[5]
-    assert claim.verdict == NOT_SUPPORTED
-    assert "0 merge events" in claim.details[0]
-
-
-def test_merging_off_not_testable(ws):
-    ws.run("adloco-only", {**ws.FULL_ADLOCO, "merge": "none"}, {0: ws.pair([90], [95])})
-    assert ws.claims()[5].verdict_text == "not testable here (merging is off in run adloco-only)"
-
-
-def test_merge_count_dedupes_one_event_logged_twice():
-    other = {"type": "merge", "merged": [2, 3], "kept": 2}
-    rows = [
-        {"round": 3, "events": [MERGE]},
-        {"round": 3, "events": [dict(MERGE)]},  # the same merge on the absorbed trainer's row
-        {"round": 3, "events": [other, {"type": "batch_change", "from": 4, "to": 8}]},
-        {"round": 6, "events": [MERGE]},
-    ]
-    assert merge_count(rows) == 3
-
-
-# --- claim 6: switch mode --------------------------------------------------------------------
-
-
-def test_switch_engaged_supported(ws):
-    rounds = [
-        [{"ppl": 90, "req": 8}, {"ppl": 95, "req": 8}],
-        [{"ppl": 80, "req": 32, "eff": 32, "mode": "accumulate"}, {"ppl": 85, "req": 8}],
-    ]
-    ws.run("adloco", ws.FULL_ADLOCO, {0: rounds})
-    claim = ws.claims()[6]
-    assert claim.verdict == SUPPORTED
-    assert "1 round with accumulation, 0 rounds capped" in claim.details[0]
-
-
-def test_switch_never_engaged_not_supported(ws):
-    ws.run("adloco", ws.FULL_ADLOCO, {0: ws.pair([90, 80], [95, 85])})
-    claim = ws.claims()[6]
-    assert claim.verdict == NOT_SUPPORTED
-    assert "largest requested global batch was 4" in claim.details[1]
-
-
-def test_switch_policy_off_not_testable(ws):
-    settings = {**ws.FULL_ADLOCO, "switch": "never_accumulate"}
-    ws.run("adloco", settings, {0: ws.pair([90], [95])})
-    assert "uses the never_accumulate policy" in ws.claims()[6].verdict_text
-
-
-def test_no_adloco_run_makes_every_claim_not_testable(ws):
-    baseline(ws)
-    claims = ws.claims()
-    assert all(c.verdict == NOT_TESTABLE for c in claims.values())
-    assert all("no run of method adloco" in c.verdict_text for c in claims.values())
+        workspace.FULL_ADLOCO,
+        {
+            0: [[{"ppl": 90, "req": 4}, {"ppl": 80, "req": 4, "events": [merge]}],
+                [{"ppl": 70, "req": 16, "trainer": 1, "mode": "accumulate"}]],
+            1: workspace.pair([90, 70], [80, 60]),
+        },
+    )  # fmt: skip
+    runs, *_ = workspace.load([60])
+    checks = {c.mechanism: c for c in mechanism_checks(runs)}
+    assert (checks["batch grows"].status, checks["batch grows"].seeds_observed) == ("observed", 1)
+    assert checks["trainers merge"].detail == "merges per seed: 1, 0"
+    assert checks["switch mode engages"].seeds_observed == 1

@@ -59,8 +59,10 @@ def own_clock(config: dict, models: list) -> tuple[dict, str]:
         f"{network['bandwidth_gbit_s']:g} Gbit/s, latency {network['latency_s']:g} s"
     )
     reason = ""
-    if run_model is not None and run_model.curves and all(
-        is_linear(c) for c in run_model.curves.values()
+    if (
+        run_model is not None
+        and run_model.curves
+        and all(is_linear(c) for c in run_model.curves.values())
     ):
         reason = (
             "the runs' clock charges compute in proportion to tokens (every device's step-time "
@@ -88,9 +90,7 @@ def per_run_entries(summary: list[dict]) -> list[dict]:
         entry = {"run": name, "seeds": len(seeds)}
         for key, _, _ in PER_RUN:
             values = [r.get(key) for r in seeds]
-            entry[key] = Spread.of(
-                [float(v) for v in values if isinstance(v, (int, float))]
-            )
+            entry[key] = Spread.of([float(v) for v in values if isinstance(v, (int, float))])
         out.append(entry)
     return out
 
@@ -108,11 +108,10 @@ def build_report(
     from adloco.io import atomic_path, write_json_atomic, write_text_atomic
     from adloco.report import figures
     from adloco.report.claims import evaluate_claims
-    from adloco.report.html import Page, render_page
+    from adloco.report.html import Page, regime_summary, render_page
     from adloco.report.inputs import load_calibration, load_runs, load_variance
     from adloco.report.ladder import LADDER_COLUMNS, build_ladder, ladder_rows, ladder_table
     from adloco.report.mechanisms import mechanism_checks
-    from adloco.report.html import regime_summary
     from adloco.report.regimes import REGIME_COLUMNS, clock_models, regime_cells
     from adloco.report.settings import ReportSettings, assign_roles
     from adloco.report.summary import (
@@ -141,22 +140,22 @@ def build_report(
     checks = mechanism_checks(runs)
     summary = summary_rows(runs, ladder.main)
     table = ladder_table(runs, ladder)
-    merge_list = [
-        {"run": r.run, "seed": r.seed, **m} for r in runs for m in merges(r.rows)
-    ]
+    merge_list = [{"run": r.run, "seed": r.seed, **m} for r in runs for m in merges(r.rows)]
     names = list(dict.fromkeys(r.run for r in runs))
     adloco_runs = [n for n in names if any(r.run == n and r.method == "adloco" for r in runs)]
 
     drawn = {
         "curves": figures.curves_figure(runs, ladder.main),
         "ladder": figures.ladder_figure(
-            runs, table, ladder.targets,
-            {"sim_time_s": "simulated time to target (s)",
-             "communications": "communications to target"},
+            runs,
+            table,
+            ladder.targets,
+            {
+                "sim_time_s": "simulated time to target (s)",
+                "communications": "communications to target",
+            },
         ),  # fmt: skip
-        "regimes": figures.regimes_figure(
-            cells, ladder.main, {m.key: m.label for m in models}
-        ),
+        "regimes": figures.regimes_figure(cells, ladder.main, {m.key: m.label for m in models}),
         "merges": figures.merges_figure(runs, roles.adloco),
         "batch": figures.batch_figure(runs, adloco_runs),
         "trainers": figures.trainers_figure(runs, names),
@@ -183,9 +182,7 @@ def build_report(
         checks=checks,
         figures={
             **drawn,
-            "deviations": variance.deviations_png.read_bytes()
-            if variance.deviations_png
-            else None,
+            "deviations": variance.deviations_png.read_bytes() if variance.deviations_png else None,
         },
         variance=variance,
         calibrations=calibrations,

@@ -292,19 +292,47 @@ def to_target_claim(
     for target in sorted(ladder.targets, key=lambda t: (t != ladder.main, -t)):
         main = target == ladder.main
         comparisons.append(
-            compare(number, runs, roles.adloco, [roles.diloco], roles.diloco, quantity, target,
-                    settings, headline=main, untestable=clock_reason)  # fmt: skip
+            compare(
+                number,
+                runs,
+                roles.adloco,
+                [roles.diloco],
+                roles.diloco,
+                quantity,
+                target,
+                settings,
+                headline=main,
+                untestable=clock_reason,
+            )  # fmt: skip
         )
         if main:
             for other in roles.baselines:
                 comparisons.append(
-                    compare(number, runs, roles.adloco, [other], other, quantity, target,
-                            settings, untestable=clock_reason)  # fmt: skip
+                    compare(
+                        number,
+                        runs,
+                        roles.adloco,
+                        [other],
+                        other,
+                        quantity,
+                        target,
+                        settings,
+                        untestable=clock_reason,
+                    )  # fmt: skip
                 )
         if roles.baselines:
             comparisons.append(
-                compare(number, runs, roles.adloco, roles.all_baselines(), "best baseline",
-                        quantity, target, settings, untestable=clock_reason)  # fmt: skip
+                compare(
+                    number,
+                    runs,
+                    roles.adloco,
+                    roles.all_baselines(),
+                    "best baseline",
+                    quantity,
+                    target,
+                    settings,
+                    untestable=clock_reason,
+                )  # fmt: skip
             )
     head = comparisons[0]
     reason = f"At the main target {fmt(ladder.main)}: {head.reason}."
@@ -326,8 +354,18 @@ def ablation_claim(
     comparisons = []
     for ablation in roles.ablations:
         comparisons.append(
-            compare(3, runs, roles.adloco, [ablation], ablation, "sim_time_s", ladder.main,
-                    settings, headline=True, untestable=clock_reason)  # fmt: skip
+            compare(
+                3,
+                runs,
+                roles.adloco,
+                [ablation],
+                ablation,
+                "sim_time_s",
+                ladder.main,
+                settings,
+                headline=True,
+                untestable=clock_reason,
+            )  # fmt: skip
         )
         comparisons.append(compare_final(runs, roles.adloco, ablation, settings))
     heads = [c.verdict for c in comparisons if c.headline]

@@ -178,9 +178,7 @@ def merges_figure(runs: list[RunSeed], name: str | None) -> bytes | None:
     if not seeds:
         return None
     plt, sns = _pyplot()
-    fig, axes = plt.subplots(
-        1, len(seeds), figsize=(WIDTH_IN, 3.4), squeeze=False, sharey=True
-    )
+    fig, axes = plt.subplots(1, len(seeds), figsize=(WIDTH_IN, 3.4), squeeze=False, sharey=True)
     for ax, r in zip(axes.flat, seeds, strict=True):
         tokens = round_values(r.rows, "tokens_total")
         trainers = sorted({row["trainer"] for row in r.rows})
@@ -272,8 +270,15 @@ def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) ->
                     ax.fill_between(x, lo, hi, color=colors[clock], alpha=0.12, linewidth=0)
                 for c in line:
                     if c.own:
-                        ax.scatter(c.bandwidth_gbit_s, c.interval.estimate, s=80, marker="*",
-                                   color="black", zorder=5, label="the runs' own setting")  # fmt: skip
+                        ax.scatter(
+                            c.bandwidth_gbit_s,
+                            c.interval.estimate,
+                            s=80,
+                            marker="*",
+                            color="black",
+                            zorder=5,
+                            label="the runs' own setting",
+                        )
         ax.axhline(1.0, color="black", linewidth=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -378,9 +383,7 @@ def trainers_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:
     return _png(fig)
 
 
-def ablations_figure(
-    runs: list[RunSeed], roles: Roles, main_target: float | None
-) -> bytes | None:
+def ablations_figure(runs: list[RunSeed], roles: Roles, main_target: float | None) -> bytes | None:
     """Per seed: simulated time to the main target and final perplexity, AdLoCo and ablations."""
     from adloco.report.ladder import to_target
 

@@ -274,7 +274,6 @@ def answer_section(p: Page) -> str:
 
 def claims_section(p: Page) -> str:
     heads = [c for claim in p.claims for c in claim.comparisons if claim.comparisons]
-    headline = [c for c in heads if c.headline]
     missing = [
         f"<p>Claim {c.number}: {verdict(c.verdict)} {esc(c.reason)}</p>"
         for c in p.claims
@@ -304,7 +303,6 @@ def claims_section(p: Page) -> str:
             if rest
             else ""
         )
-        + (f"<p class='note'>{len(headline)} headline comparisons.</p>" if headline else "")
     )
 
 
@@ -333,9 +331,7 @@ def ladder_section(p: Page) -> str:
             + [spread_cell(p.ladder_table[(t, name)][q], q) for t in targets]
             for name in p.run_names
         ]
-        parts.append(
-            f"<h3>{esc(title)}</h3>" + table(header, rows, numeric=range(2, len(header)))
-        )
+        parts.append(f"<h3>{esc(title)}</h3>" + table(header, rows, numeric=range(2, len(header))))
     return (
         "<h2 id='ladder'>Target ladder</h2>"
         f"<p class='note'>Targets: {esc(', '.join(fmt(t) for t in targets))} "
@@ -365,14 +361,20 @@ def _regime_table(p: Page, against: str) -> str:
         row = [esc(CLOCK_LABELS[clock]), esc(sharing.replace("_", " "))]
         for bw in bws:
             c = next(
-                (x for x in cells if (x.clock, x.sharing, x.bandwidth_gbit_s) == (clock, sharing, bw)),
+                (
+                    x
+                    for x in cells
+                    if (x.clock, x.sharing, x.bandwidth_gbit_s) == (clock, sharing, bw)
+                ),
                 None,
             )
             if c is None:
                 row.append("–")
                 continue
             i = c.interval
-            ci = "" if i.low is None else f"<small>[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]</small>"
+            ci = (
+                "" if i.low is None else f"<small>[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]</small>"
+            )
             cls = c.holds + (" own" if c.own else "")
             row.append(f"<span class='{cls}'>{fmt_ratio(i.estimate)}</span>{ci}")
         rows.append(row)
@@ -380,7 +382,9 @@ def _regime_table(p: Page, against: str) -> str:
     # Highlight classes sit on the span; the cell colour comes from the same class.
     body = table(header, rows, numeric=range(2, len(header)))
     for cls in ("holds", "fails", "unclear"):
-        body = body.replace(f"<td class='n'><span class='{cls}", f"<td class='n {cls}'><span class='{cls}")
+        body = body.replace(
+            f"<td class='n'><span class='{cls}", f"<td class='n {cls}'><span class='{cls}"
+        )
     title = "against DiLoCo" if against == "diloco" else "against the best baseline of each cell"
     return f"<h3>AdLoCo / baseline time to perplexity {fmt(p.ladder.main)}, {title}</h3>" + body
 
@@ -459,8 +463,15 @@ def per_run_section(p: Page) -> str:
         "model's perplexity first shows at the kept trainer's next evaluation, after one more "
         "round of training.</p>"
         + table(
-            ["run", "seed", "round", "trainers → kept", "perplexity before (by trainer)",
-             "merged model next", "at round"],
+            [
+                "run",
+                "seed",
+                "round",
+                "trainers → kept",
+                "perplexity before (by trainer)",
+                "merged model next",
+                "at round",
+            ],
             merge_rows,
             numeric=(1, 2, 5, 6),
         )  # fmt: skip
@@ -527,9 +538,13 @@ def mechanisms_section(p: Page) -> str:
     return (
         "<h2 id='mechanisms'>Mechanism checks</h2>"
         "<p class='note'>Whether each AdLoCo component acted in these runs — not claims of the "
-        "paper: a component can act and still not make AdLoCo faster. \"off\": the run turns "
+        'paper: a component can act and still not make AdLoCo faster. "off": the run turns '
         "the component off.</p>"
-        + (table(["run", "mechanism", "status", "seeds", "detail"], rows, numeric=(3,)) if rows else "")
+        + (
+            table(["run", "mechanism", "status", "seeds", "detail"], rows, numeric=(3,))
+            if rows
+            else ""
+        )
     )
 
 

@@ -110,7 +110,16 @@ def ladder_table(runs: list[RunSeed], ladder: Ladder) -> dict[tuple[float, str],
     }
 
 
-LADDER_COLUMNS = ["target_perplexity", "run", "quantity", "median", "low", "high", "reached", "seeds"]
+LADDER_COLUMNS = [
+    "target_perplexity",
+    "run",
+    "quantity",
+    "median",
+    "low",
+    "high",
+    "reached",
+    "seeds",
+]
 
 
 def ladder_rows(table: dict[tuple[float, str], dict[str, Spread]]) -> list[dict]:

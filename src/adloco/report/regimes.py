@@ -93,7 +93,11 @@ def clock_models(config: dict, cal_dir: Path) -> list[ClockModel]:
             except (KeyError, TypeError, ValueError) as exc:
                 missing.append(f"{name}: {exc}")
         if missing:
-            out.append(ClockModel(key, CLOCK_LABELS[key], None, "not available (" + "; ".join(missing) + ")"))
+            out.append(
+                ClockModel(
+                    key, CLOCK_LABELS[key], None, "not available (" + "; ".join(missing) + ")"
+                )
+            )
         else:
             out.append(ClockModel(key, CLOCK_LABELS[key], curves, ""))
     return out
@@ -132,7 +136,7 @@ class RegimeCell:
 
     @property
     def holds(self) -> str:
-        """"holds", "fails" or "unclear" for AdLoCo faster than the baseline."""
+        """ "holds", "fails" or "unclear" for AdLoCo faster than the baseline."""
         i = self.interval
         if i.low is None or i.high is None or math.isnan(i.low) or math.isnan(i.high):
             return "unclear"
@@ -190,6 +194,9 @@ def regime_cells(
     baselines = roles.all_baselines()
     if roles.adloco is None or not baselines or not targets:
         return []
+    compared = [r for r in runs if r.run in (roles.adloco, *baselines)]
+    if any("slot_work" not in row or "sync" not in row for r in compared for row in r.rows):
+        return []  # rows written before the clock recorded its work cannot be recomputed
     latency = float(config["cluster"]["network"]["latency_s"])
     own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
     own_sharing = config["cluster"].get("slot_sharing", "concurrent")

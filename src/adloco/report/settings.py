@@ -225,4 +225,3 @@ def assign_roles(config: dict, settings: dict[str, dict]) -> Roles:
         labels = {a: _label(settings[a], settings[adloco]) for a in ablations}
     variants = [n for n in by_method.get("adloco", []) if n != adloco and n not in ablations]
     return Roles(adloco, diloco, baselines, ablations, variants, labels, sources)
-

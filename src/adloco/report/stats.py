@@ -111,8 +111,9 @@ def percentile_interval(values: Sequence[float], confidence: float) -> tuple[flo
     ordered = sorted(values)
     n = len(ordered)
     alpha = 1.0 - confidence
-    low = ordered[min(n - 1, int(math.floor(alpha / 2 * n)))]
-    high = ordered[max(0, int(math.ceil((1 - alpha / 2) * n)) - 1)]
+    # The 1e-9 keeps 1 - 0.9 = 0.0999... from moving an index by one.
+    low = ordered[min(n - 1, int(math.floor(alpha / 2 * n + 1e-9)))]
+    high = ordered[max(0, int(math.ceil((1 - alpha / 2) * n - 1e-9)) - 1)]
     return low, high
 
 

@@ -1,0 +1,122 @@
+"""The regime sweep against direct recomputations of the engine fixture's rows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from adloco.clock import Network, StepTimeCurve, recompute_sim_time_s
+from adloco.config import load_config
+from adloco.report.inputs import load_runs
+from adloco.report.ladder import build_ladder
+from adloco.report.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
+from adloco.report.settings import ReportSettings, assign_roles
+from adloco.report.stats import median
+from adloco.report.summary import round_to_target
+
+
+@pytest.fixture(scope="module")
+def sweep(engine_fixture):
+    config = load_config(engine_fixture / "config.yaml")
+    runs = load_runs(engine_fixture / "runs", config)
+    settings = ReportSettings.from_config(config)
+    roles = assign_roles(config, {r.run: r.settings for r in runs})
+    ladder = build_ladder(runs, roles, settings)
+    models = clock_models(config, engine_fixture / "calibration")
+    cells = regime_cells(runs, roles, ladder.targets, config, models, settings)
+    return config, runs, roles, ladder, models, cells
+
+
+def test_clock_models_from_the_calibration_file(sweep, engine_fixture):
+    _, _, _, _, models, _ = sweep
+    by_key = {m.key: m for m in models}
+    assert by_key["run"].curves["sim"] == StepTimeCurve.roofline(0.01, 4, update_s=0.001)
+    assert by_key["measured"].curves["sim"].fwd_bwd_s == (0.002, 0.004, 0.008)
+    import json
+
+    cal = json.loads((engine_fixture / "calibration" / "sim.json").read_text())
+    linear = by_key["linear"].curves["sim"]
+    # 6 FLOPs per parameter and token, 12 tokens a sequence, 1 TFLOP/s.
+    assert linear.pass_s(1) == pytest.approx(6 * cal["model_parameters"] * 12 / 1e12)
+    assert is_linear(linear) and not is_linear(by_key["run"].curves["sim"])
+
+
+def test_default_sweep_is_10_mbit_to_100_gbit(sweep):
+    config, *_ = sweep
+    bws = sweep_bandwidths(config, ReportSettings.from_config(config))
+    assert bws[0] == pytest.approx(0.01) and bws[-1] == pytest.approx(100.0)
+    assert len(bws) == 9 and any(math.isclose(b, 1.0) for b in bws)
+
+
+def _direct(runs, name, target, curves, network, sharing):
+    out = []
+    for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
+        times = recompute_sim_time_s(r.rows, curves, network, sharing)
+        k = round_to_target(r.rows, target)
+        out.append(math.inf if k is None else times[k])
+    return out
+
+
+def test_own_setting_reproduces_the_logged_time(sweep):
+    _, runs, roles, ladder, _, cells = sweep
+    own = [c for c in cells if c.own and c.against == "diloco" and c.target == ladder.main]
+    assert len(own) == 1
+    logged = {}
+    for name in (roles.adloco, roles.diloco):
+        per_seed = []
+        for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
+            k = round_to_target(r.rows, ladder.main)
+            per_seed.append(max(x["sim_time_s"] for x in r.rows if x["round"] == k))
+        logged[name] = median(per_seed)
+    assert own[0].adloco_median_s == pytest.approx(logged[roles.adloco], rel=1e-12)
+    assert own[0].baseline_median_s == pytest.approx(logged[roles.diloco], rel=1e-12)
+
+
+@pytest.mark.parametrize("clock", ["linear", "measured"])
+@pytest.mark.parametrize("sharing", ["concurrent", "time_slicing"])
+def test_cells_equal_a_direct_recomputation(sweep, clock, sharing):
+    config, runs, roles, ladder, models, cells = sweep
+    curves = next(m for m in models if m.key == clock).curves
+    bw = 0.01
+    network = Network(bw * 1e9 / 8, config["cluster"]["network"]["latency_s"])
+    for target in ladder.targets:
+        cell = next(
+            c
+            for c in cells
+            if (c.clock, c.sharing, c.against, c.target) == (clock, sharing, "diloco", target)
+            and math.isclose(c.bandwidth_gbit_s, bw)
+        )
+        ad = _direct(runs, roles.adloco, target, curves, network, sharing)
+        di = _direct(runs, roles.diloco, target, curves, network, sharing)
+        assert cell.adloco_median_s == pytest.approx(median(ad), rel=1e-12)
+        assert cell.baseline_median_s == pytest.approx(median(di), rel=1e-12)
+        assert cell.interval.estimate == pytest.approx(median(ad) / median(di), rel=1e-12)
+        assert cell.interval.low <= cell.interval.estimate <= cell.interval.high
+
+
+def test_best_baseline_cell_uses_the_lowest_median(sweep):
+    config, runs, roles, ladder, models, cells = sweep
+    curves = next(m for m in models if m.key == "run").curves
+    network = Network(1e9 / 8, config["cluster"]["network"]["latency_s"])
+    cell = next(
+        c for c in cells
+        if (c.clock, c.sharing, c.against, c.target) == ("run", "concurrent", "best", ladder.main)
+        and math.isclose(c.bandwidth_gbit_s, 1.0)
+    )  # fmt: skip
+    medians = {
+        n: median(_direct(runs, n, ladder.main, curves, network, "concurrent"))
+        for n in roles.all_baselines()
+    }
+    best = min(medians, key=medians.get)
+    assert cell.baseline == best and cell.baseline_median_s == pytest.approx(medians[best])
+
+
+def test_no_calibration_no_sweep(workspace):
+    workspace.run("diloco", {"method": "diloco"}, {0: workspace.single([100, 60])})
+    workspace.run("adloco", workspace.FULL_ADLOCO, {0: workspace.pair([90, 50], [95, 55])})
+    from adloco.config import load_config as load
+
+    config = load(workspace.write())
+    models = clock_models(config, workspace.root / "calibration")
+    assert all(m.curves is None and "no calibration file" in m.note for m in models)

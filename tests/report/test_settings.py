@@ -1,0 +1,78 @@
+"""Roles of the runs: detected from the default config's run names, or set in report:."""
+
+from __future__ import annotations
+
+import pytest
+
+from adloco.config import ConfigError
+from adloco.report.settings import DEFAULT_BANDWIDTHS_GBIT_S, ReportSettings, assign_roles
+
+FULL = {"method": "adloco", "batch_test": "norm", "merge": "smallest_batch", "switch": "switch"}
+DEFAULT_RUNS = {
+    "diloco": {"method": "diloco"},
+    "diloco-max-batch": {"method": "diloco"},
+    "diloco-matched-comms": {"method": "diloco"},
+    "localsgd": {"method": "localsgd"},
+    "adloco": FULL,
+    "adloco-eta-0.8": {**FULL, "eta": 0.8},
+    "adloco-no-adaptive": {**FULL, "batch_test": "none"},
+    "adloco-no-merge": {**FULL, "merge": "none"},
+    "adloco-no-switch": {**FULL, "switch": "never_accumulate"},
+}
+
+
+def test_roles_of_the_default_runs_are_detected():
+    roles = assign_roles({"report": {}}, DEFAULT_RUNS)
+    assert roles.adloco == "adloco" and roles.diloco == "diloco"
+    assert roles.baselines == ["diloco-max-batch", "diloco-matched-comms", "localsgd"]
+    assert roles.ablations == ["adloco-no-adaptive", "adloco-no-merge", "adloco-no-switch"]
+    assert roles.variants == ["adloco-eta-0.8"]  # differs in eta only: not an ablation
+    assert roles.ablation_labels["adloco-no-merge"] == "merge=none"
+    assert roles.role_of("adloco-eta-0.8") == "AdLoCo variant"
+
+
+def test_paper_preset_names():
+    runs = {
+        "adloco": FULL,
+        "diloco": {"method": "diloco"},
+        "localsgd": {"method": "localsgd"},
+        "adloco-no-switch-always": {**FULL, "switch": "always_accumulate"},
+        "adloco-no-switch-never": {**FULL, "switch": "never_accumulate"},
+    }
+    roles = assign_roles({}, runs)
+    assert roles.ablations == ["adloco-no-switch-always", "adloco-no-switch-never"]
+    assert roles.baselines == ["localsgd"]
+
+
+def test_explicit_roles_win_and_are_checked():
+    section = {
+        "adloco": "adloco-eta-0.8",
+        "diloco": "diloco-max-batch",
+        "baselines": ["localsgd"],
+        "ablations": ["adloco-no-merge"],
+    }
+    roles = assign_roles({"report": section}, DEFAULT_RUNS)
+    assert (roles.adloco, roles.diloco) == ("adloco-eta-0.8", "diloco-max-batch")
+    assert roles.baselines == ["localsgd"] and roles.ablations == ["adloco-no-merge"]
+    assert "adloco" in roles.variants and roles.sources["adloco"] == "report.adloco"
+    with pytest.raises(ConfigError, match="report.diloco: no run named 'nope'"):
+        assign_roles({"report": {"diloco": "nope"}}, DEFAULT_RUNS)
+    with pytest.raises(ConfigError, match="report.adloco: run 'diloco' is of method diloco"):
+        assign_roles({"report": {"adloco": "diloco"}}, DEFAULT_RUNS)
+
+
+def test_settings_defaults():
+    s = ReportSettings.from_config({"report": {}})
+    assert s.targets is None and s.target_levels == 4 and s.main_target is None
+    assert s.bandwidths_gbit_s == DEFAULT_BANDWIDTHS_GBIT_S
+    assert (s.bootstrap_samples, s.bootstrap_seed, s.confidence) == (2000, 0, 0.95)
+
+
+def test_the_three_configs_validate_their_report_section():
+    from pathlib import Path
+
+    from adloco.config import load_config
+
+    for name in ("config.yaml", "paper.yaml", "test.yaml"):
+        config = load_config(Path(__file__).parents[2] / "config" / name)
+        ReportSettings.from_config(config)
