@@ -92,6 +92,91 @@ def test_missing_folder_and_empty_folder_name_the_path(tmp_path):
         c4.local_files(tmp_path)
 
 
-def test_record_without_text_is_an_error():
-    with pytest.raises(ValueError, match="record 1 has no text"):
+def test_record_without_text_is_an_error_on_the_hub_stream():
+    with pytest.raises(ValueError, match='x: record 1: no "text" field'):
         list(c4.normalize_records([{"text": "a"}, {"content": "b"}], origin="x"))
+
+
+# ---------------------------------------------------------------- broken raw data
+def _write_gz(path, lines: list[bytes]) -> None:
+    with gzip.open(path, "wb") as fh:
+        fh.write(b"".join(line + b"\n" for line in lines))
+
+
+def _good(index: int) -> bytes:
+    return json.dumps({"text": f"document {index}", "timestamp": "", "url": ""}).encode()
+
+
+BROKEN_LINES = [
+    (b'{"text": "caf\xe9 au lait", "url": ""}', "line 3: not UTF-8 text (byte 0xe9"),
+    (b'{"text": "unclosed', "line 3: not valid JSON (Unterminated string"),
+    (b'["a", "list"]', "line 3: a record must be a JSON object, not list"),
+    (b'{"content": "x", "url": "u"}', 'line 3: no "text" field (its fields: content, url)'),
+    (b'{"text": null, "url": "u"}', 'line 3: "text" is null, not a string'),
+]
+
+
+@pytest.mark.parametrize(("bad", "message"), BROKEN_LINES, ids=[m for _, m in BROKEN_LINES])
+def test_a_broken_record_names_the_file_and_line(tmp_path, tiny_data_config, bad, message):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _write_gz(raw / "c4-train.00000-of-00002.json.gz", [_good(0)])
+    _write_gz(raw / "c4-train.00001-of-00002.json.gz", [_good(1), _good(2), bad, _good(3)])
+    with pytest.raises(ValueError) as err:
+        list(c4.iter_records(tiny_data_config(raw_dir=str(raw))))
+    text = str(err.value)
+    assert text.startswith(f"{raw / 'c4-train.00001-of-00002.json.gz'}, {message}"), text
+    assert "\n" not in text and "data.on_bad_record: skip" in text
+
+
+def test_a_truncated_gzip_file_names_the_file_and_the_last_good_line(tmp_path, tiny_data_config):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    path = raw / "c4-train.00000-of-00001.json.gz"
+    _write_gz(path, [_good(i) + b" " * 200 for i in range(50)])
+    path.write_bytes(path.read_bytes()[:-30])  # the end of a download that broke off
+    with pytest.raises(ValueError) as err:
+        list(c4.iter_records(tiny_data_config(raw_dir=str(raw))))
+    text = str(err.value)
+    assert text.startswith(f"{path}, after line ") and "truncated or corrupt gzip" in text, text
+
+
+def test_not_gzip_at_all_names_the_file(tmp_path, tiny_data_config):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "c4-train.00000-of-00001.json.gz").write_bytes(b'{"text": "plain"}\n')
+    with pytest.raises(ValueError, match=r"c4-train\.00000-of-00001\.json\.gz, line 1: not a gzip"):
+        list(c4.iter_records(tiny_data_config(raw_dir=str(raw))))
+
+
+def test_skip_mode_skips_and_counts_bad_records(tmp_path, tiny_data_config):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    lines = [_good(0), BROKEN_LINES[0][0], _good(1), BROKEN_LINES[1][0], _good(2), b"", _good(3)]
+    _write_gz(raw / "c4-train.00000-of-00002.json.gz", lines)
+    cut = raw / "c4-train.00001-of-00002.json.gz"
+    _write_gz(cut, [_good(i) + b" " * 200 for i in range(4, 54)])
+    cut.write_bytes(cut.read_bytes()[:-30])
+    stats = c4.RecordStats()
+    cfg = tiny_data_config(raw_dir=str(raw), on_bad_record="skip")
+    texts = [r["text"] for r in c4.iter_records(cfg, stats=stats)]
+    assert texts[:4] == [f"document {i}" for i in range(4)]
+    assert 4 < len(texts) < 54  # the readable part of the truncated file is kept
+    assert stats.skipped == 3  # two records, one unreadable end of a file
+    assert "line 2: not UTF-8" in stats.examples[0] and "line 4" in stats.examples[1]
+    assert "truncated" in stats.examples[2]
+
+
+def test_max_documents_counts_good_records(tmp_path, tiny_data_config):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _write_gz(raw / "c4-train.00000-of-00001.json.gz", [_good(0), b"{", _good(1), _good(2)])
+    cfg = tiny_data_config(raw_dir=str(raw), on_bad_record="skip", max_documents=2)
+    assert [r["text"] for r in c4.iter_records(cfg)] == ["document 0", "document 1"]
+
+
+def test_empty_texts_are_counted(tmp_path, tiny_data_config):
+    stats = c4.RecordStats()
+    records = [{"text": "a"}, {"text": ""}, {"text": " \n"}, {"text": "b"}]
+    assert len(list(c4.normalize_records(records, stats=stats))) == 4
+    assert stats.empty == 2

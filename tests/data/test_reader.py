@@ -125,3 +125,24 @@ def test_a_split_pickles_without_its_data(tiny_tokenized):
     assert len(payload) < 4096 < split.tokens * 2
     clone = pickle.loads(payload)
     assert (clone.get([1, 2, 3]) == split.get([1, 2, 3])).all()
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "tokenizer_config.json"])
+def test_a_corrupt_tokenizer_file_is_reported_on_open(copy_of, name):
+    path = copy_of / "tokenizer" / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptDataError, match=f"{path}: sha256 .* tokenizer"):
+        TokenData.open(copy_of)
+    TokenData.open(copy_of, verify=False)  # sizes only
+
+
+def test_a_missing_or_cut_tokenizer_file_is_reported_on_open(copy_of):
+    path = copy_of / "tokenizer" / "tokenizer.json"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(CorruptDataError, match=f"{path}: .* bytes, the manifest says"):
+        TokenData.open(copy_of, verify=False)
+    path.unlink()
+    with pytest.raises(FileNotFoundError, match=f"tokenizer file .* not found: {path}"):
+        TokenData.open(copy_of)

@@ -70,8 +70,13 @@ def test_manifest_layout(tiny_tokenized, tiny_c4_records):
         "kind": "local",
         "files": [f"c4-train.{i:05d}-of-00003.json.gz" for i in range(3)],
         "documents_read": len(tiny_c4_records),
+        "on_bad_record": "error",
+        "skipped_records": 0,
+        "skipped_record_examples": [],
+        "empty_documents": 0,
     }
     tokenizer = AutoTokenizer.from_pretrained(tiny_tokenized / "tokenizer")
+    files = manifest["tokenizer"].pop("files")
     assert manifest["tokenizer"] == {
         "kind": "bpe",
         "name": None,
@@ -80,6 +85,13 @@ def test_manifest_layout(tiny_tokenized, tiny_c4_records):
         "eos_token_id": tokenizer.eos_token_id,
         "bos_token_id": None,
     }
+    # Every file of the tokenizer folder, checksummed like the shards.
+    folder = tiny_tokenized / "tokenizer"
+    on_disk = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert [f["file"] for f in files] == on_disk and "tokenizer.json" in on_disk
+    for entry in files:
+        assert entry["sha256"] == sha256_file(folder / entry["file"])
+        assert entry["bytes"] == (folder / entry["file"]).stat().st_size
     assert manifest["vocab_size"] == len(tokenizer) == 300
     assert (manifest["dtype"], manifest["seq_len_tokens"], manifest["seed"]) == ("uint16", 16, 0)
     assert set(manifest["splits"]) == set(SPLITS)
@@ -217,6 +229,10 @@ def test_hub_source_gives_the_same_shards(tmp_path, monkeypatch, tiny_c4_records
         "hub_name": "en",
         "files": [],
         "documents_read": 80,
+        "on_bad_record": "error",
+        "skipped_records": 0,
+        "skipped_record_examples": [],
+        "empty_documents": 0,
     }
     assert hub["splits"] == local["splits"]
 
@@ -253,3 +269,63 @@ def test_mistral_v1_stage_opens_documents_with_bos(tmp_path, tiny_c4_records, ti
         stream = _stream(tmp_path / "mistral", split).tolist()
         assert stream == expected[: len(stream)] and stream[0] == 1
         assert len(stream) == len(expected) - len(expected) % 16
+
+
+# ---------------------------------------------------------------- broken raw data
+def _write_lines(path: Path, lines: list[bytes]) -> None:
+    import gzip
+
+    with gzip.open(path, "wb") as fh:
+        fh.write(b"".join(line + b"\n" for line in lines))
+
+
+def test_skipped_bad_records_are_counted_and_the_rest_tokenized_as_without_them(
+    tmp_path, tiny_c4_records, tiny_data_config, caplog
+):
+    clean, dirty = tmp_path / "clean", tmp_path / "dirty"
+    clean.mkdir()
+    dirty.mkdir()
+    good = [json.dumps(r).encode() for r in tiny_c4_records]
+    bad = [b'{"text": "\xff\xfe"}', b"{not json", b'{"url": "x"}']
+    mixed = good[:10] + bad[:2] + good[10:60] + bad[2:] + good[60:]
+    _write_lines(clean / "c4-train.00000-of-00001.json.gz", good)
+    _write_lines(dirty / "c4-train.00000-of-00001.json.gz", mixed)
+    with pytest.raises(ValueError, match=r"line 11: not UTF-8"):
+        tokenize_corpus(tiny_data_config(raw_dir=str(dirty)), 0, tmp_path / "x", progress=False)
+    cfg = tiny_data_config(on_bad_record="skip")
+    want = tokenize_corpus({**cfg, "raw_dir": str(clean)}, 0, tmp_path / "a", progress=False)
+    with caplog.at_level("WARNING"):
+        got = tokenize_corpus({**cfg, "raw_dir": str(dirty)}, 0, tmp_path / "b", progress=False)
+    assert got["splits"] == want["splits"]  # the same documents, the same shards
+    assert got["source"]["skipped_records"] == 3
+    examples = got["source"]["skipped_record_examples"]
+    lines = [e.split(", ", 1)[1].split(":")[0] for e in examples]
+    assert lines == ["line 11", "line 12", "line 63"]
+    assert "skipped 3 bad records" in caplog.text
+
+
+def test_empty_texts_are_counted_and_reported(tmp_path, tiny_c4_records, tiny_data_config, caplog):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    records = [*tiny_c4_records[:50], {"text": "", "url": "e"}, {"text": "  ", "url": "f"}]
+    _write_lines(raw / "c4-train.00000-of-00001.json.gz", [json.dumps(r).encode() for r in records])
+    with caplog.at_level("WARNING"):
+        manifest = tokenize_corpus(tiny_data_config(raw_dir=str(raw)), 0, tmp_path / "out")
+    assert manifest["source"]["empty_documents"] == 2
+    assert "2 documents have an empty text" in caplog.text
+
+
+def test_cli_reports_a_broken_file_in_one_line(tmp_path, capsys):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _write_lines(raw / "c4-train.00000-of-00001.json.gz", [b'{"text": "a"}', b'{"text": 1'])
+    cfg = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    cfg["data"].update(source="local", raw_dir=str(raw))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    argv = ["tokenize", "--config", str(config), "--raw", str(raw), "--out", str(tmp_path / "o")]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    broken = raw / "c4-train.00000-of-00001.json.gz"
+    assert err[-1].startswith(f"adloco tokenize: error: {broken}, line 2")
+    assert not any("Traceback" in line for line in err)

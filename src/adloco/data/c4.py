@@ -1,26 +1,142 @@
-"""C4 record loader: local C4-format files or the hub, through one code path.
+"""C4 record loader: local C4-format files or the hub, into one record stream.
 
 The tokenize stage reads its documents here. Records are C4's
 ``{"text", "timestamp", "url"}``: from gzipped JSON-lines files on disk
-(``load_dataset("json", data_files=...)``, sources ``offline-wiki`` and
-``local``) or streamed from the hub (``load_dataset("allenai/c4", "en",
-split="train", streaming=True)``, source ``hub``). Both are Hugging Face
-``IterableDataset`` streams that pass through the same :func:`normalize_records`,
-which keeps the three fields, gives the timestamp back as C4's string (the JSON
-reader parses it into a datetime) and stops after ``max_documents``. Nothing is
-held in memory beyond the current record.
+(sources ``offline-wiki`` and ``local``), read line by line by
+:func:`read_local_records`, or streamed from the hub
+(``load_dataset("allenai/c4", "en", split="train", streaming=True)``, source
+``hub``). Both streams pass through the same :func:`normalize_records`, which
+keeps the three fields, gives the timestamp back as C4's string (the hub's
+reader parses it into a datetime), counts empty texts and stops after
+``max_documents`` good records. Nothing is held in memory beyond the current
+record.
+
+A broken record (bytes that are not UTF-8, a line that is not JSON or not an
+object, a record without a ``text`` string) and a truncated or corrupt gzip
+file stop the stage with one line naming the file and the line
+(:class:`BadRecordError`); with ``data.on_bad_record: skip`` they are skipped
+and counted instead (:class:`RecordStats`, written to the manifest). The local
+files are read with Python's own gzip and json rather than the ``datasets``
+JSON reader, whose errors name neither the file nor the line.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
+import gzip
+import json
+import zlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 C4_FIELDS = ("text", "timestamp", "url")
 C4_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 LOCAL_PATTERN = "*.json.gz"
+ON_BAD_RECORD = ("error", "skip")
+# Skipped records quoted in the manifest (all are counted).
+EXAMPLES_KEPT = 10
+
+
+class BadRecordError(ValueError):
+    """A raw record or file that cannot be read; the message names the file and line."""
+
+
+@dataclass
+class RecordStats:
+    """What the reader skipped (``data.on_bad_record: skip``) and the empty texts it passed."""
+
+    skipped: int = 0
+    examples: list[str] = field(default_factory=list)
+    empty: int = 0
+
+    def skip(self, message: str) -> None:
+        self.skipped += 1
+        if len(self.examples) < EXAMPLES_KEPT:
+            self.examples.append(message)
+
+
+def _bad(message: str, on_bad_record: str, stats: RecordStats | None) -> None:
+    """Raise for ``error``; count for ``skip``."""
+    if on_bad_record == "skip":
+        if stats is not None:
+            stats.skip(message)
+        return
+    raise BadRecordError(
+        f"{message} (data.on_bad_record: skip skips such records and counts them in the manifest)"
+    )
+
+
+def _text_problem(record: object) -> str | None:
+    """Why ``record`` is no C4 record, or None."""
+    if not isinstance(record, dict):
+        return f"a record must be a JSON object, not {type(record).__name__}"
+    if "text" not in record:
+        return f'no "text" field (its fields: {", ".join(sorted(map(str, record))) or "none"})'
+    if not isinstance(record["text"], str):
+        kind = "null" if record["text"] is None else type(record["text"]).__name__
+        return f'"text" is {kind}, not a string'
+    return None
+
+
+def read_local_records(
+    files: Iterable[str | Path], on_bad_record: str = "error", stats: RecordStats | None = None
+) -> Iterator[dict]:
+    """The records of gzipped JSON-lines files, in order, each checked line by line.
+
+    Blank lines are passed over. A bad line raises :class:`BadRecordError`
+    naming the file and the line (``on_bad_record="error"``) or is skipped and
+    counted in ``stats`` (``"skip"``); so is the unreadable end of a truncated
+    or corrupt gzip file, whose complete lines before it are kept.
+    """
+    if on_bad_record not in ON_BAD_RECORD:
+        raise ValueError(f"data.on_bad_record: {on_bad_record!r} is not one of {ON_BAD_RECORD}")
+    for path in files:
+        line_no = 0
+        try:
+            with gzip.open(path, "rb") as fh:
+                for line_no, raw in enumerate(fh, start=1):  # noqa: B007 (used after the loop)
+                    if not raw.strip():
+                        continue
+                    where = f"{path}, line {line_no}"
+                    try:
+                        line = raw.decode("utf-8").rstrip("\r\n")
+                    except UnicodeDecodeError as exc:
+                        byte = raw[exc.start : exc.start + 1].hex()
+                        _bad(
+                            f"{where}: not UTF-8 text (byte 0x{byte} at column {exc.start + 1})",
+                            on_bad_record,
+                            stats,
+                        )
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        _bad(
+                            f"{where}: not valid JSON ({exc.msg} at column {exc.colno})",
+                            on_bad_record,
+                            stats,
+                        )
+                        continue
+                    problem = _text_problem(record)
+                    if problem is not None:
+                        _bad(f"{where}: {problem}", on_bad_record, stats)
+                        continue
+                    yield record
+        except gzip.BadGzipFile as exc:
+            where = f"{path}, line {line_no + 1}"
+            if line_no == 0:
+                _bad(f"{where}: not a gzip file ({exc})", on_bad_record, stats)
+            else:
+                _bad(f"{where}: corrupt gzip data ({exc})", on_bad_record, stats)
+        except (EOFError, zlib.error, OSError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            _bad(
+                f"{path}, after line {line_no}: truncated or corrupt gzip data ({exc})",
+                on_bad_record,
+                stats,
+            )
 
 
 def local_files(raw_dir: str | Path) -> list[Path]:
@@ -45,32 +161,53 @@ def _c4_timestamp(value: object) -> object:
 
 
 def normalize_records(
-    stream: Iterable[dict], max_documents: int | None = None, origin: str = "records"
+    stream: Iterable[dict],
+    max_documents: int | None = None,
+    origin: str = "records",
+    on_bad_record: str = "error",
+    stats: RecordStats | None = None,
 ) -> Iterator[dict]:
-    """C4 records from a raw stream: the three fields, C4 timestamps, at most ``max_documents``."""
-    if max_documents is not None:
-        stream = itertools.islice(stream, max_documents)
+    """C4 records from a raw stream: the three fields, C4 timestamps, at most ``max_documents``.
+
+    A record without a ``text`` string (the hub's stream; local files are
+    checked line by line before) is an error or skipped, as ``on_bad_record``
+    says; ``max_documents`` counts the records kept. Empty texts (nothing but
+    white space) are kept and counted in ``stats``.
+    """
+    if max_documents is not None and max_documents < 1:
+        return
+    kept = 0
     for index, record in enumerate(stream):
-        text = record.get("text")
-        if not isinstance(text, str):
-            raise ValueError(f"{origin}: record {index} has no text field (keys {sorted(record)})")
+        problem = _text_problem(record)
+        if problem is not None:
+            _bad(f"{origin}: record {index}: {problem}", on_bad_record, stats)
+            continue
+        text = record["text"]
+        if stats is not None and not text.strip():
+            stats.empty += 1
         yield {
             "text": text,
             "timestamp": _c4_timestamp(record.get("timestamp")),
             "url": record.get("url"),
         }
+        kept += 1
+        if max_documents is not None and kept >= max_documents:
+            return
 
 
-def open_stream(data_cfg: dict, raw_dir: str | Path | None = None) -> tuple[Iterable[dict], dict]:
+def open_stream(
+    data_cfg: dict, raw_dir: str | Path | None = None, stats: RecordStats | None = None
+) -> tuple[Iterable[dict], dict]:
     """The raw record stream of the configured source and a description of it.
 
     ``data_cfg`` is the ``data`` section of the configuration; ``raw_dir``
-    overrides ``data.raw_dir`` for the local sources.
+    overrides ``data.raw_dir`` for the local sources; ``stats`` counts what a
+    local stream skips (``data.on_bad_record: skip``).
     """
-    import datasets
-
     source = data_cfg["source"]
     if source == "hub":
+        import datasets
+
         stream = datasets.load_dataset(
             data_cfg["hub_path"], data_cfg["hub_name"], split="train", streaming=True
         )
@@ -83,14 +220,16 @@ def open_stream(data_cfg: dict, raw_dir: str | Path | None = None) -> tuple[Iter
     if source not in ("offline-wiki", "local"):
         raise ValueError(f"data.source: unknown source {source!r}")
     files = local_files(raw_dir if raw_dir is not None else data_cfg["raw_dir"])
-    stream = datasets.load_dataset(
-        "json", data_files=[str(p) for p in files], split="train", streaming=True
-    )
+    stream = read_local_records(files, data_cfg.get("on_bad_record", "error"), stats)
     return stream, {"kind": source, "files": [p.name for p in files]}
 
 
-def iter_records(data_cfg: dict, raw_dir: str | Path | None = None) -> Iterator[dict]:
-    """C4 records of the configured source, the first ``data.max_documents``."""
-    stream, info = open_stream(data_cfg, raw_dir)
+def iter_records(
+    data_cfg: dict, raw_dir: str | Path | None = None, stats: RecordStats | None = None
+) -> Iterator[dict]:
+    """C4 records of the configured source, the first ``data.max_documents`` good ones."""
+    stream, info = open_stream(data_cfg, raw_dir, stats)
     origin = info.get("hub_path") or str(raw_dir or data_cfg["raw_dir"])
-    return normalize_records(stream, data_cfg.get("max_documents"), origin)
+    return normalize_records(
+        stream, data_cfg.get("max_documents"), origin, data_cfg.get("on_bad_record", "error"), stats
+    )

@@ -2,10 +2,13 @@
 
 Training, calibration and the variance stage read ``data/tokenized/<dataset>/``
 (written by :mod:`adloco.data.tokenize`) through :class:`TokenData`. Opening
-checks every shard against ``manifest.json``: its size always, its sha256 when
-``verify`` is true (the default), so a truncated or corrupted shard fails at
-once with :class:`CorruptDataError` naming the file instead of training on
-garbage. Shards are memory-mapped, never read whole; :meth:`TokenSplit.get`
+checks every shard and every file of the tokenizer folder against
+``manifest.json``: its size always, its sha256 when ``verify`` is true (the
+default), so a truncated or corrupted shard or ``tokenizer.json`` fails at once
+with :class:`CorruptDataError` naming the file instead of training on garbage
+(or failing only when the final model is saved with its tokenizer). Manifests
+written before tokenizer checksums existed have no ``tokenizer.files``; their
+tokenizer is not checked. Shards are memory-mapped, never read whole; :meth:`TokenSplit.get`
 gathers sequences by index with one numpy fancy index per shard touched.
 """
 
@@ -135,6 +138,7 @@ class TokenData:
         folder = Path(folder)
         manifest = read_manifest(folder)
         check_shards(folder, manifest, verify=verify)
+        check_tokenizer(folder, manifest, verify=verify)
         return cls(folder, manifest)
 
     def split(self, name: str) -> TokenSplit:
@@ -206,4 +210,33 @@ def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> Non
                 raise CorruptDataError(
                     f"{path}: sha256 {digest} does not match the manifest's {shard['sha256']}: "
                     "the shard is corrupt (re-run adloco tokenize)"
+                )
+
+
+def check_tokenizer(folder: str | Path, manifest: dict, verify: bool = True) -> None:
+    """Size (and with ``verify``, sha256) of every tokenizer file the manifest lists."""
+    from adloco.io import sha256_file
+
+    folder = Path(folder)
+    tokenizer_dir = folder / manifest["tokenizer"].get("dir", "tokenizer")
+    files = manifest["tokenizer"].get("files") or []
+    for entry in files:
+        path = tokenizer_dir / entry["file"]
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"tokenizer file listed in {folder / 'manifest.json'} not found: {path}"
+            )
+        if path.stat().st_size != int(entry["bytes"]):
+            raise CorruptDataError(
+                f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}: "
+                "the tokenizer file is truncated or overwritten (re-run adloco tokenize)"
+            )
+    if verify:
+        for entry in files:
+            path = tokenizer_dir / entry["file"]
+            digest = sha256_file(path)
+            if digest != entry["sha256"]:
+                raise CorruptDataError(
+                    f"{path}: sha256 {digest} does not match the manifest's {entry['sha256']}: "
+                    "the tokenizer file is corrupt (re-run adloco tokenize)"
                 )

@@ -271,9 +271,11 @@ def tokenize_corpus(
         writers = {s: ShardWriter(tmp, s, seq_len, dtype, shard_sequences) for s in SPLITS}
         documents = dict.fromkeys(SPLITS, 0)
 
-        stream, source = c4.open_stream(data_cfg, raw_dir)
+        stats = c4.RecordStats()
+        on_bad_record = data_cfg.get("on_bad_record", "error")
+        stream, source = c4.open_stream(data_cfg, raw_dir, stats)
         origin = source.get("hub_path") or str(raw_dir or data_cfg["raw_dir"])
-        records = c4.normalize_records(stream, max_documents, origin)
+        records = c4.normalize_records(stream, max_documents, origin, on_bad_record, stats)
         batches = encode_stream(
             batched_texts(records),
             tokenizer_dir,
@@ -309,10 +311,18 @@ def tokenize_corpus(
                     "or lower data.seq_len_tokens)"
                 )
             splits[name] = entry
+        _report_records(stats, start)
         manifest = {
             "format_version": FORMAT_VERSION,
             "dataset": data_cfg["dataset"],
-            "source": {**source, "documents_read": start},
+            "source": {
+                **source,
+                "documents_read": start,
+                "on_bad_record": on_bad_record,
+                "skipped_records": stats.skipped,
+                "skipped_record_examples": stats.examples,
+                "empty_documents": stats.empty,
+            },
             "tokenizer": {
                 "kind": tok_cfg["kind"],
                 "name": _tokenizer_name(tok_cfg),
@@ -320,6 +330,8 @@ def tokenize_corpus(
                 "vocab_size": vocab_size,
                 "eos_token_id": eos_token_id,
                 "bos_token_id": added["bos_token_id"],
+                # Checked when the data is opened, like the shards.
+                "files": _file_checksums(tokenizer_dir),
             },
             "vocab_size": vocab_size,
             "seq_len_tokens": seq_len,
@@ -330,6 +342,36 @@ def tokenize_corpus(
         }
         write_json_atomic(tmp / "manifest.json", manifest)
     return manifest
+
+
+def _file_checksums(folder: Path) -> list[dict]:
+    """Every file of ``folder`` (relative path, bytes, sha256), sorted by path."""
+    from adloco.io import sha256_file
+
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return [
+        {
+            "file": p.relative_to(folder).as_posix(),
+            "bytes": p.stat().st_size,
+            "sha256": sha256_file(p),
+        }
+        for p in files
+    ]
+
+
+def _report_records(stats: Any, documents: int) -> None:
+    if stats.skipped:
+        log.warning(
+            "skipped %d bad records (data.on_bad_record: skip), counted in the manifest; first: %s",
+            stats.skipped,
+            stats.examples[0],
+        )
+    if stats.empty:
+        log.warning(
+            "%d documents have an empty text (of %d read): each adds only its EOS token",
+            stats.empty,
+            documents,
+        )
 
 
 def _counting(records: Iterable[dict], bar: Any) -> Iterator[dict]:
