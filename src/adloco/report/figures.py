@@ -65,7 +65,7 @@ def _binary_units():
     def label(value, _):
         for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
             if abs(value) >= size:
-                return f"{value / size:g} {unit}"
+                return f"{value / size:.3g} {unit}"
         return f"{value:g} B"
 
     return FuncFormatter(label)
