@@ -172,17 +172,6 @@ def _check_consistency(config: dict) -> None:
                 f"{run['initial_trainers']} ({_setting_key(config, name, 'initial_trainers')}), "
                 "so it would never merge; lower merge_count or set merge: none"
             )
-        source = run["inner_steps_from"]
-        if source is not None:
-            if source not in config["runs"] or source == name:
-                raise ConfigError(
-                    f"runs.{name}.inner_steps_from: {source!r} is not another run of `runs`"
-                )
-            if run["initial_trainers"] != 1:
-                raise ConfigError(
-                    f"runs.{name}.inner_steps_from: only a run of one trainer (diloco, localsgd) "
-                    "can match communications by its H"
-                )
     cluster = config["cluster"]
     devices = sum(d.get("count", 1) for d in cluster["devices"])
     if cluster.get("processes_per_machine", 1) > devices:

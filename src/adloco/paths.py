@@ -1,8 +1,14 @@
 """Where each stage reads and writes, in one place.
 
-The Snakefile, dvc.yaml and the CLI defaults all use these layouts; the README
-documents them. Paths are relative to the working directory (the repository
-root when run through Snakemake or DVC).
+Data are shared by every configuration that tokenizes the same data set
+(``data/tokenized/<dataset>/``); everything an experiment computes lives under
+``results/<experiment>/`` (``experiment`` is a configuration field), so the
+default, the paper preset and a user's variant never overwrite each other's
+calibration, variance, runs or report. The Snakemake rules and the DVC
+agreement test build their paths here; dvc.yaml spells the same layout.
+Paths are relative to the working directory (the repository root when run
+through Snakemake or DVC). This module imports nothing beyond the standard
+library, so the workflow can read it with Snakemake's dependencies alone.
 """
 
 from __future__ import annotations
@@ -11,26 +17,47 @@ from pathlib import Path
 
 RAW = Path("data/raw")
 TOKENIZED = Path("data/tokenized")
-CALIBRATION = Path("results/calibration")
-VARIANCE = Path("results/variance")
-RUNS = Path("results/runs")
-CHECKPOINTS = Path("results/checkpoints")
-REPORT = Path("results/report")
+RESULTS = Path("results")
+LOGS = Path("logs")
 
 
 def tokenized_dir(dataset: str) -> Path:
     return TOKENIZED / dataset
 
 
-def calibration_file(device: str) -> Path:
-    return CALIBRATION / f"{device}.json"
+def experiment_dir(experiment: str) -> Path:
+    return RESULTS / experiment
 
 
-def run_dir(run: str, seed: int) -> Path:
-    return RUNS / run / f"seed{seed}"
+def calibration_dir(experiment: str) -> Path:
+    return experiment_dir(experiment) / "calibration"
 
 
-def checkpoint_dir(run: str, seed: int) -> Path:
+def calibration_file(experiment: str, device: str) -> Path:
+    return calibration_dir(experiment) / f"{device}.json"
+
+
+def variance_dir(experiment: str) -> Path:
+    return experiment_dir(experiment) / "variance"
+
+
+def runs_dir(experiment: str) -> Path:
+    return experiment_dir(experiment) / "runs"
+
+
+def run_dir(experiment: str, run: str, seed: int | str) -> Path:
+    return runs_dir(experiment) / run / f"seed{seed}"
+
+
+def checkpoint_dir(experiment: str, run: str, seed: int | str) -> Path:
     # Outside the run folder: Snakemake removes a failed job's declared outputs,
     # and the checkpoints must survive that so a re-run resumes.
-    return CHECKPOINTS / run / f"seed{seed}"
+    return experiment_dir(experiment) / "checkpoints" / run / f"seed{seed}"
+
+
+def report_dir(experiment: str) -> Path:
+    return experiment_dir(experiment) / "report"
+
+
+def logs_dir(experiment: str) -> Path:
+    return LOGS / experiment

@@ -52,16 +52,3 @@ def test_step_micro_batches_cut_last_step_and_stats_groups():
     # Never more groups than sequences.
     small = plan_step(2, 4, "switch", 2.0)
     assert step_micro_batches(small, [2, 2], stats_groups=4) == [(1, 1), (2,)]
-
-
-def test_inner_steps_matching_communications():
-    from adloco.algo.budget import inner_steps_for_communications
-
-    # 2344 sequences at 16 a step: H = 14 takes ceil(2344 / 224) = 11 rounds, H = 13 takes 12.
-    assert inner_steps_for_communications(2344, 16, 11) == 14
-    for s in (1, 17, 2344):
-        for b in (1, 4, 16):
-            for c in (1, 3, 11, 40):
-                h = inner_steps_for_communications(s, b, c)
-                assert -(-s // (h * b)) <= c
-                assert h == 1 or -(-s // ((h - 1) * b)) > c

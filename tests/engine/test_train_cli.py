@@ -125,39 +125,6 @@ def _cli_args(config, data, tmp_path, *extra):
     return [*args, "--checkpoints", str(tmp_path / "ckpt"), "--no-progress", *extra]
 
 
-def test_inner_steps_matched_to_another_runs_communications(
-    tmp_path, tiny_tokenized, monkeypatch, capsys
-):
-    from adloco.engine import run as run_module
-
-    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
-    cfg = {
-        **CONFIG,
-        "train": {**CONFIG["train"], "max_rounds": 100, "max_tokens": 3000},
-        "runs": {"r": {"method": "adloco"}, "m": {"method": "diloco", "inner_steps_from": "r"}},
-    }
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(cfg))
-    summary = tmp_path / "r-summary.json"
-    summary.write_text(json.dumps({"run": "r", "communications": 5}))
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    try:
-        # Without the summary the job refuses, naming the option.
-        assert cli.main(_cli_args(config, tiny_tokenized, tmp_path)) == 1
-        assert "--match-communications" in capsys.readouterr().err
-        args = _cli_args(config, tiny_tokenized, tmp_path, "--match-communications", str(summary))
-        assert cli.main(args) == 0
-    finally:
-        torch.use_deterministic_algorithms(deterministic)
-    rows = [
-        json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
-    ]
-    # 3000 tokens = 188 sequences of 16; global batch 4 slots x 1 = 4: H = ceil(188 / 20) = 10,
-    # so ceil(188 / 40) = 5 rounds, the last one cut to the budget.
-    assert rows[0]["inner_steps"] == 10 and len(rows) == 5 == rows[-1]["communications"]
-    assert rows[-1]["tokens_total"] == 188 * 16
-
-
 def test_a_diverged_run_ends_with_one_error_line(tmp_path, tiny_tokenized, monkeypatch, capsys):
     from adloco.engine import run as run_module
 

@@ -58,11 +58,11 @@ def test_dvc_repro_runs_the_tiny_pipeline_and_is_then_up_to_date(tmp_path):
     expected = [p for p in outputs_of(config) if "/checkpoints/" not in p]
     assert not [p for p in expected if not (work / p).exists()]
     for run_name in config["runs"]:
-        assert any((work / f"results/checkpoints/{run_name}/seed0").iterdir())
+        assert any((work / f"results/test/checkpoints/{run_name}/seed0").iterdir())
     assert "up to date" in run([DVC, "status"], work, env).stdout
 
     metrics = json.loads(run([DVC, "metrics", "show", "--json"], work, env).stdout)
-    path = "results/runs/diloco/seed0/summary.json"
+    path = "results/test/runs/diloco/seed0/summary.json"
     summary = json.loads((work / path).read_text())
     assert summary["final_val_perplexity"] > 1.0
     shown = find_key(metrics, path)
@@ -91,7 +91,7 @@ def test_snakemake_runs_the_tiny_pipeline_with_spaces_in_every_path(tmp_path):
     expected = [p for p in outputs_of(config) if "/checkpoints/" not in p]
     assert not [p for p in expected if not (work / p).exists()]
     assert list((work / "data/raw/test tiny").glob("c4-train.*.json.gz"))
-    summary = json.loads((work / "results/runs/diloco/seed0/summary.json").read_text())
+    summary = json.loads((work / "results/test/runs/diloco/seed0/summary.json").read_text())
     assert summary["final_val_perplexity"] > 1.0
     # Another copy under another name: the same settings, nothing to do (the
     # corpus in particular is neither rebuilt nor deleted).

@@ -140,16 +140,18 @@ def cuda_config() -> dict:
 
 
 def outputs_of(config: dict) -> list[str]:
+    """Every file the configuration's pipeline writes, spelled out (not from adloco.paths)."""
     dataset = config["data"]["dataset"]
+    exp = f"results/{config['experiment']}"
     files = [config["data"]["raw_dir"], f"data/tokenized/{dataset}/manifest.json"]
-    files += [f"results/calibration/{d['name']}.json" for d in config["cluster"]["devices"]]
-    files += [f"results/variance/{n}" for n in ("variance.json", "per_batch.csv", "deviations.png")]
+    files += [f"{exp}/calibration/{d['name']}.json" for d in config["cluster"]["devices"]]
+    files += [f"{exp}/variance/{n}" for n in ("variance.json", "per_batch.csv", "deviations.png")]
     for run_name in config["runs"]:
         for seed in config["seeds"]:
-            folder = f"results/runs/{run_name}/seed{seed}"
+            folder = f"{exp}/runs/{run_name}/seed{seed}"
             files += [f"{folder}/{n}" for n in ("metrics.jsonl", "summary.json", "final")]
-            files.append(f"results/checkpoints/{run_name}/seed{seed}/round-00001.pt")
-    files += [f"results/report/{n}" for n in ("index.html", "summary.csv", "claims.json")]
+            files.append(f"{exp}/checkpoints/{run_name}/seed{seed}/round-00001.pt")
+    files += [f"{exp}/report/{n}" for n in ("index.html", "summary.csv", "claims.json")]
     return files
 
 
@@ -165,7 +167,7 @@ def test_snakemake_writes_every_output_log_and_benchmark(tmp_path):
     assert len(stages) == jobs
     logs = sorted(str(p.relative_to(work)) for p in (work / "logs").rglob("*.log"))
     assert len(logs) == jobs
-    benchmarks = list((work / "logs/benchmarks").rglob("*.tsv"))
+    benchmarks = list((work / "logs").rglob("*.tsv"))
     assert len(benchmarks) == jobs - 2  # all but prepare-corpus and report
     again = run([SNAKEMAKE, "-n"], work, env)
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -94,6 +94,7 @@ def test_dry_run_has_one_job_per_stage_device_and_run(config_file):
 
 def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
     config = load_yaml(ROOT / "config/config.yaml")
+    exp = config["experiment"]
     jobs = parse_dry_run(default_dry_run)
     trains = [j for j in jobs if j["rule"] == "train"]
     assert {(j["wildcards"]["run"], j["wildcards"]["seed"]) for j in trains} == {
@@ -101,27 +102,28 @@ def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
     }
     for job in trains:
         run, seed = job["wildcards"]["run"], int(job["wildcards"]["seed"])
-        run_dir = paths.run_dir(run, seed)
+        run_dir = paths.run_dir(exp, run, seed)
         assert job["output"] == [
             str(run_dir / "metrics.jsonl"),
             str(run_dir / "summary.json"),
             str(run_dir / "final"),
         ]
         assert f"--out {run_dir} " in job["shell"]
-        assert f"--checkpoints {paths.checkpoint_dir(run, seed)} " in job["shell"]
+        assert f"--checkpoints {paths.checkpoint_dir(exp, run, seed)} " in job["shell"]
         # torch gets the job's threads (capped at --cores in a local run).
         assert f" --threads {job.get('threads', '1')} " in job["shell"]
         # Checkpoints must outlive a failed job, so they are never an output.
-        assert not any(p.startswith(str(paths.CHECKPOINTS)) for p in job["output"])
+        assert not any("checkpoints" in p for p in job["output"])
         assert str(paths.tokenized_dir(config["data"]["dataset"]) / "manifest.json") in job["input"]
     calibrations = [j for j in jobs if j["rule"] == "calibrate"]
     for job in calibrations:
-        assert job["output"] == [str(paths.calibration_file(job["wildcards"]["device"]))]
+        assert job["output"] == [str(paths.calibration_file(exp, job["wildcards"]["device"]))]
     report = next(j for j in jobs if j["rule"] == "report")
-    assert str(paths.REPORT / "index.html") in report["output"]
-    assert str(paths.REPORT / "summary.csv") in report["output"]
+    assert str(paths.report_dir(exp) / "index.html") in report["output"]
+    assert str(paths.report_dir(exp) / "summary.csv") in report["output"]
     summaries = {
-        str(paths.run_dir(j["wildcards"]["run"], int(j["wildcards"]["seed"]))) + "/summary.json"
+        str(paths.run_dir(exp, j["wildcards"]["run"], int(j["wildcards"]["seed"])))
+        + "/summary.json"
         for j in trains
     }
     assert summaries <= set(report["input"])

@@ -9,7 +9,7 @@ rule calibrate:
         manifest=MANIFEST,
     output:
         report(
-            "results/calibration/{device}.json",
+            f"{CALIBRATION_DIR}/{{device}}.json",
             caption="../report/calibration.rst",
             category="Calibration",
         ),
@@ -20,9 +20,9 @@ rule calibrate:
         settings=stage_params("calibrate"),
         data=input_folder("manifest"),
     log:
-        "logs/calibrate/{device}.log",
+        f"{LOG_DIR}/calibrate/{{device}}.log",
     benchmark:
-        "logs/benchmarks/calibrate/{device}.tsv"
+        f"{LOG_DIR}/benchmarks/calibrate/{{device}}.tsv"
     threads: 2
     resources:
         mem_mb=calibrate_mem_mb,

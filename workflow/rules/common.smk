@@ -13,6 +13,7 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 import adloco.config
+from adloco import paths
 import adloco.snakemake_lock
 
 # A Snakemake killed mid-run leaves its lock (.snakemake/locks) behind. Parsing
@@ -34,7 +35,8 @@ STAGE_PARAMS = {
     "prepare-corpus": ["data.source", "data.raw_dir", "data.max_documents"],
     "tokenize": ["seed", "data"],
     "calibrate": ["seed", "model", "cluster", "calibration"],
-    "variance": ["seed", "model", "variance"],
+    # The scalar-vs-pooled comparison splits groups over the cluster's slots.
+    "variance": ["seed", "model", "variance", "cluster", "train.stats_microbatches"],
     "train": ["seed", "model", "cluster", "train", "runs.{run}"],
     "report": ["seeds", "runs", "report"],
 }
@@ -89,8 +91,14 @@ validate(config, "../schemas/config.schema.yaml")
 
 DATASET = config["data"]["dataset"]
 RAW_DIR = config["data"]["raw_dir"].rstrip("/")
-TOKENIZED_DIR = f"data/tokenized/{DATASET}"
+TOKENIZED_DIR = str(paths.tokenized_dir(DATASET))
 MANIFEST = f"{TOKENIZED_DIR}/manifest.json"
+# Everything this configuration computes: results/<experiment>/, logs/<experiment>/.
+EXPERIMENT = config.get("experiment", "default")
+CALIBRATION_DIR = str(paths.calibration_dir(EXPERIMENT))
+VARIANCE_DIR = str(paths.variance_dir(EXPERIMENT))
+REPORT_DIR = str(paths.report_dir(EXPERIMENT))
+LOG_DIR = str(paths.logs_dir(EXPERIMENT))
 RUNS = list(config["runs"])
 SEEDS = [str(seed) for seed in config["seeds"]]
 DEVICES = {device["name"]: device for device in config["cluster"]["devices"]}
@@ -109,12 +117,14 @@ DEVICE_PATTERN = _alternatives(CALIBRATED_DEVICES)
 RUN_PATTERN = _alternatives(RUNS)
 
 
-def input_folder(key):
-    """A param function: the folder of input ``key`` (one path per folder)."""
+def input_folder(key, up=1):
+    """A param function: the folder ``up`` levels above input ``key`` (its first path)."""
 
     def folder(wildcards, input):
-        paths = input[key]
-        return os.path.dirname(paths if isinstance(paths, str) else paths[0])
+        path = input[key] if isinstance(input[key], str) else input[key][0]
+        for _ in range(up):
+            path = os.path.dirname(path)
+        return path
 
     return folder
 
@@ -157,15 +167,21 @@ def stage_params(stage, wildcards=None):
 
 
 def calibration_files():
-    return expand("results/calibration/{device}.json", device=CALIBRATED_DEVICES)
+    return [str(paths.calibration_file(EXPERIMENT, device)) for device in CALIBRATED_DEVICES]
+
+
+def run_file(name, run="{run}", seed="{seed}"):
+    """A file of a run folder, results/<experiment>/runs/<run>/seed<seed>/<name>."""
+    return str(paths.run_dir(EXPERIMENT, run, seed) / name)
 
 
 def run_summaries():
-    return expand("results/runs/{run}/seed{seed}/summary.json", run=RUNS, seed=SEEDS)
+    return [run_file("summary.json", run, seed) for run in RUNS for seed in SEEDS]
 
 
 def run_metrics():
-    return expand("results/runs/{run}/seed{seed}/metrics.jsonl", run=RUNS, seed=SEEDS)
+    return [run_file("metrics.jsonl", run, seed) for run in RUNS for seed in SEEDS]
+
 
 
 def tokenize_raw_arg():

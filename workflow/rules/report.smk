@@ -1,6 +1,8 @@
 # Report: every run's metrics and summary, the calibration and the variance
-# analysis -> results/report/: index.html (figures embedded), summary.csv (one
-# row per run and seed), curves.csv (perplexity per round), claims.json (the paper's claims with verdicts) and
+# analysis -> results/<experiment>/report/: index.html (figures embedded), summary.csv (one
+# row per run and seed), curves.csv (perplexity per round), ladder.csv (time,
+# tokens, communications and bytes to each target), regimes.csv (time-to-target
+# ratios across clocks and bandwidths), claims.json (verdicts) and
 # figures/*.png. Light work, so it runs where Snakemake runs, never as a
 # cluster job.
 
@@ -17,28 +19,38 @@ rule report:
         variance=rules.variance.output,
     output:
         html=report(
-            "results/report/index.html",
+            f"{REPORT_DIR}/index.html",
             caption="../report/summary.rst",
             category="Report",
         ),
         summary=report(
-            "results/report/summary.csv",
+            f"{REPORT_DIR}/summary.csv",
             caption="../report/summary.rst",
             category="Report",
         ),
         curves=report(
-            "results/report/curves.csv",
+            f"{REPORT_DIR}/curves.csv",
             caption="../report/perplexity.rst",
             category="Report",
         ),
         claims=report(
-            "results/report/claims.json",
+            f"{REPORT_DIR}/claims.json",
+            caption="../report/summary.rst",
+            category="Report",
+        ),
+        ladder=report(
+            f"{REPORT_DIR}/ladder.csv",
+            caption="../report/summary.rst",
+            category="Report",
+        ),
+        regimes=report(
+            f"{REPORT_DIR}/regimes.csv",
             caption="../report/summary.rst",
             category="Report",
         ),
         # A figure without data is left out, hence a folder, not a file list.
         figures=report(
-            directory("results/report/figures"),
+            directory(f"{REPORT_DIR}/figures"),
             patterns=["{name}.png"],
             caption="../report/perplexity.rst",
             category="Report",
@@ -48,9 +60,12 @@ rule report:
         config=config_file,
         settings=stage_params("report"),
         variance=input_folder("variance"),
+        # results/<experiment>/runs/<run>/seed<seed>/summary.json: three levels up.
+        runs=input_folder("summaries", up=3),
+        calibration=input_folder("calibration"),
         out=output_folder("html"),
     log:
-        "logs/report.log",
+        f"{LOG_DIR}/report.log",
     threads: 1
     resources:
         mem_mb=2000,
@@ -58,6 +73,6 @@ rule report:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco report --config {params.config:q} --runs results/runs"
-        " --calibration results/calibration --variance {params.variance:q}"
+        "adloco report --config {params.config:q} --runs {params.runs:q}"
+        " --calibration {params.calibration:q} --variance {params.variance:q}"
         " --out {params.out:q} > {log:q} 2>&1"

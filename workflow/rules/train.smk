@@ -1,5 +1,5 @@
 # Training: one job per run (an entry of `runs`) and seed. Checkpoints go to
-# results/checkpoints/{run}/seed{seed} and are deliberately not an output:
+# results/<experiment>/checkpoints/{run}/seed{seed} and are deliberately not an output:
 # Snakemake deletes the outputs of a failed job, and the checkpoints must
 # survive so that re-running the job resumes instead of starting over.
 
@@ -10,14 +10,14 @@ rule train:
         calibration=calibration_files(),
     output:
         metrics=report(
-            "results/runs/{run}/seed{seed}/metrics.jsonl",
+            run_file("metrics.jsonl"),
             caption="../report/perplexity.rst",
             category="Training",
             subcategory="{run}",
             labels={"run": "{run}", "seed": "{seed}"},
         ),
-        summary="results/runs/{run}/seed{seed}/summary.json",
-        final=directory("results/runs/{run}/seed{seed}/final"),
+        summary=run_file("summary.json"),
+        final=directory(run_file("final")),
     wildcard_constraints:
         run=RUN_PATTERN,
         seed=r"\d+",
@@ -26,13 +26,14 @@ rule train:
         settings=lambda wildcards: stage_params("train", wildcards),
         data=input_folder("manifest"),
         out=output_folder("summary"),
-        checkpoints="results/checkpoints/{run}/seed{seed}",
+        calibration=input_folder("calibration"),
+        checkpoints=str(paths.checkpoint_dir(EXPERIMENT, "{run}", "{seed}")),
         launcher=train_launcher,
         threads_per_process=lambda wildcards, threads: max(1, threads // TRAIN_PROCESSES),
     log:
-        "logs/train/{run}/seed{seed}.log",
+        f"{LOG_DIR}/train/{{run}}/seed{{seed}}.log",
     benchmark:
-        "logs/benchmarks/train/{run}/seed{seed}.tsv"
+        f"{LOG_DIR}/benchmarks/train/{{run}}/seed{{seed}}.tsv"
     threads: train_threads
     resources:
         mem_mb=4000 + cpu_budget_mb(),
@@ -43,6 +44,6 @@ rule train:
         "../envs/adloco.yaml"
     shell:
         "{params.launcher}adloco train --config {params.config:q} --run-name {wildcards.run:q}"
-        " --seed {wildcards.seed:q} --data {params.data:q} --calibration results/calibration"
+        " --seed {wildcards.seed:q} --data {params.data:q} --calibration {params.calibration:q}"
         " --out {params.out:q} --checkpoints {params.checkpoints:q}"
         " --threads {params.threads_per_process} > {log:q} 2>&1"

@@ -7,17 +7,17 @@ rule variance:
         manifest=MANIFEST,
     output:
         summary=report(
-            "results/variance/variance.json",
+            f"{VARIANCE_DIR}/variance.json",
             caption="../report/variance.rst",
             category="Variance",
         ),
         per_batch=report(
-            "results/variance/per_batch.csv",
+            f"{VARIANCE_DIR}/per_batch.csv",
             caption="../report/variance.rst",
             category="Variance",
         ),
         figure=report(
-            "results/variance/deviations.png",
+            f"{VARIANCE_DIR}/deviations.png",
             caption="../report/variance.rst",
             category="Variance",
         ),
@@ -27,9 +27,9 @@ rule variance:
         data=input_folder("manifest"),
         out=output_folder("summary"),
     log:
-        "logs/variance.log",
+        f"{LOG_DIR}/variance.log",
     benchmark:
-        "logs/benchmarks/variance.tsv"
+        f"{LOG_DIR}/benchmarks/variance.tsv"
     threads: 2
     resources:
         mem_mb=8000,

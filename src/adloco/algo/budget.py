@@ -57,16 +57,3 @@ def round_step_sequences(
     for slot, tail in zip(slots, last, strict=True):
         out[slot] = [step_batches[slot]] * (steps - 1) + ([tail] if tail else [])
     return out
-
-
-def inner_steps_for_communications(
-    budget_sequences: int, global_batch: int, communications: int
-) -> int:
-    """The smallest H with which one trainer spends the budget in at most ``communications`` rounds.
-
-    One trainer of global batch B takes ceil(S / (H · B)) rounds for a budget
-    of S sequences; H = ceil(S / (C · B)) is the smallest H that needs at most C.
-    """
-    if min(budget_sequences, global_batch, communications) < 1:
-        raise ValueError("budget, batch and communications must be >= 1")
-    return math.ceil(budget_sequences / (communications * global_batch))

@@ -39,13 +39,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoints", required=True, help="checkpoint folder (kept when a job fails)"
     )
-    parser.add_argument(
-        "--match-communications",
-        default=None,
-        metavar="SUMMARY",
-        help="summary.json of the run named by the run's inner_steps_from, same seed: H is "
-        "chosen so that this run's communications match that run's",
-    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--threads",
@@ -75,31 +68,6 @@ def step_time_curves(cfg: dict, calibration_dir: str | Path) -> dict:
     return {
         dev["name"]: load_step_time_curve(calibration_dir, dev) for dev in cfg["cluster"]["devices"]
     }
-
-
-def matched_inner_steps(
-    cfg: dict, run_cfg: dict, seq_len_tokens: int, batches: dict[str, int], summary_path: str
-) -> int:
-    """H of a one-trainer run that matches the communications of the run in ``summary_path``."""
-    import math
-
-    from adloco.algo.budget import inner_steps_for_communications
-    from adloco.config import total_slots
-    from adloco.engine.loop import initial_local_batch
-    from adloco.io import read_json_object
-
-    summary = read_json_object(Path(summary_path), f"{summary_path}: summary not found")
-    if summary.get("run") != run_cfg["inner_steps_from"]:
-        raise ValueError(
-            f"{summary_path}: summary of run {summary.get('run')!r}, but "
-            f"runs.{run_cfg['name']}.inner_steps_from is {run_cfg['inner_steps_from']!r}"
-        )
-    communications = summary.get("communications")
-    if not isinstance(communications, int) or communications < 1:
-        raise ValueError(f"{summary_path}: communications missing or not a positive integer")
-    global_batch = initial_local_batch(run_cfg, batches.values()) * total_slots(cfg)
-    budget = math.ceil(run_cfg["max_tokens"] / seq_len_tokens)
-    return inner_steps_for_communications(budget, global_batch, communications)
 
 
 def compute_device(cfg: dict):
@@ -142,21 +110,6 @@ def run(args: argparse.Namespace) -> int:
         local_batch = min(max_batches(cfg, args.calibration).values())
     check_subset_fraction(cfg, run_cfg, len(data.split("train")), local_batch)
     batches = max_batches(cfg, args.calibration)
-    if run_cfg["inner_steps_from"] is not None:
-        if args.match_communications is None:
-            raise ValueError(
-                f"runs.{args.run}.inner_steps_from is {run_cfg['inner_steps_from']!r}: pass that "
-                "run's summary.json of the same seed with --match-communications"
-            )
-        run_cfg["inner_steps"] = matched_inner_steps(
-            cfg, run_cfg, data.seq_len_tokens, batches, args.match_communications
-        )
-        log.info(
-            "%s: H = %d matches the communications of %s",
-            args.run,
-            run_cfg["inner_steps"],
-            run_cfg["inner_steps_from"],
-        )
     device = compute_device(cfg)
     collective = None
     launch = distributed.launch_env()
