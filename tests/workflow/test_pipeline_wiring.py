@@ -80,6 +80,8 @@ elif stage == "report":
     (out / "curves.csv").write_text("run,seed,round,tokens_total,val_perplexity\\n"
                                    "diloco,0,1,1000,12.5\\n")
     (out / "claims.json").write_text(json.dumps({{"target_perplexity": 12.5}}))
+    (out / "ladder.csv").write_text("target_perplexity,run\\n12.5,diloco\\n")
+    (out / "regimes.csv").write_text("clock,bandwidth_gbit_s\\nmeasured,1.0\\n")
     (out / "figures").mkdir(exist_ok=True)
     (out / "figures" / "perplexity.png").write_bytes(b"png")
 """
