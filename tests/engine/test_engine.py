@@ -166,13 +166,13 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
     captured = {}
     original = Engine.merge
 
-    def spy(self, r):
+    def spy(self, r, evaluate_now=False):
         captured["params"] = {t.id: [p.clone() for p in t.params] for t in self.trainers}
         captured["mom"] = {
             t.id: [t.outer_opt.state[p]["momentum_buffer"].clone() for p in t.params]
             for t in self.trainers
         }
-        return original(self, r)
+        return original(self, r, evaluate_now)
 
     monkeypatch.setattr(Engine, "merge", spy)
     rows = engine.run_round()
@@ -555,3 +555,25 @@ def test_scalars_direction_is_the_pseudo_gradient_under_foreach_nesterov(
     engine.run_round()  # the second outer step has momentum: foreach would have overwritten Δ
     for d, s in zip(engine.trainers[0].direction, seen[-1], strict=True):
         assert torch.equal(d, s)
+
+
+def test_the_merged_model_is_evaluated_right_after_the_merge(array_data, make_config, tmp_path):
+    from adloco.model import evaluate
+
+    cfg, run = make_config(
+        {
+            "method": "adloco",
+            "initial_trainers": 2,
+            "batch_test": "none",
+            "merge": "smallest_batch",
+            "merge_frequency": 1,
+            "max_rounds": 1,
+        },
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    rows = engine.run()
+    event = next(e for r in rows for e in r["events"] if e["type"] == "merge")
+    engine.worker.load(engine.trainers[0].params)
+    want = evaluate(engine.worker.model, engine.eval_seqs, run["eval_batch"])
+    assert event["val_perplexity_merged"] == want["perplexity"]
+    assert event["val_loss_merged"] == want["loss"]

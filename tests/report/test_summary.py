@@ -83,3 +83,13 @@ def test_summary_and_curves_csv(tmp_path, fixtures_dir):
         ("4", "92.0"),
     ]
     assert {"ladder.csv", "regimes.csv", "claims.json"} <= {p.name for p in tmp_path.iterdir()}
+
+
+def test_merges_show_the_merged_model_right_after_the_merge(by_run):
+    import copy
+
+    rows = copy.deepcopy(by_run["adloco"].rows)
+    event = next(e for r in rows for e in r.get("events") or [] if e.get("type") == "merge")
+    event["val_perplexity_merged"] = 71.5
+    (m,) = merges(rows)
+    assert m["round"] == 3 and m["after_round"] == 3 and m["after"] == 71.5

@@ -352,7 +352,7 @@ class Engine:
         results = [self.train(t, plans[t.id], base_lrs, evaluate_now) for t in self.trainers]
         for res in results:
             self.test(res)
-        merge_sync = self.merge(r)
+        merge_sync = self.merge(r, evaluate_now)
         rows = self.record(r, results, merge_sync)
         self.round = r
         return rows
@@ -553,10 +553,12 @@ class Engine:
             res.test.update(res.estimate.as_dict())
             res.test["requested_global"] = requested
 
-    def merge(self, r: int) -> tuple[clock.TrainerSync, int] | None:
+    def merge(self, r: int, evaluate_now: bool = False) -> tuple[clock.TrainerSync, int] | None:
         """Merge the trainers with the smallest global batches when due.
 
-        Returns the transfer of the absorbed trainers' state and the kept trainer's id.
+        In an evaluation round the merged model is evaluated right away, so its
+        perplexity is in the merge event (``val_perplexity_merged``). Returns
+        the transfer of the absorbed trainers' state and the kept trainer's id.
         """
         if (
             self.tc["merge"] == "none"
@@ -597,6 +599,12 @@ class Engine:
             }
         )
         kept.global_batch = new_batch
+        if evaluate_now:
+            self.worker.load(kept.params)
+            val = evaluate(self.worker.model, self.eval_seqs, self.tc["eval_batch"])
+            kept.events[-1].update(
+                val_loss_merged=val["loss"], val_perplexity_merged=val["perplexity"]
+            )
         self.trainers = [t for t in self.trainers if t.id == keep_id or t.id not in ids]
         # Every absorbed trainer sends its parameters (and momentum) to the kept one.
         payload = self.num_params * 4 * (2 if with_momentum else 1)

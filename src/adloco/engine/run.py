@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from adloco.config import check_subset_fraction, load_config, resolve_run
     from adloco.data.reader import TokenData
     from adloco.engine import checkpoint, distributed
-    from adloco.engine.loop import Engine, TrainingDiverged
+    from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
 
     cfg = load_config(args.config)
     run_cfg = resolve_run(cfg, args.run)
@@ -105,11 +105,9 @@ def run(args: argparse.Namespace) -> int:
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     # Needs the train split's size, known only now: before any training.
-    local_batch = run_cfg["initial_batch"]
-    if not isinstance(local_batch, int):  # max_batch: the smallest calibrated max batch
-        local_batch = min(max_batches(cfg, args.calibration).values())
-    check_subset_fraction(cfg, run_cfg, len(data.split("train")), local_batch)
     batches = max_batches(cfg, args.calibration)
+    local_batch = initial_local_batch(run_cfg, batches.values())
+    check_subset_fraction(cfg, run_cfg, len(data.split("train")), local_batch)
     device = compute_device(cfg)
     collective = None
     launch = distributed.launch_env()

@@ -459,9 +459,8 @@ def per_run_section(p: Page) -> str:
         for m in p.merges
     ]
     merges_html = (
-        "<h3>Merges</h3><p class='note'>The engine evaluates before it merges, so the merged "
-        "model's perplexity first shows at the kept trainer's next evaluation, after one more "
-        "round of training.</p>"
+        "<h3>Merges</h3><p class='note'>Each trainer is evaluated after its outer step; the "
+        "merged model is evaluated right after the merge, in the same round.</p>"
         + table(
             [
                 "run",
@@ -469,7 +468,7 @@ def per_run_section(p: Page) -> str:
                 "round",
                 "trainers → kept",
                 "perplexity before (by trainer)",
-                "merged model next",
+                "merged model",
                 "at round",
             ],
             merge_rows,

@@ -106,10 +106,10 @@ def optimizer_work(rows: list[dict[str, Any]]) -> dict[str, float | None]:
 def merges(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each merge of a run: its round, the trainers merged and kept, their perplexities.
 
-    The engine evaluates before it merges, so the merged model's own
-    perplexity first appears at the kept trainer's next evaluation
-    (``after``, one round of training later); ``before`` holds the merged
-    trainers' perplexities in the merge round.
+    ``before`` holds the merged trainers' perplexities in the merge round;
+    ``after`` the merged model's: evaluated right after the merge
+    (``val_perplexity_merged`` of the event, ``after_round`` the merge round),
+    or, from runs that did not record it, at the kept trainer's next evaluation.
     """
     seen = set()
     out = []
@@ -136,11 +136,19 @@ def merges(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "merged": merged,
                     "batch": event.get("batch"),
                     "before": {t: by_trainer.get(t, {}).get(r["round"]) for t in merged},
-                    "after_round": later[0] if later else None,
-                    "after": by_trainer[kept][later[0]] if later else None,
+                    **_merged_perplexity(event, r["round"], later, by_trainer.get(kept, {})),
                 }
             )
     return out
+
+
+def _merged_perplexity(
+    event: dict[str, Any], merge_round: int, later: list[int], kept: dict[int, float]
+) -> dict[str, Any]:
+    right_after = finite_or_none(event.get("val_perplexity_merged"))
+    if right_after is not None:
+        return {"after_round": merge_round, "after": right_after}
+    return {"after_round": later[0] if later else None, "after": kept[later[0]] if later else None}
 
 
 def summary_rows(runs: list[RunSeed], target: float | None) -> list[dict[str, Any]]:
