@@ -175,6 +175,11 @@ def _effect(c: Comparison) -> tuple[str, str]:
         est = f"{i.estimate:+.3g} ppl"
         ci = "–" if i.low is None else f"[{i.low:+.3g}, {i.high:+.3g}]"
         return est, ci
+    # A ratio of 0 or ∞ is a censored median: one side never reaches the target.
+    if i.estimate == 0:
+        return "→ 0", f"{esc(c.against)} never reaches"
+    if math.isinf(i.estimate):
+        return "→ ∞", f"{esc(c.subject)} never reaches"
     est = f"{fmt_ratio(i.estimate)}×"
     ci = "n/a (1 seed)" if i.low is None else f"[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]"
     return est, ci
