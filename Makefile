@@ -15,7 +15,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/install-torch.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	sh scripts/install-torch.sh $(PY) $(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[dev,data]'
+	$(PY) -m pip install -q -e '.[dev,data,workflow]'
 	$(PY) -c "import adloco, torch, transformers, snakemake"
 	touch $@
 
