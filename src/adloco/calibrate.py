@@ -2,7 +2,8 @@
 
 ``adloco calibrate`` runs after tokenization (it needs the vocabulary and the
 sequence length from the manifest) and before training, once per entry of
-``cluster.devices``, and writes ``results/calibration/<device>.json``.
+``cluster.devices``, and writes ``results/<experiment>/calibration/<device>.json``
+(:func:`adloco.paths.calibration_file`).
 
 *Max batch.* Training reads it through :func:`load_max_batch` to cap
 micro-batches (the switch mode's ``max_batch``). A trial trains the configured
@@ -29,6 +30,7 @@ are in ``docs/calibration.md``.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import math
 import statistics
@@ -38,8 +40,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, SLOT_SHARING, StepTimeCurve
-from adloco.io import read_json_object
+from adloco.config import load_config, load_schema
+from adloco.data.reader import read_manifest
+from adloco.io import read_json_object, write_json_atomic
+from adloco.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
+from adloco.model import DTYPES, batch_loss, build_model, num_parameters
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +164,6 @@ def train_steps(
     The optimizer is created here so its state is allocated inside the trial,
     as on a slot's first inner step. Gradients are freed after each step.
     """
-    import torch
-
-    from adloco.model import batch_loss
-
     device = next(model.parameters()).device
     optimizer = optimizer_factory(model.parameters())
     ids = torch.randint(vocab_size, (batch, seq_len_tokens), device=device, generator=generator)
@@ -184,7 +188,6 @@ def cpu_trial(run_batch: Callable[[int], None], model, budget_bytes: int) -> Cal
     the budget (the simulated out-of-memory error), so the recorded peak of a
     failing trial is the first value over the budget, not the full peak.
     """
-    from adloco.memory import SimulatedOutOfMemoryError
 
     def trial(batch: int) -> TrialResult:
         try:
@@ -200,8 +203,6 @@ def measure_cpu_peak_bytes(
     run_batch: Callable[[int], None], model, batch: int, limit_bytes: int | None = None
 ) -> int:
     """Peak live tensor bytes of ``run_batch(batch)``, with ``model``'s parameters and buffers."""
-    from adloco.memory import StorageTracker, storage_bytes
-
     # No gc.collect(): the tracker counts only storages created inside the
     # trial, so garbage left from earlier trials does not enter the figure.
     for p in model.parameters():
@@ -224,10 +225,6 @@ def cuda_trial(run_batch: Callable[[int], None], model, budget_bytes: int) -> Ca
     ``torch.cuda.set_per_process_memory_fraction``, so a batch over the share
     fails with ``torch.cuda.OutOfMemoryError`` as it would on a device of that size.
     """
-    import gc
-
-    import torch
-
     device = next(model.parameters()).device
 
     def trial(batch: int) -> TrialResult:
@@ -353,8 +350,6 @@ def measure_step_times(
 
 def step_time_settings(device_cfg: dict) -> dict[str, Any]:
     """A device's ``step_time`` block with the schema's defaults filled in."""
-    from adloco.config import load_schema
-
     device_schema = load_schema()["properties"]["cluster"]["properties"]["devices"]["items"]
     fields = device_schema["properties"]["step_time"]["properties"]
     settings = {name: field["default"] for name, field in fields.items()}
@@ -412,10 +407,6 @@ def calibrate_device(
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
     """Calibrate one device: the max-batch search (unless configured), then the step time."""
-    import torch
-
-    from adloco.model import DTYPES, batch_loss, build_model, num_parameters
-
     cal = config["calibration"]
     cluster = config["cluster"]
     nodes_per_device = cluster["nodes_per_device"]
@@ -565,8 +556,6 @@ def calibrate_device(
         "torch_threads": torch.get_num_threads(),
     }
     if device.type == "cuda":
-        import gc
-
         gc.collect()
         torch.cuda.empty_cache()
         # The timing may use the whole simulated device: all its slots' memory.
@@ -688,22 +677,7 @@ def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepT
     return parsed
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument(
-        "--data", required=True, help="tokenized data folder (vocabulary, sequence length)"
-    )
-    parser.add_argument("--device", required=True, help="device name from cluster.devices")
-    parser.add_argument(
-        "--out", required=True, help="output JSON, results/calibration/<device>.json"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    from adloco.config import load_config
-    from adloco.data.reader import read_manifest
-    from adloco.io import write_json_atomic
-
     config = load_config(args.config)
     device_cfg = find_device(config, args.device)
     manifest = read_manifest(args.data)

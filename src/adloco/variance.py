@@ -28,6 +28,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+from transformers import AutoModelForCausalLM
+
+from adloco.algo.batch_tests import requested_global_batch
+from adloco.algo.exact import per_sample_grads
+from adloco.algo.stats import (
+    GradientStatsAccumulator,
+    GroupStats,
+    NodeScalars,
+    estimate,
+    estimate_scalars,
+)
+from adloco.config import load_config
+from adloco.data.reader import TokenData
+from adloco.io import atomic_path, write_json_atomic
+from adloco.model import build_model, causal_lm_loss
+
 log = logging.getLogger(__name__)
 
 SAMPLING = (
@@ -69,8 +91,6 @@ def model_loss(model, rows, loss_fn: Callable) -> tuple[Any, Any]:
 
 def _grads(model, params: list, rows, loss_fn: Callable) -> tuple[list, float, int]:
     """Token-weighted mean gradient of ``rows``, their mean loss and token count."""
-    import torch
-
     loss_sum, n_tokens = model_loss(model, rows, loss_fn)
     count = int(n_tokens)
     if count < 1:
@@ -91,8 +111,6 @@ def draw_partitions(
     num_groups: int, nodes: int, groups_per_node: int, draws: int, seed: int
 ) -> Any:
     """Indices [draws, nodes, groups_per_node]: per draw, distinct groups dealt to nodes."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     order = np.argsort(rng.random((draws, num_groups)), axis=1)
     return order[:, : nodes * groups_per_node].reshape(draws, nodes, groups_per_node)
@@ -119,11 +137,6 @@ def compare_reductions(
     ‖∇F‖²̂, ‖ḡ‖²̂ and the norm-test batch for each, and std ratios) and one row
     per draw.
     """
-    import numpy as np
-
-    from adloco.algo.batch_tests import requested_global_batch
-    from adloco.algo.stats import GroupStats, NodeScalars, estimate, estimate_scalars
-
     gram = np.asarray(gram, dtype=np.float64)
     k_all, n = nodes * groups_per_node, group_size
     index = draw_partitions(gram.shape[0], nodes, groups_per_node, draws, seed)
@@ -217,8 +230,6 @@ def trace_std_ratio_iid(gram, nodes: int, groups_per_node: int) -> float | None:
     Var = 2 (2 (k − 2) ζ1 + ζ2) / (M k (k − 1)), with ζ1 = Var E[h(x, y) | x]
     and ζ2 = Var h(x, y), here the plug-in values over the pool's pairs.
     """
-    import numpy as np
-
     gram = np.asarray(gram, dtype=np.float64)
     diag = np.diag(gram)
     half_sq = (diag[:, None] + diag[None, :] - 2 * gram) / 2
@@ -233,8 +244,6 @@ def trace_std_ratio_iid(gram, nodes: int, groups_per_node: int) -> float | None:
 
 def _gram(stored) -> Any:
     """X Xᵀ of the stored flat gradients, in float64, a block of columns at a time."""
-    import torch
-
     out = torch.zeros(stored.shape[0], stored.shape[0], dtype=torch.float64)
     step = 1 << 16
     for start in range(0, stored.shape[1], step):
@@ -272,13 +281,6 @@ def analyse_gradient_variance(
     ``nodes × groups_per_node``, when ``groups_per_node`` < 2, or when storing
     them would take more than ``GRAM_MAX_BYTES``.
     """
-    import torch
-
-    from adloco.algo.batch_tests import requested_global_batch
-    from adloco.algo.exact import per_sample_grads
-    from adloco.algo.stats import GradientStatsAccumulator, estimate
-    from adloco.model import causal_lm_loss
-
     loss_fn = loss_fn or causal_lm_loss
     n = int(sample.shape[0])
     if n < 2:
@@ -441,14 +443,7 @@ def analyse_gradient_variance(
 
 def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
     """Histogram of ‖g_B − ∇F‖ with the mean and the theoretical RMS marked, as PNG."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from adloco.io import atomic_path
-
     deviations = [row["deviation"] for row in per_batch]
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.histplot(deviations, ax=ax, bins=min(30, max(5, len(deviations) // 3)), color="#4c72b0")
@@ -480,10 +475,6 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
     draws.csv (one row per draw of the scalar-vs-pooled comparison) is removed
     when the comparison was skipped, so no stale table outlives its run.
     """
-    import pandas as pd
-
-    from adloco.io import atomic_path, write_json_atomic
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "per_batch.csv") as tmp:
@@ -500,14 +491,8 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
 
 def load_model(model_dir: str | None, config: dict, vocab_size: int, seq_len_tokens: int):
     """The saved model in ``model_dir``, or the seeded initial model of the config."""
-    import torch
-
-    from adloco.model import build_model
-
     if model_dir is None:
         return build_model(config["model"], vocab_size, seq_len_tokens, config["seed"])
-    from transformers import AutoModelForCausalLM
-
     if not (Path(model_dir) / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: not a saved model folder (no config.json)")
     # float32: gradient statistics are sums of many small squares.
@@ -519,33 +504,7 @@ def load_model(model_dir: str | None, config: dict, vocab_size: int, seq_len_tok
     return model
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument("--data", required=True, help="tokenized data folder")
-    parser.add_argument(
-        "--model", default=None, help="a saved model folder (default: the initial model)"
-    )
-    parser.add_argument("--out", required=True, help="output folder, results/variance")
-    parser.add_argument(
-        "--torch-device",
-        default=None,
-        help="torch device for the gradients (default: cuda if available, else cpu)",
-    )
-    parser.add_argument(
-        "--chunk-size",
-        type=int,
-        default=8,
-        help="sequences per forward/backward pass and per vmap chunk (memory only)",
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-    import torch
-
-    from adloco.config import load_config
-    from adloco.data.reader import TokenData
-
     config = load_config(args.config)
     settings = config["variance"]
     if args.chunk_size < 1:

@@ -24,10 +24,19 @@ import argparse
 import collections
 import hashlib
 import logging
+import multiprocessing
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from adloco.config import load_config
+from adloco.data import c4
+from adloco.data import tokenizer as tok
+from adloco.io import atomic_dir, sha256_file, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +56,6 @@ _GOLDEN = 0x9E3779B97F4A7C15
 
 def _splitmix64(x: Any) -> Any:
     """SplitMix64's finalizer on a uint64 array (wrapping arithmetic)."""
-    import numpy as np
-
     with np.errstate(over="ignore"):
         x = x + np.uint64(_GOLDEN)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -58,8 +65,6 @@ def _splitmix64(x: Any) -> Any:
 
 def document_uniforms(indices: Any, seed: int) -> Any:
     """A uniform [0, 1) number per document position, a pure function of (seed, index)."""
-    import numpy as np
-
     key = _splitmix64(np.array([seed & _MASK64], dtype=np.uint64))
     x = _splitmix64(np.asarray(indices, dtype=np.uint64) ^ key)
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
@@ -107,8 +112,6 @@ class ShardWriter:
             self._flush()
 
     def _flush(self) -> None:
-        import numpy as np
-
         if not self._pending:
             return
         data = np.concatenate(self._pending)
@@ -172,8 +175,6 @@ def split_texts(
     records: Iterable[dict], seed: int, fraction: float, split: str = "train"
 ) -> Iterator[str]:
     """The texts of one split, in stream order (feeds BPE training)."""
-    import numpy as np
-
     start = 0
     for batch in batched_texts(records):
         is_val = validation_mask(np.arange(start, start + len(batch)), seed, fraction)
@@ -196,15 +197,11 @@ def encode_stream(
     At most two batches per process are in flight, so a streamed corpus is
     never read ahead into memory.
     """
-    from adloco.data import tokenizer as tok
-
     if num_proc <= 1:
         backend = tok.load_backend(tokenizer_dir)
         for texts in batches:
             yield tok.encode_documents(backend, texts, eos_token_id, dtype, append_eos)
         return
-    import multiprocessing
-
     # spawn, not fork: the parent may hold Rust thread pools (BPE training).
     ctx = multiprocessing.get_context("spawn")
     initargs = (str(Path(tokenizer_dir) / "tokenizer.json"), eos_token_id, str(dtype), append_eos)
@@ -219,8 +216,6 @@ def encode_stream(
 
 
 def _progress_bar(total: int | None, desc: str, progress: bool | None) -> Any:
-    from tqdm.auto import tqdm
-
     # progress None: tqdm decides (on for a terminal, off in a log file).
     return tqdm(
         total=total, desc=desc, unit="doc", disable=None if progress is None else not progress
@@ -241,12 +236,6 @@ def tokenize_corpus(
     ``data_cfg`` is the default-filled ``data`` section of the configuration;
     ``raw_dir`` overrides ``data.raw_dir`` for local sources.
     """
-    import numpy as np
-
-    from adloco.data import c4
-    from adloco.data import tokenizer as tok
-    from adloco.io import atomic_dir, write_json_atomic
-
     seq_len = data_cfg["seq_len_tokens"]
     fraction = data_cfg["validation_fraction"]
     max_documents = data_cfg.get("max_documents")
@@ -346,8 +335,6 @@ def tokenize_corpus(
 
 def _file_checksums(folder: Path) -> list[dict]:
     """Every file of ``folder`` (relative path, bytes, sha256), sorted by path."""
-    from adloco.io import sha256_file
-
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     return [
         {
@@ -381,8 +368,6 @@ def _counting(records: Iterable[dict], bar: Any) -> Iterator[dict]:
 
 
 def _tokenizer_name(tok_cfg: dict) -> str | None:
-    from adloco.data import tokenizer as tok
-
     if tok_cfg["kind"] == "mistral-v1":
         return f"{tok.MISTRAL_PACKAGE}:{tok.MISTRAL_V1_FILE}"
     if tok_cfg["kind"] == "pretrained":
@@ -390,17 +375,7 @@ def _tokenizer_name(tok_cfg: dict) -> str | None:
     return None
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument(
-        "--raw", help="folder of C4-format *.json.gz files (sources offline-wiki, local)"
-    )
-    parser.add_argument("--out", required=True, help="output folder, data/tokenized/<dataset>")
-
-
 def run(args: argparse.Namespace) -> int:
-    from adloco.config import load_config
-
     cfg = load_config(args.config)
     data = cfg["data"]
     if data["source"] == "hub" and args.raw:
