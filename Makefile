@@ -32,5 +32,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
-clean-results:
-	rm -rf results/calibration results/variance results/runs results/checkpoints results/report logs
+# Everything one experiment computed (results/<experiment>/, logs/<experiment>/,
+# as adloco.paths lays them out): `make clean-results EXPERIMENT=test`.
+EXPERIMENT ?= default
+clean-results: $(STAMP)
+	rm -rf $$($(PY) -c 'from adloco import paths; e = "$(EXPERIMENT)"; print(paths.experiment_dir(e), paths.logs_dir(e))')

@@ -120,6 +120,7 @@ CALIBRATION_DIR = str(paths.calibration_dir(EXPERIMENT))
 VARIANCE_DIR = str(paths.variance_dir(EXPERIMENT))
 REPORT_DIR = str(paths.report_dir(EXPERIMENT))
 LOG_DIR = str(paths.logs_dir(EXPERIMENT))
+DATA_LOG_DIR = str(paths.data_logs_dir(DATASET))
 RUNS = list(config["runs"])
 SEEDS = [str(seed) for seed in config["seeds"]]
 DEVICES = {device["name"]: device for device in config["cluster"]["devices"]}
