@@ -237,100 +237,161 @@ def tokenize_corpus(
     ``raw_dir`` overrides ``data.raw_dir`` for local sources.
     """
     seq_len = data_cfg["seq_len_tokens"]
-    fraction = data_cfg["validation_fraction"]
-    max_documents = data_cfg.get("max_documents")
-    tok_cfg = data_cfg["tokenizer"]
+    if shard_sequences is None:
+        shard_sequences = max(1, SHARD_TOKENS // seq_len)
     with atomic_dir(out) as tmp, tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch:
-        train_texts = None
-        if tok_cfg["kind"] == "bpe":
-            bar = _progress_bar(max_documents, "bpe train", progress)
-            records = c4.iter_records(data_cfg, raw_dir)
-            train_texts = split_texts(_counting(records, bar), seed, fraction, "train")
-        tokenizer = tok.build_tokenizer(tok_cfg, train_texts, scratch)
-        if train_texts is not None:
-            bar.close()
-        tokenizer_dir = tok.save_tokenizer(tokenizer, tmp / "tokenizer")
-        backend = tok.load_backend(tokenizer_dir)
-        vocab_size = len(tokenizer)
-        eos_token_id = int(tokenizer.eos_token_id)
-        added = tok.describe(backend, eos_token_id)
-        dtype = tok.token_dtype(vocab_size)
-        if shard_sequences is None:
-            shard_sequences = max(1, SHARD_TOKENS // seq_len)
-        writers = {s: ShardWriter(tmp, s, seq_len, dtype, shard_sequences) for s in SPLITS}
-        documents = dict.fromkeys(SPLITS, 0)
-
+        tokenizer = build_tokenizer(data_cfg, seed, raw_dir, tmp, scratch, progress)
+        writers = {
+            s: ShardWriter(tmp, s, seq_len, tokenizer.dtype, shard_sequences) for s in SPLITS
+        }
         stats = c4.RecordStats()
-        on_bad_record = data_cfg.get("on_bad_record", "error")
         stream, source = c4.open_stream(data_cfg, raw_dir, stats)
         origin = source.get("hub_path") or str(raw_dir or data_cfg["raw_dir"])
-        records = c4.normalize_records(stream, max_documents, origin, on_bad_record, stats)
-        batches = encode_stream(
-            batched_texts(records),
-            tokenizer_dir,
-            eos_token_id,
-            dtype,
-            append_eos=not added["appends_eos"],
-            num_proc=data_cfg.get("num_proc", 1),
+        records = c4.normalize_records(
+            stream,
+            data_cfg.get("max_documents"),
+            origin,
+            data_cfg.get("on_bad_record", "error"),
+            stats,
         )
-        start = 0
-        with _progress_bar(max_documents, "tokenize", progress) as bar:
-            for flat, lengths in batches:
-                if flat.size and int(flat.max()) >= vocab_size:
-                    raise ValueError(
-                        f"tokenizer produced id {int(flat.max())} >= its vocabulary {vocab_size}"
-                    )
-                is_val = validation_mask(np.arange(start, start + lengths.size), seed, fraction)
-                token_is_val = np.repeat(is_val, lengths)
-                writers["validation"].add(flat[token_is_val])
-                writers["train"].add(flat[~token_is_val])
-                documents["validation"] += int(is_val.sum())
-                documents["train"] += int(lengths.size - is_val.sum())
-                start += int(lengths.size)
-                bar.update(int(lengths.size))
-
-        splits = {}
-        for name in SPLITS:
-            entry = {"documents": documents[name], **writers[name].finish()}
-            if entry["sequences"] == 0:
-                raise ValueError(
-                    f"the {name} split got {entry['documents']} documents, "
-                    f"{entry['tokens']} tokens: not one sequence of {seq_len} tokens "
-                    "(raise data.max_documents or data.validation_fraction, "
-                    "or lower data.seq_len_tokens)"
-                )
-            splits[name] = entry
-        _report_records(stats, start)
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "dataset": data_cfg["dataset"],
-            "source": {
-                **source,
-                "documents_read": start,
-                "on_bad_record": on_bad_record,
-                "skipped_records": stats.skipped,
-                "skipped_record_examples": stats.examples,
-                "empty_documents": stats.empty,
-            },
-            "tokenizer": {
-                "kind": tok_cfg["kind"],
-                "name": _tokenizer_name(tok_cfg),
-                "dir": "tokenizer",
-                "vocab_size": vocab_size,
-                "eos_token_id": eos_token_id,
-                "bos_token_id": added["bos_token_id"],
-                # Checked when the data is opened, like the shards.
-                "files": _file_checksums(tokenizer_dir),
-            },
-            "vocab_size": vocab_size,
-            "seq_len_tokens": seq_len,
-            "dtype": dtype.name,
-            "seed": seed,
-            "validation_fraction": fraction,
-            "splits": splits,
-        }
+        documents = write_documents(records, tokenizer, writers, data_cfg, seed, progress)
+        splits = finish_splits(writers, documents, seq_len)
+        documents_read = sum(documents.values())
+        _report_records(stats, documents_read)
+        manifest = build_manifest(data_cfg, seed, tokenizer, splits, source, stats, documents_read)
         write_json_atomic(tmp / "manifest.json", manifest)
     return manifest
+
+
+class SavedTokenizer:
+    """The tokenizer written into the output folder, and what the shards need of it."""
+
+    def __init__(self, tokenizer: Any, folder: Path):
+        self.dir = folder
+        self.vocab_size = len(tokenizer)
+        self.eos_token_id = int(tokenizer.eos_token_id)
+        self.added = tok.describe(tok.load_backend(folder), self.eos_token_id)
+        self.dtype = tok.token_dtype(self.vocab_size)
+
+
+def build_tokenizer(
+    data_cfg: dict,
+    seed: int,
+    raw_dir: str | Path | None,
+    out: Path,
+    scratch: str,
+    progress: bool | None,
+) -> SavedTokenizer:
+    """Build (a BPE trains on the train split's documents) or load the tokenizer; save it."""
+    tok_cfg = data_cfg["tokenizer"]
+    train_texts = None
+    if tok_cfg["kind"] == "bpe":
+        bar = _progress_bar(data_cfg.get("max_documents"), "bpe train", progress)
+        records = c4.iter_records(data_cfg, raw_dir)
+        train_texts = split_texts(
+            _counting(records, bar), seed, data_cfg["validation_fraction"], "train"
+        )
+    tokenizer = tok.build_tokenizer(tok_cfg, train_texts, scratch)
+    if train_texts is not None:
+        bar.close()
+    return SavedTokenizer(tokenizer, tok.save_tokenizer(tokenizer, out / "tokenizer"))
+
+
+def write_documents(
+    records: Iterable[dict],
+    tokenizer: SavedTokenizer,
+    writers: dict[str, ShardWriter],
+    data_cfg: dict,
+    seed: int,
+    progress: bool | None,
+) -> dict[str, int]:
+    """Encode the records and send each document's tokens to its split; documents per split."""
+    fraction = data_cfg["validation_fraction"]
+    batches = encode_stream(
+        batched_texts(records),
+        tokenizer.dir,
+        tokenizer.eos_token_id,
+        tokenizer.dtype,
+        append_eos=not tokenizer.added["appends_eos"],
+        num_proc=data_cfg.get("num_proc", 1),
+    )
+    documents = dict.fromkeys(SPLITS, 0)
+    start = 0
+    with _progress_bar(data_cfg.get("max_documents"), "tokenize", progress) as bar:
+        for flat, lengths in batches:
+            if flat.size and int(flat.max()) >= tokenizer.vocab_size:
+                raise ValueError(
+                    f"tokenizer produced id {int(flat.max())} >= its vocabulary "
+                    f"{tokenizer.vocab_size}"
+                )
+            is_val = validation_mask(np.arange(start, start + lengths.size), seed, fraction)
+            token_is_val = np.repeat(is_val, lengths)
+            writers["validation"].add(flat[token_is_val])
+            writers["train"].add(flat[~token_is_val])
+            documents["validation"] += int(is_val.sum())
+            documents["train"] += int(lengths.size - is_val.sum())
+            start += int(lengths.size)
+            bar.update(int(lengths.size))
+    return documents
+
+
+def finish_splits(
+    writers: dict[str, ShardWriter], documents: dict[str, int], seq_len: int
+) -> dict[str, dict]:
+    """Close the shards; each split's manifest entry. A split without one sequence is an error."""
+    splits = {}
+    for name in SPLITS:
+        entry = {"documents": documents[name], **writers[name].finish()}
+        if entry["sequences"] == 0:
+            raise ValueError(
+                f"the {name} split got {entry['documents']} documents, "
+                f"{entry['tokens']} tokens: not one sequence of {seq_len} tokens "
+                "(raise data.max_documents or data.validation_fraction, "
+                "or lower data.seq_len_tokens)"
+            )
+        splits[name] = entry
+    return splits
+
+
+def build_manifest(
+    data_cfg: dict,
+    seed: int,
+    tokenizer: SavedTokenizer,
+    splits: dict[str, dict],
+    source: dict,
+    stats: Any,
+    documents_read: int,
+) -> dict:
+    """manifest.json (docs/DESIGN.md, "Tokenized data")."""
+    tok_cfg = data_cfg["tokenizer"]
+    return {
+        "format_version": FORMAT_VERSION,
+        "dataset": data_cfg["dataset"],
+        "source": {
+            **source,
+            "documents_read": documents_read,
+            "on_bad_record": data_cfg.get("on_bad_record", "error"),
+            "skipped_records": stats.skipped,
+            "skipped_record_examples": stats.examples,
+            "empty_documents": stats.empty,
+        },
+        "tokenizer": {
+            "kind": tok_cfg["kind"],
+            "name": _tokenizer_name(tok_cfg),
+            "dir": "tokenizer",
+            "vocab_size": tokenizer.vocab_size,
+            "eos_token_id": tokenizer.eos_token_id,
+            "bos_token_id": tokenizer.added["bos_token_id"],
+            # Checked when the data is opened, like the shards.
+            "files": _file_checksums(tokenizer.dir),
+        },
+        "vocab_size": tokenizer.vocab_size,
+        "seq_len_tokens": data_cfg["seq_len_tokens"],
+        "dtype": tokenizer.dtype.name,
+        "seed": seed,
+        "validation_fraction": data_cfg["validation_fraction"],
+        "splits": splits,
+    }
 
 
 def _file_checksums(folder: Path) -> list[dict]:
