@@ -15,7 +15,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/install-torch.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	sh scripts/install-torch.sh $(PY) $(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[dev,data]'
+	$(PY) -m pip install -q -e '.[dev,data,workflow]'
 	$(PY) -c "import adloco, torch, transformers, snakemake"
 	touch $@
 
@@ -32,5 +32,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
-clean-results:
-	rm -rf results/calibration results/variance results/runs results/checkpoints results/report logs
+# Everything one experiment computed (results/<experiment>/, logs/<experiment>/,
+# as adloco.paths lays them out): `make clean-results EXPERIMENT=test`.
+EXPERIMENT ?= default
+clean-results: $(STAMP)
+	rm -rf $$($(PY) -c 'from adloco import paths; e = "$(EXPERIMENT)"; print(paths.experiment_dir(e), paths.logs_dir(e))')

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Render the report page in headless Chromium to a PNG, 1280 px wide, full page height.
 
-    scripts/render-report.py [results/report/index.html] [--out report.png] [--width 1280]
+    scripts/render-report.py [results/default/report/index.html] [--out report.png] [--width 1280]
 
 Uses Debian's ``chromium`` package (``apt-get install -y chromium``), or the
 binary given with ``--chromium``. Two passes: the first loads a copy of the page
@@ -9,7 +9,8 @@ with a small script that puts the document's scroll width and height into its
 title and dumps the DOM (``--dump-dom``); the second takes the screenshot at
 the measured height. Prints the size and exits with status 2 when the page is
 wider than the window (horizontal overflow), so the layout can be checked by
-anyone, and by CI where Chromium is installed. Standard library only.
+anyone, and by CI where Chromium is installed. Standard library only, plus
+``adloco.paths`` (itself standard library only) for the default page.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from adloco import paths
 
 MEASURE = """<script>
 window.addEventListener('load', function () {
@@ -74,7 +77,7 @@ def measure(binary: str, page: Path, width: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("page", nargs="?", default="results/report/index.html")
+    parser.add_argument("page", nargs="?", default=str(paths.report_dir("default") / "index.html"))
     parser.add_argument("--out", default=None, help="PNG path (default: beside the page)")
     parser.add_argument("--width", type=int, default=1280, help="window width in px")
     parser.add_argument("--chromium", default=None, help="Chromium binary")

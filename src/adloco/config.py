@@ -20,6 +20,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from adloco import paths
+
 SCHEMA_FILE = "config.schema.yaml"
 
 # Rules a method imposes on a run. Presets are filled in when the run leaves
@@ -154,7 +156,7 @@ def _check_consistency(config: dict) -> None:
             raise ConfigError(
                 f"cluster.devices.{index}.name: {device['name']!r} is also the name of "
                 f"cluster.devices.{seen[device['name']]}; each device needs its own name (its "
-                "calibration file is results/calibration/<name>.json)"
+                f"calibration file is {paths.calibration_file(config['experiment'], '<name>')})"
             )
         seen[device["name"]] = index
     slots = total_slots(config)

@@ -61,3 +61,8 @@ def report_dir(experiment: str) -> Path:
 
 def logs_dir(experiment: str) -> Path:
     return LOGS / experiment
+
+
+def data_logs_dir(dataset: str) -> Path:
+    # The data stages belong to the data set, shared by experiments.
+    return LOGS / "data" / dataset

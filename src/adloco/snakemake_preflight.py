@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from adloco.config import ConfigError, read_yaml
+
 DEFAULT = Path("config/config.yaml")
 OPTIONS = ("--configfile", "--configfiles")
 
@@ -44,8 +46,6 @@ def check_configfiles(argv: list[str] | None = None) -> None:
     arguments), else the workflow's default file. A missing file is left to
     Snakemake's own message.
     """
-    from adloco.config import ConfigError, read_yaml
-
     argv = sys.argv[1:] if argv is None else argv
     files = configfile_args(argv) or ([str(DEFAULT)] if DEFAULT.is_file() else [])
     for name in files:

@@ -28,6 +28,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+from transformers import AutoModelForCausalLM
+
+from adloco.algo.batch_tests import requested_global_batch
+from adloco.algo.exact import per_sample_grads
+from adloco.algo.stats import (
+    GradientStatsAccumulator,
+    GroupStats,
+    NodeScalars,
+    estimate,
+    estimate_scalars,
+)
+from adloco.config import load_config
+from adloco.data.reader import TokenData
+from adloco.io import atomic_path, write_json_atomic
+from adloco.model import build_model, causal_lm_loss
+
 log = logging.getLogger(__name__)
 
 SAMPLING = (
@@ -69,8 +91,6 @@ def model_loss(model, rows, loss_fn: Callable) -> tuple[Any, Any]:
 
 def _grads(model, params: list, rows, loss_fn: Callable) -> tuple[list, float, int]:
     """Token-weighted mean gradient of ``rows``, their mean loss and token count."""
-    import torch
-
     loss_sum, n_tokens = model_loss(model, rows, loss_fn)
     count = int(n_tokens)
     if count < 1:
@@ -91,8 +111,6 @@ def draw_partitions(
     num_groups: int, nodes: int, groups_per_node: int, draws: int, seed: int
 ) -> Any:
     """Indices [draws, nodes, groups_per_node]: per draw, distinct groups dealt to nodes."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     order = np.argsort(rng.random((draws, num_groups)), axis=1)
     return order[:, : nodes * groups_per_node].reshape(draws, nodes, groups_per_node)
@@ -119,11 +137,6 @@ def compare_reductions(
     ‖∇F‖²̂, ‖ḡ‖²̂ and the norm-test batch for each, and std ratios) and one row
     per draw.
     """
-    import numpy as np
-
-    from adloco.algo.batch_tests import requested_global_batch
-    from adloco.algo.stats import GroupStats, NodeScalars, estimate, estimate_scalars
-
     gram = np.asarray(gram, dtype=np.float64)
     k_all, n = nodes * groups_per_node, group_size
     index = draw_partitions(gram.shape[0], nodes, groups_per_node, draws, seed)
@@ -217,8 +230,6 @@ def trace_std_ratio_iid(gram, nodes: int, groups_per_node: int) -> float | None:
     Var = 2 (2 (k − 2) ζ1 + ζ2) / (M k (k − 1)), with ζ1 = Var E[h(x, y) | x]
     and ζ2 = Var h(x, y), here the plug-in values over the pool's pairs.
     """
-    import numpy as np
-
     gram = np.asarray(gram, dtype=np.float64)
     diag = np.diag(gram)
     half_sq = (diag[:, None] + diag[None, :] - 2 * gram) / 2
@@ -233,8 +244,6 @@ def trace_std_ratio_iid(gram, nodes: int, groups_per_node: int) -> float | None:
 
 def _gram(stored) -> Any:
     """X Xᵀ of the stored flat gradients, in float64, a block of columns at a time."""
-    import torch
-
     out = torch.zeros(stored.shape[0], stored.shape[0], dtype=torch.float64)
     step = 1 << 16
     for start in range(0, stored.shape[1], step):
@@ -272,28 +281,91 @@ def analyse_gradient_variance(
     ``nodes × groups_per_node``, when ``groups_per_node`` < 2, or when storing
     them would take more than ``GRAM_MAX_BYTES``.
     """
-    import torch
-
-    from adloco.algo.batch_tests import requested_global_batch
-    from adloco.algo.exact import per_sample_grads
-    from adloco.algo.stats import GradientStatsAccumulator, estimate
-    from adloco.model import causal_lm_loss
-
     loss_fn = loss_fn or causal_lm_loss
     n = int(sample.shape[0])
+    _check_sizes(n, batch_size, num_batches)
+    was_training = model.training
+    # Eval mode: no dropout, so the spread comes from the data alone.
+    model.eval()
+    params = [p for _, p in model.named_parameters() if p.requires_grad]
+    dim = sum(p.numel() for p in params)
+
+    full = full_gradient(model, params, sample, loss_fn, chunk_size)
+    trace_cov, mean_shift_sq = per_sample_trace(model, sample, full.grad, loss_fn, chunk_size)
+    skipped = comparison_skipped(nodes, groups_per_node, num_batches, dim)
+    batches = batch_gradients(
+        model,
+        params,
+        sample,
+        full.grad,
+        loss_fn,
+        batch_size=batch_size,
+        num_batches=num_batches,
+        seed=seed,
+        store=skipped is None,
+    )
+    model.train(was_training)
+
+    draw_rows: list[dict[str, Any]] = []
+    if batches.stored is None:
+        reductions: dict[str, Any] = {"skipped": skipped}
+    else:
+        reductions, draw_rows = compare_reductions(
+            _gram(batches.stored),
+            group_size=batch_size,
+            nodes=nodes,
+            groups_per_node=groups_per_node,
+            draws=draws,
+            eta=eta,
+            seed=seed + 1,
+        )
+        batches.stored = None
+
+    summary = {
+        "eval_sequences": n,
+        "batch_size": batch_size,
+        "num_batches": num_batches,
+        "seed": seed,
+        "eta": eta,
+        "tokens_per_sequence": full.tokens_per_row,
+        "sampling": SAMPLING,
+        "full_loss": full.loss,
+        **_noise_scale_summary(full.sqnorm, trace_cov, n, eta),
+        **_deviation_summary(batches.per_batch, trace_cov, n, batch_size),
+        "per_sample_mean_shift_sqnorm": mean_shift_sq,
+        "cheap": _cheap_summary(batches.cheap, trace_cov * (1.0 - batch_size / n), eta),
+        "scalar_vs_pooled": reductions,
+        "parameters": dim,
+    }
+    return VarianceAnalysis(summary, batches.per_batch, draw_rows)
+
+
+def _check_sizes(n: int, batch_size: int, num_batches: int) -> None:
     if n < 2:
         raise ValueError(f"variance.eval_sequences must be >= 2, got {n}")
     if not 1 <= batch_size <= n:
         raise ValueError(f"variance.batch_size must be in [1, {n}], got {batch_size}")
     if num_batches < 2:
         raise ValueError(f"variance.num_batches must be >= 2, got {num_batches}")
-    was_training = model.training
-    # Eval mode: no dropout, so the spread comes from the data alone.
-    model.eval()
-    params = [p for _, p in model.named_parameters() if p.requires_grad]
 
-    # Full gradient: summed loss over all tokens of the sample / their number,
-    # accumulated chunk by chunk (the reference code divided by the wrong count).
+
+@dataclass
+class FullGradient:
+    """∇F of the fixed sample (float64), its squared norm and the sample's mean loss."""
+
+    grad: list
+    sqnorm: float
+    loss: float
+    tokens_per_row: int
+
+
+def full_gradient(model, params: list, sample, loss_fn: Callable, chunk_size: int) -> FullGradient:
+    """Summed loss over all tokens of the sample / their number, chunk by chunk.
+
+    (The reference code divided by the wrong count.) Every row must predict the
+    same number of tokens.
+    """
+    n = int(sample.shape[0])
     full = [torch.zeros_like(p, dtype=torch.float64) for p in params]
     loss_total, tokens_total, tokens_per_row = 0.0, 0, None
     for start in range(0, n, chunk_size):
@@ -309,10 +381,19 @@ def analyse_gradient_variance(
                 "sequences of equal length"
             )
     torch._foreach_div_(full, float(tokens_total))
-    grad_sqnorm = _sqnorm(full)
+    return FullGradient(full, _sqnorm(full), loss_total / tokens_total, tokens_per_row)
 
-    # Exact per-sample variance. Shifting by the full gradient c = ∇F keeps the
-    # sum of squares free of cancellation: Σ‖g_i − ḡ‖² = Σ‖g_i − c‖² − n‖ḡ − c‖².
+
+def per_sample_trace(
+    model, sample, full: list, loss_fn: Callable, chunk_size: int
+) -> tuple[float, float]:
+    """(exact per-sample tr Σ with divisor n − 1, ‖ḡ − ∇F‖² of the per-row gradients' mean).
+
+    Shifting by the full gradient c = ∇F keeps the sum of squares free of
+    cancellation: Σ‖g_i − ḡ‖² = Σ‖g_i − c‖² − n‖ḡ − c‖².
+    """
+    n = int(sample.shape[0])
+
     def per_row_mean_loss(logits, rows):
         loss_sum, count = loss_fn(logits, rows)
         return loss_sum / count
@@ -326,30 +407,61 @@ def analyse_gradient_variance(
         shifted_sq += sum(float(c.pow(2).sum()) for c in centred)
         torch._foreach_add_(shifted_sum, [c.sum(0) for c in centred])
     mean_shift_sq = _sqnorm(shifted_sum) / n**2
-    trace_cov = max((shifted_sq - n * mean_shift_sq) / (n - 1), 0.0)
+    return max((shifted_sq - n * mean_shift_sq) / (n - 1), 0.0), mean_shift_sq
 
-    # Batch gradients, their deviations, and the engine's cheap estimator fed
-    # with them as groups (all at the same point, as at a round's first step).
-    generator = torch.Generator().manual_seed(seed)
-    accumulator = GradientStatsAccumulator(params)
-    per_batch = []
-    dim = sum(p.numel() for p in params)
-    skipped = None
+
+def comparison_skipped(
+    nodes: int | None, groups_per_node: int | None, num_batches: int, dim: int
+) -> str | None:
+    """Why the scalar-vs-pooled comparison cannot run, or None when it can."""
     if nodes is None or groups_per_node is None:
-        skipped = "no cluster given (nodes, groups_per_node)"
-    elif nodes < 1 or groups_per_node < 2:
-        skipped = f"needs nodes >= 1 and groups_per_node >= 2, got {nodes} and {groups_per_node}"
-    elif nodes * groups_per_node > num_batches:
-        skipped = (
+        return "no cluster given (nodes, groups_per_node)"
+    if nodes < 1 or groups_per_node < 2:
+        return f"needs nodes >= 1 and groups_per_node >= 2, got {nodes} and {groups_per_node}"
+    if nodes * groups_per_node > num_batches:
+        return (
             f"nodes x groups_per_node = {nodes * groups_per_node} groups per draw, more than "
             f"the {num_batches} batch gradients (variance.num_batches)"
         )
-    elif num_batches * dim * 4 > GRAM_MAX_BYTES:
-        skipped = (
+    if num_batches * dim * 4 > GRAM_MAX_BYTES:
+        return (
             f"storing {num_batches} gradients of {dim} floats takes "
             f"{num_batches * dim * 4 / 2**30:.1f} GiB, more than {GRAM_MAX_BYTES / 2**30:g} GiB"
         )
-    stored = None if skipped else torch.empty(num_batches, dim, dtype=torch.float32)
+    return None
+
+
+@dataclass
+class BatchGradients:
+    """One row per batch gradient, the engine's cheap estimate from them, and
+    (when asked) the gradients themselves, one float32 row each."""
+
+    per_batch: list[dict[str, Any]]
+    cheap: Any
+    stored: Any = None
+
+
+def batch_gradients(
+    model,
+    params: list,
+    sample,
+    full: list,
+    loss_fn: Callable,
+    *,
+    batch_size: int,
+    num_batches: int,
+    seed: int,
+    store: bool,
+) -> BatchGradients:
+    """Batch gradients, their deviations from ``full``, and the engine's cheap
+    estimator fed with them as groups (all at the same point, as at a round's
+    first step)."""
+    n = int(sample.shape[0])
+    generator = torch.Generator().manual_seed(seed)
+    accumulator = GradientStatsAccumulator(params)
+    dim = sum(p.numel() for p in params)
+    stored = torch.empty(num_batches, dim, dtype=torch.float32) if store else None
+    per_batch = []
     for k in range(num_batches):
         index = torch.randperm(n, generator=generator)[:batch_size]
         g_b, loss, _ = _grads(model, params, sample[index.to(sample.device)], loss_fn)
@@ -367,53 +479,12 @@ def analyse_gradient_variance(
                 "loss": loss,
             }
         )
-    cheap = estimate(accumulator.finalize())
-    model.train(was_training)
-    draw_rows: list[dict[str, Any]] = []
-    if stored is None:
-        reductions: dict[str, Any] = {"skipped": skipped}
-    else:
-        reductions, draw_rows = compare_reductions(
-            _gram(stored),
-            group_size=batch_size,
-            nodes=nodes,
-            groups_per_node=groups_per_node,
-            draws=draws,
-            eta=eta,
-            seed=seed + 1,
-        )
-        del stored
+    return BatchGradients(per_batch, estimate(accumulator.finalize()), stored)
 
-    b, fpc = batch_size, 1.0 - batch_size / n
-    expected_sq_dev = trace_cov * fpc / b
-    deviations = torch.tensor([r["deviation"] for r in per_batch], dtype=torch.float64)
-    dev_sq = deviations.pow(2)
-    centred_dev = deviations - deviations.mean()
-    kurtosis = float(centred_dev.pow(4).mean() / centred_dev.pow(2).mean().pow(2) - 3.0)
+
+def _noise_scale_summary(grad_sqnorm: float, trace_cov: float, n: int, eta: float) -> dict:
     safe_ratio = grad_sqnorm > 0
-    cheap_summary: dict[str, Any] = {}
-    if cheap is not None:
-        cheap_norm_batch = requested_global_batch("norm", cheap, eta=eta, vartheta=1.0, nu=1.0)
-        cheap_summary = {
-            "trace_cov": cheap.trace_cov,
-            "grad_sqnorm": cheap.grad_sqnorm,
-            "batch_grad_sqnorm": cheap.batch_grad_sqnorm,
-            "groups": cheap.groups,
-            "samples": cheap.samples,
-            "expected_trace_cov": trace_cov * fpc,
-            "b_simple": cheap.trace_cov / cheap.grad_sqnorm if cheap.grad_sqnorm > 0 else None,
-            "norm_test_batch": cheap_norm_batch,
-            "norm_used": "batch_grad_sqnorm: ‖ḡ‖² of the pooled batch gradients, as the engine",
-        }
-    summary = {
-        "eval_sequences": n,
-        "batch_size": b,
-        "num_batches": num_batches,
-        "seed": seed,
-        "eta": eta,
-        "tokens_per_sequence": tokens_per_row,
-        "sampling": SAMPLING,
-        "full_loss": loss_total / tokens_total,
+    return {
         "grad_sqnorm": grad_sqnorm,
         "trace_cov": trace_cov,
         "trace_cov_divisor": "n - 1",
@@ -424,6 +495,20 @@ def analyse_gradient_variance(
             math.ceil(trace_cov / (eta**2 * grad_sqnorm)) if safe_ratio else None
         ),
         "norm_used": NORM_USED,
+    }
+
+
+def _deviation_summary(
+    per_batch: list[dict[str, Any]], trace_cov: float, n: int, batch_size: int
+) -> dict:
+    """The deviations ‖g_B − ∇F‖ against their expectation tr Σ (1 − b/n) / b."""
+    fpc = 1.0 - batch_size / n
+    expected_sq_dev = trace_cov * fpc / batch_size
+    deviations = torch.tensor([r["deviation"] for r in per_batch], dtype=torch.float64)
+    dev_sq = deviations.pow(2)
+    centred_dev = deviations - deviations.mean()
+    kurtosis = float(centred_dev.pow(4).mean() / centred_dev.pow(2).mean().pow(2) - 3.0)
+    return {
         "finite_population_factor": fpc,
         "expected_sq_deviation": expected_sq_dev,
         "theoretical_rms_deviation": math.sqrt(expected_sq_dev),
@@ -431,24 +516,29 @@ def analyse_gradient_variance(
         "mean_deviation": float(deviations.mean()),
         "rms_deviation": float(dev_sq.mean().sqrt()),
         "deviation_excess_kurtosis": kurtosis,
-        "per_sample_mean_shift_sqnorm": mean_shift_sq,
-        "cheap": cheap_summary,
-        "scalar_vs_pooled": reductions,
-        "parameters": dim,
     }
-    return VarianceAnalysis(summary, per_batch, draw_rows)
+
+
+def _cheap_summary(cheap, expected_trace_cov: float, eta: float) -> dict[str, Any]:
+    """The engine's estimate from the batch gradients (empty when it has none)."""
+    if cheap is None:
+        return {}
+    return {
+        "trace_cov": cheap.trace_cov,
+        "grad_sqnorm": cheap.grad_sqnorm,
+        "batch_grad_sqnorm": cheap.batch_grad_sqnorm,
+        "groups": cheap.groups,
+        "samples": cheap.samples,
+        "expected_trace_cov": expected_trace_cov,
+        "b_simple": cheap.trace_cov / cheap.grad_sqnorm if cheap.grad_sqnorm > 0 else None,
+        "norm_test_batch": requested_global_batch("norm", cheap, eta=eta, vartheta=1.0, nu=1.0),
+        "norm_used": "batch_grad_sqnorm: ‖ḡ‖² of the pooled batch gradients, as the engine",
+    }
 
 
 def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
     """Histogram of ‖g_B − ∇F‖ with the mean and the theoretical RMS marked, as PNG."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from adloco.io import atomic_path
-
     deviations = [row["deviation"] for row in per_batch]
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     sns.histplot(deviations, ax=ax, bins=min(30, max(5, len(deviations) // 3)), color="#4c72b0")
@@ -480,10 +570,6 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
     draws.csv (one row per draw of the scalar-vs-pooled comparison) is removed
     when the comparison was skipped, so no stale table outlives its run.
     """
-    import pandas as pd
-
-    from adloco.io import atomic_path, write_json_atomic
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "per_batch.csv") as tmp:
@@ -500,14 +586,8 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
 
 def load_model(model_dir: str | None, config: dict, vocab_size: int, seq_len_tokens: int):
     """The saved model in ``model_dir``, or the seeded initial model of the config."""
-    import torch
-
-    from adloco.model import build_model
-
     if model_dir is None:
         return build_model(config["model"], vocab_size, seq_len_tokens, config["seed"])
-    from transformers import AutoModelForCausalLM
-
     if not (Path(model_dir) / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: not a saved model folder (no config.json)")
     # float32: gradient statistics are sums of many small squares.
@@ -519,33 +599,7 @@ def load_model(model_dir: str | None, config: dict, vocab_size: int, seq_len_tok
     return model
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument("--data", required=True, help="tokenized data folder")
-    parser.add_argument(
-        "--model", default=None, help="a saved model folder (default: the initial model)"
-    )
-    parser.add_argument("--out", required=True, help="output folder, results/variance")
-    parser.add_argument(
-        "--torch-device",
-        default=None,
-        help="torch device for the gradients (default: cuda if available, else cpu)",
-    )
-    parser.add_argument(
-        "--chunk-size",
-        type=int,
-        default=8,
-        help="sequences per forward/backward pass and per vmap chunk (memory only)",
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-    import torch
-
-    from adloco.config import load_config
-    from adloco.data.reader import TokenData
-
     config = load_config(args.config)
     settings = config["variance"]
     if args.chunk_size < 1:

@@ -5,21 +5,29 @@ configuration gives each job's shell command and files, DVC's index gives each
 templated stage's command, dependencies, outputs and params. Every job must
 match one stage by command (the log redirection aside) and the other way
 round, with the same files (a DVC folder may hold a Snakemake file) and the
-params keys of workflow/rules/common.smk's STAGE_PARAMS.
+params keys of workflow/rules/common.smk's STAGE_PARAMS. dvc.yaml reads
+params.yaml, a link to config/config.yaml; pointed at another preset, the
+stages become that preset's, with the paths of ``adloco.paths``.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
-CONFIG_FILE = "config/config.yaml"
+from adloco import paths
+
+# What dvc.yaml reads; Snakemake is given the same file so that commands match.
+CONFIG_FILE = "params.yaml"
 
 
 def normalize(command: str) -> str:
@@ -61,13 +69,13 @@ def snakemake_jobs() -> dict[str, dict]:
     return by_command
 
 
-@pytest.fixture(scope="module")
-def dvc_stages() -> dict[str, dict]:
+def dvc_index(root: Path) -> dict[str, dict]:
+    """DVC's stages of the repository at ``root``, by normalized command."""
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
     stages = {}
-    with Repo(str(ROOT)) as repo:
+    with Repo(str(root)) as repo:
         for stage in repo.index.stages:
             params = [d for d in stage.deps if isinstance(d, ParamsDependency)]
             stages[normalize(stage.cmd)] = {
@@ -78,6 +86,43 @@ def dvc_stages() -> dict[str, dict]:
                 "persist": [o.def_path for o in stage.outs if o.persist],
             }
     return stages
+
+
+@pytest.fixture(scope="module")
+def dvc_stages() -> dict[str, dict]:
+    return dvc_index(ROOT)
+
+
+def expected_outputs(config: dict) -> dict[str, list[str]]:
+    """Each stage's outputs (cached, metrics, plots), from adloco.paths."""
+    exp, dataset = config["experiment"], config["data"]["dataset"]
+    variance, report = paths.variance_dir(exp), paths.report_dir(exp)
+    expected = {
+        "prepare-corpus": [config["data"]["raw_dir"]],
+        "tokenize": [paths.tokenized_dir(dataset)],
+        "variance": [variance / name for name in ("per_batch.csv", "variance.json")]
+        + [variance / "deviations.png"],
+        "report": [
+            report / name
+            for name in ("index.html", "ladder.csv", "regimes.csv", "claims.json", "summary.csv")
+        ]
+        + [report / "curves.csv", report / "figures"],
+    }
+    for index, device in enumerate(config["cluster"]["devices"]):
+        expected[f"calibrate@{index}"] = [paths.calibration_file(exp, device["name"])]
+    for run in config["runs"]:
+        for seed in config["seeds"]:
+            folder = paths.run_dir(exp, run, seed)
+            expected[f"train@{run}-{seed}"] = [
+                folder / "metrics.jsonl",
+                folder / "final",
+                folder / "summary.json",
+            ]
+    return {name: sorted(map(str, outs)) for name, outs in expected.items()}
+
+
+def stage_outputs(stages: dict[str, dict]) -> dict[str, list[str]]:
+    return {s["name"]: sorted(s["outs"]) for s in stages.values()}
 
 
 def test_every_job_is_a_stage_with_the_same_command(snakemake_jobs, dvc_stages):
@@ -125,6 +170,48 @@ def test_stages_depend_on_the_same_config_keys(snakemake_jobs, dvc_stages):
         expected = [k.format(**job["wildcards"]) for k in keys[stage["name"].split("@")[0]]]
         assert stage["params"] == {CONFIG_FILE: expected}
         assert f"--config {CONFIG_FILE} " in command
+
+
+def test_params_file_is_a_link_to_the_default_config():
+    # `dvc repro` and `snakemake` run the same default out of the box.
+    assert (ROOT / CONFIG_FILE).is_symlink()
+    assert os.readlink(ROOT / CONFIG_FILE) == "config/config.yaml"
+
+
+def test_stages_write_the_paths_of_the_package(dvc_stages):
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    assert stage_outputs(dvc_stages) == expected_outputs(config)
+    for stage in dvc_stages.values():
+        if stage["name"].startswith("train@"):
+            run, seed = stage["name"].removeprefix("train@").rsplit("-", 1)
+            assert stage["persist"] == [str(paths.checkpoint_dir(config["experiment"], run, seed))]
+
+
+def test_another_preset_by_pointing_params_at_it(tmp_path):
+    # The documented way: `ln -sfn config/test.yaml params.yaml && dvc repro`.
+    work = tmp_path / "repo"
+    work.mkdir()
+    for name in ("dvc.yaml", ".dvcignore"):
+        shutil.copy2(ROOT / name, work / name)
+    for name in ("config", ".dvc"):
+        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("cache", "tmp"))
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    (work / CONFIG_FILE).symlink_to("config/test.yaml")
+    config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
+    assert config["experiment"] != "default"
+    stages = dvc_index(work)
+    assert stage_outputs(stages) == expected_outputs(config)
+    for command, stage in stages.items():
+        assert f"--config {CONFIG_FILE} " in command
+        assert list(stage["params"]) == [CONFIG_FILE]
+    # The preset's own values, read through the link.
+    from dvc.repo import Repo
+
+    with Repo(str(work)) as repo:
+        train = next(s for s in repo.index.stages if s.name == "train@diloco-0")
+        (params,) = [d for d in train.deps if d.def_path == CONFIG_FILE]
+        assert params.read_params()["seed"] == config["seed"]
+        assert params.read_params()["model"] == config["model"]
 
 
 def test_default_remote_is_a_folder_beside_the_repository():

@@ -1,7 +1,7 @@
 """`dvc repro` of the real pipeline on the tiny preset, end to end.
 
 In a copy of the repository whose config/config.yaml is config/test.yaml
-(dvc.yaml reads config/config.yaml), DVC runs every real `adloco` stage; then
+(dvc.yaml reads params.yaml, a link to config/config.yaml), DVC runs every real `adloco` stage; then
 the pipeline is up to date, its metrics and plots show, and a second
 `dvc repro` runs nothing. Skipped while `adloco train` is still a stub.
 """

@@ -97,6 +97,8 @@ def make_copy(
         shutil.copy2(ROOT / name, work / name)
     for name in ("workflow", "profiles", "config", "src/adloco/schemas"):
         shutil.copytree(ROOT / name, work / name, symlinks=True)
+    # dvc.yaml reads params.yaml, a link to config/config.yaml.
+    (work / "params.yaml").symlink_to(os.readlink(ROOT / "params.yaml"))
     if config is not None:
         (work / "config/config.yaml").write_text(yaml.safe_dump(config))
     # No usage reports from the dvc commands of the tests.

@@ -115,6 +115,9 @@ def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
         # Checkpoints must outlive a failed job, so they are never an output.
         assert not any("checkpoints" in p for p in job["output"])
         assert str(paths.tokenized_dir(config["data"]["dataset"]) / "manifest.json") in job["input"]
+    # The data stages log per data set, shared by every experiment.
+    tokenize = next(j for j in jobs if j["rule"] == "tokenize")
+    assert tokenize["log"] == str(paths.data_logs_dir(config["data"]["dataset"]) / "tokenize.log")
     calibrations = [j for j in jobs if j["rule"] == "calibrate"]
     for job in calibrations:
         assert job["output"] == [str(paths.calibration_file(exp, job["wildcards"]["device"]))]

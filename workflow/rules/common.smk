@@ -12,6 +12,27 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
+# The checks below run the checkout's own modules (adloco.config, .paths,
+# .snakemake_lock), which need nothing beyond the standard library, jsonschema
+# and PyYAML, two of Snakemake's own dependencies: a host with Snakemake alone
+# parses, validates and plans the workflow, and the jobs run `adloco` from the
+# rules' environment (workflow/envs/adloco.yaml). The checkout comes first on
+# the path, so the checks are those of this checkout even where another copy
+# of adloco is installed. (A copy of the workflow without src/ uses the
+# installed package.)
+def _checkout_src():
+    """src/ of this checkout: beside the main Snakefile (./Snakefile) or above it (workflow/)."""
+    here = os.path.dirname(os.path.abspath(workflow.main_snakefile))
+    for root in (here, os.path.dirname(here)):
+        if os.path.isfile(os.path.join(root, "src", "adloco", "__init__.py")):
+            return os.path.join(root, "src")
+    return None
+
+
+SRC_DIR = _checkout_src()
+if SRC_DIR and SRC_DIR not in sys.path:
+    sys.path.insert(0, SRC_DIR)
+
 import adloco.config
 from adloco import paths
 import adloco.snakemake_lock
@@ -99,6 +120,7 @@ CALIBRATION_DIR = str(paths.calibration_dir(EXPERIMENT))
 VARIANCE_DIR = str(paths.variance_dir(EXPERIMENT))
 REPORT_DIR = str(paths.report_dir(EXPERIMENT))
 LOG_DIR = str(paths.logs_dir(EXPERIMENT))
+DATA_LOG_DIR = str(paths.data_logs_dir(DATASET))
 RUNS = list(config["runs"])
 SEEDS = [str(seed) for seed in config["seeds"]]
 DEVICES = {device["name"]: device for device in config["cluster"]["devices"]}

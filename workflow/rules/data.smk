@@ -11,7 +11,7 @@ if config["data"]["source"] == "offline-wiki":
             config=config_file,
             settings=stage_params("prepare-corpus"),
         log:
-            f"logs/data/{DATASET}/prepare_corpus.log",
+            f"{DATA_LOG_DIR}/prepare_corpus.log",
         threads: 1
         resources:
             mem_mb=2000,
@@ -33,9 +33,9 @@ rule tokenize:
         raw=tokenize_raw_arg(),
         out=output_folder("manifest"),
     log:
-        f"logs/data/{DATASET}/tokenize.log",
+        f"{DATA_LOG_DIR}/tokenize.log",
     benchmark:
-        f"logs/data/{DATASET}/tokenize.tsv"
+        f"{DATA_LOG_DIR}/tokenize.tsv"
     threads: config["data"]["num_proc"]
     resources:
         mem_mb=8000,

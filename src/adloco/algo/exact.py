@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 
 import torch
+from torch.func import functional_call, grad, vmap
 
 from adloco.algo.stats import VarianceEstimate
 from adloco.model import causal_lm_loss
@@ -48,8 +49,6 @@ def per_sample_grads(
     next-token loss of :func:`adloco.model.causal_lm_loss`. ``chunk_size``
     bounds how many sequences vmap processes at once (memory).
     """
-    from torch.func import functional_call, grad, vmap
-
     if input_ids.dim() != 2 or input_ids.size(0) < 1:
         raise ValueError(
             f"input_ids must be [n, seq_len] with n >= 1, got {tuple(input_ids.shape)}"

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import datasets
+
 C4_FIELDS = ("text", "timestamp", "url")
 C4_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 LOCAL_PATTERN = "*.json.gz"
@@ -206,8 +208,6 @@ def open_stream(
     """
     source = data_cfg["source"]
     if source == "hub":
-        import datasets
-
         stream = datasets.load_dataset(
             data_cfg["hub_path"], data_cfg["hub_name"], split="train", streaming=True
         )

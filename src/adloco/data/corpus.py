@@ -21,8 +21,12 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Sequence
+from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
+
+from adloco.config import ConfigError, load_config
+from adloco.io import atomic_dir, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +43,6 @@ C4_FIELDS = ("text", "timestamp", "url")
 
 def package_file(distribution: str, relative: str) -> Path:
     """Path of a data file installed by ``distribution``, found without importing it."""
-    from importlib import metadata
-
     try:
         files = metadata.files(distribution)
     except metadata.PackageNotFoundError as exc:
@@ -120,8 +122,6 @@ def write_c4_files(
 
     Returns the file paths in order.
     """
-    from adloco.io import atomic_dir
-
     folder = Path(folder)
     with atomic_dir(folder) as tmp:
         names = [p.name for p in write_c4_files_into(records, tmp, documents_per_file)]
@@ -152,10 +152,6 @@ def prepare_wiki_corpus(
     documents_per_file: int = DOCUMENTS_PER_FILE,
 ) -> dict:
     """Build the offline corpus in ``out``; return its provenance (also written as SOURCE.json)."""
-    from importlib import metadata
-
-    from adloco.io import atomic_dir, sha256_file
-
     path = Path(source) if source is not None else wiki_summaries_path()
     records = wiki_records(path, max_documents)
     try:
@@ -180,14 +176,7 @@ def prepare_wiki_corpus(
     return provenance
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument("--out", required=True, help="folder for the C4-format *.json.gz files")
-
-
 def run(args: argparse.Namespace) -> int:
-    from adloco.config import ConfigError, load_config
-
     cfg = load_config(args.config)
     data = cfg["data"]
     if data["source"] != "offline-wiki":

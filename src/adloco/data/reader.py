@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
-from adloco.io import read_json_object
+from adloco.io import read_json_object, sha256_file
 
 FORMAT_VERSION = 1
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
@@ -104,8 +105,6 @@ class TokenSplit:
 
     def get(self, indices: Any) -> Any:
         """Sequences ``indices`` (ints, numpy or torch) as a ``LongTensor [n, seq_len_tokens]``."""
-        import torch
-
         if isinstance(indices, torch.Tensor):
             indices = indices.detach().cpu().numpy()
         return torch.from_numpy(self.get_numpy(indices).astype(np.int64))
@@ -185,8 +184,6 @@ def read_manifest(folder: str | Path) -> dict:
 
 def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> None:
     """Size (and with ``verify``, sha256) of every shard against the manifest."""
-    from adloco.io import sha256_file
-
     folder = Path(folder)
     itemsize = DTYPES[manifest["dtype"]].itemsize
     seq_len = int(manifest["seq_len_tokens"])
@@ -215,8 +212,6 @@ def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> Non
 
 def check_tokenizer(folder: str | Path, manifest: dict, verify: bool = True) -> None:
     """Size (and with ``verify``, sha256) of every tokenizer file the manifest lists."""
-    from adloco.io import sha256_file
-
     folder = Path(folder)
     tokenizer_dir = folder / manifest["tokenizer"].get("dir", "tokenizer")
     files = manifest["tokenizer"].get("files") or []

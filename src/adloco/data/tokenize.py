@@ -24,10 +24,19 @@ import argparse
 import collections
 import hashlib
 import logging
+import multiprocessing
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from adloco.config import load_config
+from adloco.data import c4
+from adloco.data import tokenizer as tok
+from adloco.io import atomic_dir, sha256_file, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +56,6 @@ _GOLDEN = 0x9E3779B97F4A7C15
 
 def _splitmix64(x: Any) -> Any:
     """SplitMix64's finalizer on a uint64 array (wrapping arithmetic)."""
-    import numpy as np
-
     with np.errstate(over="ignore"):
         x = x + np.uint64(_GOLDEN)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -58,8 +65,6 @@ def _splitmix64(x: Any) -> Any:
 
 def document_uniforms(indices: Any, seed: int) -> Any:
     """A uniform [0, 1) number per document position, a pure function of (seed, index)."""
-    import numpy as np
-
     key = _splitmix64(np.array([seed & _MASK64], dtype=np.uint64))
     x = _splitmix64(np.asarray(indices, dtype=np.uint64) ^ key)
     return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
@@ -107,8 +112,6 @@ class ShardWriter:
             self._flush()
 
     def _flush(self) -> None:
-        import numpy as np
-
         if not self._pending:
             return
         data = np.concatenate(self._pending)
@@ -172,8 +175,6 @@ def split_texts(
     records: Iterable[dict], seed: int, fraction: float, split: str = "train"
 ) -> Iterator[str]:
     """The texts of one split, in stream order (feeds BPE training)."""
-    import numpy as np
-
     start = 0
     for batch in batched_texts(records):
         is_val = validation_mask(np.arange(start, start + len(batch)), seed, fraction)
@@ -196,15 +197,11 @@ def encode_stream(
     At most two batches per process are in flight, so a streamed corpus is
     never read ahead into memory.
     """
-    from adloco.data import tokenizer as tok
-
     if num_proc <= 1:
         backend = tok.load_backend(tokenizer_dir)
         for texts in batches:
             yield tok.encode_documents(backend, texts, eos_token_id, dtype, append_eos)
         return
-    import multiprocessing
-
     # spawn, not fork: the parent may hold Rust thread pools (BPE training).
     ctx = multiprocessing.get_context("spawn")
     initargs = (str(Path(tokenizer_dir) / "tokenizer.json"), eos_token_id, str(dtype), append_eos)
@@ -219,8 +216,6 @@ def encode_stream(
 
 
 def _progress_bar(total: int | None, desc: str, progress: bool | None) -> Any:
-    from tqdm.auto import tqdm
-
     # progress None: tqdm decides (on for a terminal, off in a log file).
     return tqdm(
         total=total, desc=desc, unit="doc", disable=None if progress is None else not progress
@@ -241,113 +236,166 @@ def tokenize_corpus(
     ``data_cfg`` is the default-filled ``data`` section of the configuration;
     ``raw_dir`` overrides ``data.raw_dir`` for local sources.
     """
-    import numpy as np
-
-    from adloco.data import c4
-    from adloco.data import tokenizer as tok
-    from adloco.io import atomic_dir, write_json_atomic
-
     seq_len = data_cfg["seq_len_tokens"]
-    fraction = data_cfg["validation_fraction"]
-    max_documents = data_cfg.get("max_documents")
-    tok_cfg = data_cfg["tokenizer"]
+    if shard_sequences is None:
+        shard_sequences = max(1, SHARD_TOKENS // seq_len)
     with atomic_dir(out) as tmp, tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch:
-        train_texts = None
-        if tok_cfg["kind"] == "bpe":
-            bar = _progress_bar(max_documents, "bpe train", progress)
-            records = c4.iter_records(data_cfg, raw_dir)
-            train_texts = split_texts(_counting(records, bar), seed, fraction, "train")
-        tokenizer = tok.build_tokenizer(tok_cfg, train_texts, scratch)
-        if train_texts is not None:
-            bar.close()
-        tokenizer_dir = tok.save_tokenizer(tokenizer, tmp / "tokenizer")
-        backend = tok.load_backend(tokenizer_dir)
-        vocab_size = len(tokenizer)
-        eos_token_id = int(tokenizer.eos_token_id)
-        added = tok.describe(backend, eos_token_id)
-        dtype = tok.token_dtype(vocab_size)
-        if shard_sequences is None:
-            shard_sequences = max(1, SHARD_TOKENS // seq_len)
-        writers = {s: ShardWriter(tmp, s, seq_len, dtype, shard_sequences) for s in SPLITS}
-        documents = dict.fromkeys(SPLITS, 0)
-
+        tokenizer = build_tokenizer(data_cfg, seed, raw_dir, tmp, scratch, progress)
+        writers = {
+            s: ShardWriter(tmp, s, seq_len, tokenizer.dtype, shard_sequences) for s in SPLITS
+        }
         stats = c4.RecordStats()
-        on_bad_record = data_cfg.get("on_bad_record", "error")
         stream, source = c4.open_stream(data_cfg, raw_dir, stats)
         origin = source.get("hub_path") or str(raw_dir or data_cfg["raw_dir"])
-        records = c4.normalize_records(stream, max_documents, origin, on_bad_record, stats)
-        batches = encode_stream(
-            batched_texts(records),
-            tokenizer_dir,
-            eos_token_id,
-            dtype,
-            append_eos=not added["appends_eos"],
-            num_proc=data_cfg.get("num_proc", 1),
+        records = c4.normalize_records(
+            stream,
+            data_cfg.get("max_documents"),
+            origin,
+            data_cfg.get("on_bad_record", "error"),
+            stats,
         )
-        start = 0
-        with _progress_bar(max_documents, "tokenize", progress) as bar:
-            for flat, lengths in batches:
-                if flat.size and int(flat.max()) >= vocab_size:
-                    raise ValueError(
-                        f"tokenizer produced id {int(flat.max())} >= its vocabulary {vocab_size}"
-                    )
-                is_val = validation_mask(np.arange(start, start + lengths.size), seed, fraction)
-                token_is_val = np.repeat(is_val, lengths)
-                writers["validation"].add(flat[token_is_val])
-                writers["train"].add(flat[~token_is_val])
-                documents["validation"] += int(is_val.sum())
-                documents["train"] += int(lengths.size - is_val.sum())
-                start += int(lengths.size)
-                bar.update(int(lengths.size))
-
-        splits = {}
-        for name in SPLITS:
-            entry = {"documents": documents[name], **writers[name].finish()}
-            if entry["sequences"] == 0:
-                raise ValueError(
-                    f"the {name} split got {entry['documents']} documents, "
-                    f"{entry['tokens']} tokens: not one sequence of {seq_len} tokens "
-                    "(raise data.max_documents or data.validation_fraction, "
-                    "or lower data.seq_len_tokens)"
-                )
-            splits[name] = entry
-        _report_records(stats, start)
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "dataset": data_cfg["dataset"],
-            "source": {
-                **source,
-                "documents_read": start,
-                "on_bad_record": on_bad_record,
-                "skipped_records": stats.skipped,
-                "skipped_record_examples": stats.examples,
-                "empty_documents": stats.empty,
-            },
-            "tokenizer": {
-                "kind": tok_cfg["kind"],
-                "name": _tokenizer_name(tok_cfg),
-                "dir": "tokenizer",
-                "vocab_size": vocab_size,
-                "eos_token_id": eos_token_id,
-                "bos_token_id": added["bos_token_id"],
-                # Checked when the data is opened, like the shards.
-                "files": _file_checksums(tokenizer_dir),
-            },
-            "vocab_size": vocab_size,
-            "seq_len_tokens": seq_len,
-            "dtype": dtype.name,
-            "seed": seed,
-            "validation_fraction": fraction,
-            "splits": splits,
-        }
+        documents = write_documents(records, tokenizer, writers, data_cfg, seed, progress)
+        splits = finish_splits(writers, documents, seq_len)
+        documents_read = sum(documents.values())
+        _report_records(stats, documents_read)
+        manifest = build_manifest(data_cfg, seed, tokenizer, splits, source, stats, documents_read)
         write_json_atomic(tmp / "manifest.json", manifest)
     return manifest
 
 
+class SavedTokenizer:
+    """The tokenizer written into the output folder, and what the shards need of it."""
+
+    def __init__(self, tokenizer: Any, folder: Path):
+        self.dir = folder
+        self.vocab_size = len(tokenizer)
+        self.eos_token_id = int(tokenizer.eos_token_id)
+        self.added = tok.describe(tok.load_backend(folder), self.eos_token_id)
+        self.dtype = tok.token_dtype(self.vocab_size)
+
+
+def build_tokenizer(
+    data_cfg: dict,
+    seed: int,
+    raw_dir: str | Path | None,
+    out: Path,
+    scratch: str,
+    progress: bool | None,
+) -> SavedTokenizer:
+    """Build (a BPE trains on the train split's documents) or load the tokenizer; save it."""
+    tok_cfg = data_cfg["tokenizer"]
+    train_texts = None
+    if tok_cfg["kind"] == "bpe":
+        bar = _progress_bar(data_cfg.get("max_documents"), "bpe train", progress)
+        records = c4.iter_records(data_cfg, raw_dir)
+        train_texts = split_texts(
+            _counting(records, bar), seed, data_cfg["validation_fraction"], "train"
+        )
+    tokenizer = tok.build_tokenizer(tok_cfg, train_texts, scratch)
+    if train_texts is not None:
+        bar.close()
+    return SavedTokenizer(tokenizer, tok.save_tokenizer(tokenizer, out / "tokenizer"))
+
+
+def write_documents(
+    records: Iterable[dict],
+    tokenizer: SavedTokenizer,
+    writers: dict[str, ShardWriter],
+    data_cfg: dict,
+    seed: int,
+    progress: bool | None,
+) -> dict[str, int]:
+    """Encode the records and send each document's tokens to its split; documents per split."""
+    fraction = data_cfg["validation_fraction"]
+    batches = encode_stream(
+        batched_texts(records),
+        tokenizer.dir,
+        tokenizer.eos_token_id,
+        tokenizer.dtype,
+        append_eos=not tokenizer.added["appends_eos"],
+        num_proc=data_cfg.get("num_proc", 1),
+    )
+    documents = dict.fromkeys(SPLITS, 0)
+    start = 0
+    with _progress_bar(data_cfg.get("max_documents"), "tokenize", progress) as bar:
+        for flat, lengths in batches:
+            if flat.size and int(flat.max()) >= tokenizer.vocab_size:
+                raise ValueError(
+                    f"tokenizer produced id {int(flat.max())} >= its vocabulary "
+                    f"{tokenizer.vocab_size}"
+                )
+            is_val = validation_mask(np.arange(start, start + lengths.size), seed, fraction)
+            token_is_val = np.repeat(is_val, lengths)
+            writers["validation"].add(flat[token_is_val])
+            writers["train"].add(flat[~token_is_val])
+            documents["validation"] += int(is_val.sum())
+            documents["train"] += int(lengths.size - is_val.sum())
+            start += int(lengths.size)
+            bar.update(int(lengths.size))
+    return documents
+
+
+def finish_splits(
+    writers: dict[str, ShardWriter], documents: dict[str, int], seq_len: int
+) -> dict[str, dict]:
+    """Close the shards; each split's manifest entry. A split without one sequence is an error."""
+    splits = {}
+    for name in SPLITS:
+        entry = {"documents": documents[name], **writers[name].finish()}
+        if entry["sequences"] == 0:
+            raise ValueError(
+                f"the {name} split got {entry['documents']} documents, "
+                f"{entry['tokens']} tokens: not one sequence of {seq_len} tokens "
+                "(raise data.max_documents or data.validation_fraction, "
+                "or lower data.seq_len_tokens)"
+            )
+        splits[name] = entry
+    return splits
+
+
+def build_manifest(
+    data_cfg: dict,
+    seed: int,
+    tokenizer: SavedTokenizer,
+    splits: dict[str, dict],
+    source: dict,
+    stats: Any,
+    documents_read: int,
+) -> dict:
+    """manifest.json (docs/DESIGN.md, "Tokenized data")."""
+    tok_cfg = data_cfg["tokenizer"]
+    return {
+        "format_version": FORMAT_VERSION,
+        "dataset": data_cfg["dataset"],
+        "source": {
+            **source,
+            "documents_read": documents_read,
+            "on_bad_record": data_cfg.get("on_bad_record", "error"),
+            "skipped_records": stats.skipped,
+            "skipped_record_examples": stats.examples,
+            "empty_documents": stats.empty,
+        },
+        "tokenizer": {
+            "kind": tok_cfg["kind"],
+            "name": _tokenizer_name(tok_cfg),
+            "dir": "tokenizer",
+            "vocab_size": tokenizer.vocab_size,
+            "eos_token_id": tokenizer.eos_token_id,
+            "bos_token_id": tokenizer.added["bos_token_id"],
+            # Checked when the data is opened, like the shards.
+            "files": _file_checksums(tokenizer.dir),
+        },
+        "vocab_size": tokenizer.vocab_size,
+        "seq_len_tokens": data_cfg["seq_len_tokens"],
+        "dtype": tokenizer.dtype.name,
+        "seed": seed,
+        "validation_fraction": data_cfg["validation_fraction"],
+        "splits": splits,
+    }
+
+
 def _file_checksums(folder: Path) -> list[dict]:
     """Every file of ``folder`` (relative path, bytes, sha256), sorted by path."""
-    from adloco.io import sha256_file
-
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     return [
         {
@@ -381,8 +429,6 @@ def _counting(records: Iterable[dict], bar: Any) -> Iterator[dict]:
 
 
 def _tokenizer_name(tok_cfg: dict) -> str | None:
-    from adloco.data import tokenizer as tok
-
     if tok_cfg["kind"] == "mistral-v1":
         return f"{tok.MISTRAL_PACKAGE}:{tok.MISTRAL_V1_FILE}"
     if tok_cfg["kind"] == "pretrained":
@@ -390,17 +436,7 @@ def _tokenizer_name(tok_cfg: dict) -> str | None:
     return None
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument(
-        "--raw", help="folder of C4-format *.json.gz files (sources offline-wiki, local)"
-    )
-    parser.add_argument("--out", required=True, help="output folder, data/tokenized/<dataset>")
-
-
 def run(args: argparse.Namespace) -> int:
-    from adloco.config import load_config
-
     cfg = load_config(args.config)
     data = cfg["data"]
     if data["source"] == "hub" and args.raw:

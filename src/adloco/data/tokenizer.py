@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from adloco.data.corpus import package_file
 
 BPE_EOS = "<|endoftext|>"
 MISTRAL_PACKAGE = "mistral-common"
@@ -45,9 +49,6 @@ def train_bpe(texts: Iterable[str], vocab_size: int, length: int | None = None) 
     Byte-level pre-tokenization without a normalizer: every string round-trips
     exactly, and no text is ever unknown.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -69,8 +70,6 @@ def mistral_v1_folder(folder: str | Path) -> Path:
     config names ``LlamaTokenizer`` converts the model properly (it needs the
     ``sentencepiece`` and ``protobuf`` packages).
     """
-    from adloco.data.corpus import package_file
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(package_file(MISTRAL_PACKAGE, MISTRAL_V1_FILE), folder / "tokenizer.model")
@@ -88,8 +87,6 @@ def mistral_v1_folder(folder: str | Path) -> Path:
 
 
 def load_mistral_v1(work_dir: str | Path) -> Any:
-    from transformers import AutoTokenizer
-
     folder = mistral_v1_folder(Path(work_dir) / "mistral-v1")
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     if len(tokenizer) != MISTRAL_V1_VOCAB:
@@ -101,8 +98,6 @@ def load_mistral_v1(work_dir: str | Path) -> Any:
 
 
 def load_pretrained(name: str) -> Any:
-    from transformers import AutoTokenizer
-
     # Never trust_remote_code: only tokenizer classes that transformers ships.
     return AutoTokenizer.from_pretrained(name)
 
@@ -152,8 +147,6 @@ def save_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
 
 def load_backend(folder: str | Path) -> Any:
     """The Rust ``tokenizers.Tokenizer`` of a saved tokenizer folder."""
-    from tokenizers import Tokenizer
-
     path = Path(folder) / "tokenizer.json"
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer file not found: {path}")
@@ -206,8 +199,6 @@ _WORKER: dict[str, Any] = {}
 def worker_init(tokenizer_json: str, eos_token_id: int, dtype: str, append_eos: bool) -> None:
     # One process per core: the Rust thread pool would oversubscribe them.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from tokenizers import Tokenizer
-
     _WORKER.update(
         backend=Tokenizer.from_file(tokenizer_json),
         eos_token_id=eos_token_id,

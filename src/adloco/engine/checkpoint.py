@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+import adloco
 from adloco.io import atomic_path, read_json_object, write_json_atomic
 
 MANIFEST_NAME = "checkpoint.json"
@@ -76,8 +77,6 @@ def source_digest(package: str | Path | None = None) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _installed_digest() -> str:
-    import adloco
-
     return _digest_of(Path(adloco.__file__).parent)
 
 
@@ -88,8 +87,6 @@ def fingerprint(settings: dict) -> str:
     package version and :func:`source_digest`, so changed code never resumes
     the state that other code wrote.
     """
-    import adloco
-
     code = {"adloco_version": adloco.__version__, "source_sha256": source_digest()}
     blob = json.dumps({"settings": settings, "code": code}, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()

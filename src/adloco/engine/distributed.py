@@ -19,11 +19,13 @@ commands, costs and the failure and checkpoint protocol are in
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import torch
+import torch.distributed as dist
 
 from adloco.algo.stats import GradientStatsAccumulator, GroupStats, NodeScalars, combine
 
@@ -133,8 +135,6 @@ class TorchCollective:
         return self.rank == 0
 
     def _all_reduce(self, flat: torch.Tensor, what: str) -> None:
-        import torch.distributed as dist
-
         try:
             dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)
         except RuntimeError as exc:  # gloo/NCCL errors, DistBackendError, timeouts
@@ -217,10 +217,6 @@ def init(
     cluster_cfg: dict, env: LaunchEnv, device: torch.device, timeout_s: float
 ) -> TorchCollective:
     """Join the process group torchrun set up (``MASTER_ADDR``/``MASTER_PORT``)."""
-    import datetime
-
-    import torch.distributed as dist
-
     owners = slot_owners(cluster_cfg, env.world_size)
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
@@ -243,7 +239,5 @@ def init(
 
 def shutdown() -> None:
     """Leave the process group after a run that ended normally."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

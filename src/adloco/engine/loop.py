@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch
@@ -810,8 +811,6 @@ def _copy_outer_state(state: dict, device) -> dict:
 
 
 def _progress(total: int, initial: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
     return tqdm(
         total=total,
         initial=initial,

@@ -18,61 +18,32 @@ import logging
 import shutil
 from pathlib import Path
 
+import torch
+from transformers import AutoTokenizer
+
+from adloco.calibrate import load_max_batch, load_step_time_curve
+from adloco.config import check_subset_fraction, load_config, resolve_run
+from adloco.data.reader import TokenData
+from adloco.engine import checkpoint, distributed
+from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
+from adloco.io import atomic_dir, atomic_path, write_json_atomic
+from adloco.records import derive_summary
+
 log = logging.getLogger(__name__)
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    # --run-name: torchrun's own parser rejects a bare --run in the script's
-    # arguments as an ambiguous abbreviation of its --run-path.
-    parser.add_argument(
-        "--run",
-        "--run-name",
-        dest="run",
-        required=True,
-        help="run name from `runs` (--run-name under torchrun)",
-    )
-    parser.add_argument("--seed", type=int, required=True, help="training seed")
-    parser.add_argument("--data", required=True, help="tokenized data folder")
-    parser.add_argument("--calibration", required=True, help="folder of calibration JSON files")
-    parser.add_argument("--out", required=True, help="run folder, results/runs/<run>/seed<seed>")
-    parser.add_argument(
-        "--checkpoints", required=True, help="checkpoint folder (kept when a job fails)"
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads for torch (Snakemake passes {threads}; per process under torchrun)",
-    )
-    parser.add_argument(
-        "--dist-timeout-s",
-        type=float,
-        default=None,
-        help="under torchrun: seconds a collective may wait for the other processes before "
-        "the run fails (default: $ADLOCO_DIST_TIMEOUT_S, else 1800)",
-    )
-
-
 def max_batches(cfg: dict, calibration_dir: str | Path) -> dict[str, int]:
-    from adloco.calibrate import load_max_batch
-
     return {dev["name"]: load_max_batch(calibration_dir, dev) for dev in cfg["cluster"]["devices"]}
 
 
 def step_time_curves(cfg: dict, calibration_dir: str | Path) -> dict:
     """The simulated clock's step-time curve of every device, from its calibration file."""
-    from adloco.calibrate import load_step_time_curve
-
     return {
         dev["name"]: load_step_time_curve(calibration_dir, dev) for dev in cfg["cluster"]["devices"]
     }
 
 
 def compute_device(cfg: dict):
-    import torch
-
     if any(d["kind"] == "cuda" for d in cfg["cluster"]["devices"]):
         if not torch.cuda.is_available():
             raise ValueError("cluster.devices asks for cuda, but no CUDA device is visible")
@@ -82,8 +53,6 @@ def compute_device(cfg: dict):
 
 def summarize(rows: list[dict], run_cfg: dict, seed: int, final_trainers: int) -> dict:
     """summary.json: the fields the report derives from the rows, and the trainers left."""
-    from adloco.records import derive_summary
-
     # The rows' active_trainers counts the trainers of the last round before a
     # merge in it; the engine knows how many are left.
     summary = {**derive_summary(rows), "final_trainers": final_trainers}
@@ -91,13 +60,6 @@ def summarize(rows: list[dict], run_cfg: dict, seed: int, final_trainers: int) -
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from adloco.config import check_subset_fraction, load_config, resolve_run
-    from adloco.data.reader import TokenData
-    from adloco.engine import checkpoint, distributed
-    from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
-
     cfg = load_config(args.config)
     run_cfg = resolve_run(cfg, args.run)
     if args.threads:
@@ -154,10 +116,6 @@ def run(args: argparse.Namespace) -> int:
 
 def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> None:
     """metrics.jsonl, final/ (best trainer and tokenizer) and summary.json, atomically."""
-    from transformers import AutoTokenizer
-
-    from adloco.io import atomic_dir, atomic_path, write_json_atomic
-
     out = Path(args.out)
     with atomic_path(out / "metrics.jsonl") as tmp:
         shutil.copyfile(engine.metrics_path, tmp)

@@ -1,8 +1,9 @@
 """``adloco report``: the last stage, turning results into a page a researcher can read.
 
-Reads every configured run and seed (``results/runs``), the calibration of
-every configured device (``results/calibration``) and the variance stage's
-folder (``results/variance``), and writes into ``--out`` (``results/report``):
+Reads every configured run and seed (``results/<experiment>/runs``), the
+calibration of every configured device (``results/<experiment>/calibration``)
+and the variance stage's folder (``results/<experiment>/variance``), and
+writes into ``--out`` (``results/<experiment>/report``; :mod:`adloco.paths`):
 
 - ``index.html``: a self-contained page (figures embedded) fitting a 1280-px browser;
 - ``claims.json``: roles, targets, each claim's verdict with its effect size and
@@ -25,6 +26,27 @@ import argparse
 import logging
 from pathlib import Path
 
+from adloco import __version__
+from adloco.config import load_config
+from adloco.io import atomic_path, write_json_atomic, write_text_atomic
+from adloco.report import figures
+from adloco.report.claims import evaluate_claims
+from adloco.report.html import PER_RUN, Page, regime_summary, render_page
+from adloco.report.inputs import load_calibration, load_runs, load_variance
+from adloco.report.ladder import LADDER_COLUMNS, build_ladder, ladder_rows, ladder_table
+from adloco.report.mechanisms import mechanism_checks
+from adloco.report.regimes import REGIME_COLUMNS, clock_models, is_linear, regime_cells
+from adloco.report.settings import ReportSettings, assign_roles
+from adloco.report.stats import Spread
+from adloco.report.summary import (
+    CURVE_COLUMNS,
+    SUMMARY_COLUMNS,
+    curve_rows,
+    merges,
+    summary_rows,
+    write_csv,
+)
+
 log = logging.getLogger(__name__)
 
 FIGURE_NAMES = (
@@ -39,18 +61,8 @@ FIGURE_NAMES = (
 )
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument("--runs", required=True, help="folder of runs, results/runs")
-    parser.add_argument("--calibration", required=True, help="folder of calibration JSON files")
-    parser.add_argument("--variance", required=True, help="folder of the variance stage")
-    parser.add_argument("--out", required=True, help="output folder, results/report")
-
-
 def own_clock(config: dict, models: list) -> tuple[dict, str]:
     """The clock the runs were charged with, and why it cannot test the time claim (or "")."""
-    from adloco.report.regimes import is_linear
-
     network = config["cluster"]["network"]
     sharing = config["cluster"].get("slot_sharing", "concurrent")
     run_model = next((m for m in models if m.key == "run"), None)
@@ -81,9 +93,6 @@ def own_clock(config: dict, models: list) -> tuple[dict, str]:
 
 def per_run_entries(summary: list[dict]) -> list[dict]:
     """Per run: seeds and the spread over seeds of each per-run number."""
-    from adloco.report.html import PER_RUN
-    from adloco.report.stats import Spread
-
     out = []
     for name in dict.fromkeys(r["run"] for r in summary):
         seeds = [r for r in summary if r["run"] == name]
@@ -103,26 +112,6 @@ def build_report(
     out_dir: str | Path,
 ) -> dict:
     """Read all inputs, write every output; return the document written to claims.json."""
-    from adloco import __version__
-    from adloco.config import load_config
-    from adloco.io import atomic_path, write_json_atomic, write_text_atomic
-    from adloco.report import figures
-    from adloco.report.claims import evaluate_claims
-    from adloco.report.html import Page, regime_summary, render_page
-    from adloco.report.inputs import load_calibration, load_runs, load_variance
-    from adloco.report.ladder import LADDER_COLUMNS, build_ladder, ladder_rows, ladder_table
-    from adloco.report.mechanisms import mechanism_checks
-    from adloco.report.regimes import REGIME_COLUMNS, clock_models, regime_cells
-    from adloco.report.settings import ReportSettings, assign_roles
-    from adloco.report.summary import (
-        CURVE_COLUMNS,
-        SUMMARY_COLUMNS,
-        curve_rows,
-        merges,
-        summary_rows,
-        write_csv,
-    )
-
     config = load_config(config_path)
     settings = ReportSettings.from_config(config)
     runs = load_runs(Path(runs_dir), config)

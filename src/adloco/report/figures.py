@@ -14,7 +14,14 @@ import io
 import math
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
+
 from adloco.report.inputs import RunSeed, Variance
+from adloco.report.ladder import to_target
 from adloco.report.settings import Roles
 from adloco.report.stats import median
 from adloco.report.summary import merges, round_values, run_level_perplexity
@@ -33,19 +40,12 @@ AXES = {
 
 
 def _pyplot():
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
     sns.set_theme(style="whitegrid", context="notebook", font_scale=0.9)
     return plt, sns
 
 
 def _png(fig) -> bytes:
-    import matplotlib.pyplot as plt
-
     buffer = io.BytesIO()
     # No Software/date metadata, so the same results give the same bytes.
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
@@ -54,14 +54,10 @@ def _png(fig) -> bytes:
 
 
 def _plain_numbers():
-    from matplotlib.ticker import FuncFormatter
-
     return FuncFormatter(lambda value, _: f"{value:g}")
 
 
 def _binary_units():
-    from matplotlib.ticker import FuncFormatter
-
     def label(value, _):
         for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
             if abs(value) >= size:
@@ -103,8 +99,6 @@ def seed_curves(runs: list[RunSeed], name: str, x_key: str) -> list[tuple[list, 
 
 def seed_band(curves: list[tuple[list, list]]) -> tuple[list, list, list, list] | None:
     """(x, median, min, max) over seeds on the x values where every seed has data."""
-    import numpy as np
-
     curves = [c for c in curves if c[0]]
     if not curves:
         return None
@@ -306,8 +300,6 @@ def batch_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:
     if not first:
         return None
     plt, sns = _pyplot()
-    from matplotlib.ticker import MaxNLocator, NullFormatter
-
     cols = min(len(first), 3)
     rows_n = math.ceil(len(first) / cols)
     fig, axes = plt.subplots(rows_n, cols, figsize=(WIDTH_IN, 3.0 * rows_n), squeeze=False)
@@ -365,15 +357,11 @@ def trainers_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:
         rounds = sorted({k for p in per_seed for k in p})
         if not rounds or max(v for p in per_seed for v in p.values()) < 2:
             continue
-        import numpy as np
-
         med = [float(np.median([p[k] for p in per_seed if k in p])) for k in rounds]
         ax.step(rounds, med, where="post", color=colors[name], label=name)
         drawn = True
     if not drawn:
-        import matplotlib.pyplot as plt_
-
-        plt_.close(fig)
+        plt.close(fig)
         return None
     ax.set_xlabel("round")
     ax.set_ylabel("active trainers")
@@ -385,8 +373,6 @@ def trainers_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:
 
 def ablations_figure(runs: list[RunSeed], roles: Roles, main_target: float | None) -> bytes | None:
     """Per seed: simulated time to the main target and final perplexity, AdLoCo and ablations."""
-    from adloco.report.ladder import to_target
-
     if roles.adloco is None or not roles.ablations:
         return None
     names = [roles.adloco, *roles.ablations]

@@ -1,7 +1,7 @@
 """Read what the report is built from: runs, calibration and variance results.
 
 The report is the last stage of the pipeline. It reads every configured run and
-seed (``results/runs/<run>/seed<seed>/metrics.jsonl`` and ``summary.json``), the
+seed (``results/<experiment>/runs/<run>/seed<seed>/metrics.jsonl`` and ``summary.json``), the
 calibration file of every configured device and the variance stage's folder, as
 documented in docs/DESIGN.md ("Run outputs"). A missing or malformed required
 file raises FileNotFoundError or ValueError naming the file; optional fields

@@ -14,6 +14,7 @@ baseline with its bootstrap interval (:func:`adloco.report.stats.bootstrap_ratio
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,8 +46,6 @@ CLOCK_LABELS = {
 
 
 def _record(cal_dir: Path, name: str) -> dict | None:
-    import json
-
     path = cal_dir / f"{name}.json"
     if not path.is_file():
         return None

@@ -1,0 +1,94 @@
+"""The ``adloco`` command: its parsers need no stage module, stage modules import at the top.
+
+``adloco --help`` and ``adloco <stage> --help`` are checked in a fresh
+interpreter: neither torch nor transformers may be imported by then. The
+stage modules themselves import everything at the top; only a
+``TYPE_CHECKING`` block may import elsewhere.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adloco import cli, paths
+
+SRC = Path(cli.__file__).parent
+HEAVY = ("torch", "transformers", "numpy", "pandas", "matplotlib", "datasets")
+
+
+def modules_after(argv: list[str]) -> tuple[str, list[str]]:
+    """(what ``adloco <argv>`` printed, heavy packages it imported), in a fresh interpreter."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from adloco.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    try:\n"
+        f"        main({argv!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))\n"
+        "print(json.dumps([out.getvalue(), heavy]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    text, heavy = json.loads(result.stdout)
+    return text, heavy
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["report", "--help"]])
+def test_help_imports_neither_torch_nor_transformers(argv):
+    text, heavy = modules_after(argv)
+    assert "usage: adloco" in text
+    assert heavy == []
+
+
+def test_every_stage_has_a_parser_and_a_run_function():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "stage")
+    assert sorted(sub.choices) == sorted(cli.STAGES)
+    for name, stage in cli.STAGES.items():
+        module = __import__(stage.module, fromlist=["run"])
+        assert callable(module.run), name
+        # Arguments are declared in cli.py only.
+        assert not hasattr(module, "configure"), name
+        assert sub.choices[name].get_default("_module") == stage.module
+
+
+def test_help_gives_the_paths_of_the_package():
+    text, _ = modules_after(["train", "--help"])
+    flat = " ".join(text.split())
+    assert str(paths.run_dir("<experiment>", "<run>", "<seed>")) in flat
+    assert str(paths.checkpoint_dir("<experiment>", "<run>", "<seed>")) in flat
+
+
+def function_level_imports(path: Path) -> list[str]:
+    """Imports inside functions or classes, outside ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    found = []
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", "") == "TYPE_CHECKING":
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and nested:
+                found.append(f"{path.relative_to(SRC.parent)}:{child.lineno}")
+            inner = nested or isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            )
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+def test_modules_import_at_the_top():
+    found = [hit for path in sorted(SRC.rglob("*.py")) for hit in function_level_imports(path)]
+    assert found == []
