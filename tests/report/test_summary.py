@@ -93,3 +93,17 @@ def test_merges_show_the_merged_model_right_after_the_merge(by_run):
     event["val_perplexity_merged"] = 71.5
     (m,) = merges(rows)
     assert m["round"] == 3 and m["after_round"] == 3 and m["after"] == 71.5
+
+
+def test_eval_stderr_pct_of_the_best_final_trainer():
+    import math
+
+    from adloco.report.summary import eval_stderr_pct
+
+    rows = [
+        {"round": 1, "trainer": 0, "val_perplexity": 50.0, "val_loss_stderr": 0.5},
+        {"round": 2, "trainer": 0, "val_perplexity": 40.0, "val_loss_stderr": 0.02},
+        {"round": 2, "trainer": 1, "val_perplexity": 45.0, "val_loss_stderr": 0.03},
+    ]
+    assert eval_stderr_pct(rows) == 100 * math.expm1(0.02)
+    assert eval_stderr_pct([{"round": 1, "trainer": 0, "val_perplexity": 5.0}]) is None

@@ -433,6 +433,7 @@ def _curve_text(c) -> str:
 
 PER_RUN = [
     ("final_val_perplexity", "final perplexity", ""),
+    ("eval_stderr_pct", "eval. s.e. of it (%)", ""),
     ("tokens_total", "tokens", ""),
     ("communications", "communi&shy;cations", ""),
     ("bytes_total", "bytes", "bytes"),
@@ -487,7 +488,10 @@ def per_run_section(p: Page) -> str:
         "<p class='note'>Median over seeds, min – max below. Optimizer steps and Σ inner lr: "
         "per round the largest among the run's trainers, summed over rounds (the steps a model "
         "takes from start to end, and how far its learning rate carried it). Bytes: what a real "
-        "deployment moves (ring all-reduces and merges).</p>"
+        "deployment moves (ring all-reduces and merges). Eval. s.e.: the standard error of the "
+        "final perplexity from the finite validation sample (exp of the loss's standard error, "
+        "minus 1); set it beside the final perplexity's min – max over seeds to see whether "
+        "evaluation noise or training noise dominates.</p>"
         + table(header, rows, numeric=range(2, len(header)))
         + figure(
             p.figures.get("curves"),

@@ -39,6 +39,7 @@ SUMMARY_COLUMNS = (
     "method",
     *SUMMARY_KEYS,
     *WORK_KEYS,
+    "eval_stderr_pct",
     "target_perplexity",
     "round_to_target",
     "tokens_to_target",
@@ -151,6 +152,25 @@ def _merged_perplexity(
     return {"after_round": later[0] if later else None, "after": kept[later[0]] if later else None}
 
 
+def eval_stderr_pct(rows: list[dict[str, Any]]) -> float | None:
+    """Standard error of the final perplexity from the finite validation sample, in percent.
+
+    exp(s.e. of the mean loss) − 1 for the trainer with the lowest final
+    perplexity: how much the figure would move on another sample of the same
+    size, to compare with its spread over seeds.
+    """
+    last = max(r["round"] for r in rows)
+    scored = [
+        (finite_or_none(r.get("val_perplexity")), r.get("val_loss_stderr"))
+        for r in rows
+        if r["round"] == last
+    ]
+    scored = [(p, se) for p, se in scored if p is not None and isinstance(se, (int, float))]
+    if not scored or not math.isfinite(min(scored)[1]):
+        return None
+    return 100.0 * math.expm1(min(scored)[1])
+
+
 def summary_rows(runs: list[RunSeed], target: float | None) -> list[dict[str, Any]]:
     """One row per run and seed: summary.json fields, optimizer work, to the main target."""
     out = []
@@ -159,6 +179,7 @@ def summary_rows(runs: list[RunSeed], target: float | None) -> list[dict[str, An
         row = {"run": r.run, "seed": r.seed, "method": r.method}
         row.update({k: r.summary.get(k) for k in SUMMARY_KEYS})
         row.update(optimizer_work(r.rows))
+        row["eval_stderr_pct"] = eval_stderr_pct(r.rows)
         row["target_perplexity"] = target
         row["round_to_target"] = reached["round"] if reached else None
         for name in TO_TARGET:
