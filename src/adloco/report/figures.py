@@ -193,6 +193,8 @@ def merges_figure(runs: list[RunSeed], name: str | None) -> bytes | None:
                            edgecolor="black", linewidth=1.2, zorder=5)  # fmt: skip
         ax.set_title(f"{name}, seed {r.seed}", fontsize=9)
         ax.set_xlabel("tokens (all trainers)")
+        # Thousands, so that the ticks of three narrow panels do not run together.
+        ax.xaxis.set_major_formatter(lambda x, _pos: f"{x / 1000:g}k")
         ax.legend(fontsize=7, loc="upper right")
     axes.flat[0].set_ylabel("validation perplexity")
     fig.tight_layout()
