@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10, help="H: inner steps per round")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--vocab", type=int, default=None, help="default: the config's BPE vocabulary")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--model", default="config", choices=["config", "microllama"])
     ap.add_argument("--seq-len", type=int, default=None, help="default: the config's")
@@ -94,7 +94,11 @@ def main() -> None:
     if device.type == "cuda":
         tc["autocast_dtype"] = tc["autocast_dtype"] or "bfloat16"
     model_cfg = MICROLLAMA if args.model == "microllama" else cfg["model"]
-    vocab = 32000 if args.model == "microllama" else args.vocab
+    vocab = (
+        32000
+        if args.model == "microllama"
+        else (args.vocab or cfg["data"]["tokenizer"]["vocab_size"])
+    )
     seq_len = args.seq_len or cfg["data"]["seq_len_tokens"]
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, vocab, (args.batch * args.steps, seq_len), generator=gen)
