@@ -284,9 +284,24 @@ def estimate(stats: GroupStats) -> VarianceEstimate | None:
     batch_grad_sqnorm = stats.pooled_sum_sqnorm / n_total**2
     trace_cov = max((stats.sum_n_sqnorm - stats.pooled_sum_sqnorm / n_total) / (k - 1), 0.0)
     grad_sqnorm = batch_grad_sqnorm - trace_cov / n_total
-    ip_var = orth_var = None
+    ip_var = None
     if stats.sum_n_proj is not None and stats.sum_n_proj_sq is not None:
         ip_var = (stats.sum_n_proj_sq - stats.sum_n_proj**2 / n_total) / (k - 1)
+    return _variance_estimate(trace_cov, grad_sqnorm, batch_grad_sqnorm, ip_var, k, n_total)
+
+
+def _variance_estimate(
+    trace_cov: float,
+    grad_sqnorm: float,
+    batch_grad_sqnorm: float,
+    ip_var: float | None,
+    groups: int,
+    samples: int,
+) -> VarianceEstimate:
+    """The estimate, with the variance along the direction (if any) clamped to [0, tr Σ̂]
+    against rounding and the orthogonal variance the rest of tr Σ̂."""
+    orth_var = None
+    if ip_var is not None:
         ip_var = min(max(ip_var, 0.0), trace_cov)
         orth_var = trace_cov - ip_var
     return VarianceEstimate(
@@ -295,8 +310,8 @@ def estimate(stats: GroupStats) -> VarianceEstimate | None:
         batch_grad_sqnorm=batch_grad_sqnorm,
         ip_var=ip_var,
         orth_var=orth_var,
-        groups=k,
-        samples=n_total,
+        groups=groups,
+        samples=samples,
     )
 
 
@@ -426,19 +441,10 @@ def estimate_scalars(total: NodeScalars) -> VarianceEstimate | None:
     # The same number as trace_cov / n_total + max(grad_sqnorm, 0), computed so
     # that one node gives the pooled ‖S‖²/N² to the last bit.
     batch_grad_sqnorm = unbiased_batch if grad_sqnorm >= 0.0 else trace_cov / n_total
-    ip_var = orth_var = None
+    ip_var = None
     if total.nodes_with_direction == m and math.isfinite(total.within_proj_sq):
-        ip_var = min(max(total.within_proj_sq / dof, 0.0), trace_cov)
-        orth_var = trace_cov - ip_var
-    return VarianceEstimate(
-        trace_cov=trace_cov,
-        grad_sqnorm=grad_sqnorm,
-        batch_grad_sqnorm=batch_grad_sqnorm,
-        ip_var=ip_var,
-        orth_var=orth_var,
-        groups=k,
-        samples=n_total,
-    )
+        ip_var = total.within_proj_sq / dof
+    return _variance_estimate(trace_cov, grad_sqnorm, batch_grad_sqnorm, ip_var, k, n_total)
 
 
 def stats_payload_bytes(mode: str, num_params: int) -> int:
