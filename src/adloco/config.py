@@ -372,7 +372,7 @@ def total_slots(config: dict) -> int:
 
 
 def resolve_run(config: dict, name: str) -> RunSettings:
-    """The training settings of run ``name``: train + method rules + overrides."""
+    """The training settings of run ``name``: train + method rules + overrides, validated."""
     if name not in config["runs"]:
         known = ", ".join(sorted(config["runs"]))
         raise ConfigError(f"runs.{name}: no such run (known: {known})")
