@@ -26,6 +26,7 @@ fastest repeat of each (the one least disturbed by other work on the machine).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import time
@@ -90,9 +91,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     cfg = load_config(args.config)
-    tc = resolve_run(cfg, next(iter(cfg["runs"])))
+    settings = resolve_run(cfg, next(iter(cfg["runs"])))
     if device.type == "cuda":
-        tc["autocast_dtype"] = tc["autocast_dtype"] or "bfloat16"
+        settings = dataclasses.replace(
+            settings, autocast_dtype=settings.autocast_dtype or "bfloat16"
+        )
     model_cfg = MICROLLAMA if args.model == "microllama" else cfg["model"]
     vocab = (
         32000
@@ -105,14 +108,14 @@ def main() -> None:
     batches = list(data.view(args.steps, args.batch, seq_len))
     indices = torch.arange(data.size(0))
     plan = switch.plan_step(args.batch, args.batch, "switch")
-    groups = tc["stats_microbatches"]
+    groups = settings.stats_microbatches
     steps_off = switch.step_micro_batches(plan, [args.batch] * args.steps)
     steps_on = switch.step_micro_batches(plan, [args.batch] * args.steps, groups)
-    lrs = [tc["inner_lr"]] * args.steps
+    lrs = [settings.inner_lr] * args.steps
     tokens = data.numel()
 
     model = build_model(model_cfg, vocab, seq_len, 0)
-    worker = Worker(model, tc, device)
+    worker = Worker(model, settings, device)
     theta = [p.detach().clone() for p in worker.params]
     reference = build_model(model_cfg, vocab, seq_len, 0).to(device)
     ref_params = list(reference.parameters())
@@ -154,10 +157,10 @@ def main() -> None:
             reference,
             ref_params,
             steps,
-            tc["inner_lr"],
-            tc["grad_clip_norm"],
-            tuple(tc["betas"]),
-            tc["weight_decay"],
+            settings.inner_lr,
+            settings.grad_clip_norm,
+            settings.betas,
+            settings.weight_decay,
             device,
             autocast,
         )
@@ -220,7 +223,7 @@ def print_bytes_per_communication(cfg: dict, num_params: int) -> None:
     print(f"bytes per communication ({num_params:,} parameters, {slots} slots):")
     for name in cfg["runs"]:
         run = resolve_run(cfg, name)
-        nodes = slots // run["initial_trainers"]
+        nodes = slots // run.initial_trainers
         payloads = sync_payload_bytes(run, num_params)
         moved = sum(allreduce_bytes(p, nodes) for p in payloads)
         pseudo = allreduce_bytes(payloads[0], nodes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,26 @@ def test_shipped_configs_validate_and_every_run_resolves(name):
     cfg = load_config(ROOT / "config" / name)
     for run in cfg["runs"]:
         settings = resolve_run(cfg, run)
-        assert settings["name"] == run and settings["method"] in {"adloco", "diloco", "localsgd"}
+        assert settings.name == run and settings.method in {"adloco", "diloco", "localsgd"}
+
+
+def test_run_settings_fields_are_the_schema_train_fields():
+    from adloco.config import RunSettings, load_schema
+
+    schema = load_schema()
+    names = [f.name for f in dataclasses.fields(RunSettings)]
+    assert names == ["name", *schema["$defs"]["train_fields"]]
+    assert set(schema["properties"]["train"]["properties"]) == set(names) - {"name"}
+
+
+def test_run_settings_are_frozen_and_give_back_the_merged_dict():
+    cfg = validate(base())
+    run = resolve_run(cfg, "adloco")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.inner_lr = 1.0  # type: ignore[misc]
+    merged = {**cfg["train"], **cfg["runs"]["adloco"], "name": "adloco"}
+    as_dict = dataclasses.asdict(run)
+    assert as_dict == {**merged, "betas": tuple(merged["betas"])}
 
 
 def test_defaults_come_from_the_schema():
@@ -39,12 +59,12 @@ def test_defaults_come_from_the_schema():
 def test_run_overrides_train_and_method_rules_apply():
     cfg = validate(base())
     run = resolve_run(cfg, "adloco")
-    assert run["batch_test"] == "norm" and run["initial_trainers"] == 2
-    assert run["inner_steps"] == cfg["train"]["inner_steps"]
+    assert run.batch_test == "norm" and run.initial_trainers == 2
+    assert run.inner_steps == cfg["train"]["inner_steps"]
     cfg2 = base()
     cfg2["runs"]["local"] = {"method": "localsgd"}
     local = resolve_run(validate(cfg2), "local")
-    assert (local["inner_optimizer"], local["outer_lr"], local["outer_momentum"]) == (
+    assert (local.inner_optimizer, local.outer_lr, local.outer_momentum) == (
         "sgd",
         1.0,
         0.0,
@@ -217,7 +237,7 @@ def test_a_subset_leaving_a_trainer_less_than_a_batch_is_refused_naming_the_key(
     cfg = validate(base())
     run = resolve_run(cfg, "adloco")  # 2 trainers on 4 slots, initial_batch 2: batches of 4
     check_subset_fraction(cfg, run, train_sequences=40, initial_local_batch=2)  # 40 x 0.1 = 4
-    run["subset_fraction"] = 0.05
+    run = dataclasses.replace(run, subset_fraction=0.05)
     with pytest.raises(ConfigError) as err:
         check_subset_fraction(cfg, run, train_sequences=40, initial_local_batch=2)
     message = str(err.value)

@@ -4,12 +4,13 @@ Every CLI command and the Snakemake workflow go through :func:`load_config`, so
 a bad value fails before any job starts, with the key and the reason. A run
 (an entry of ``runs``) is ``train`` overridden by the run's fields, then checked
 against the same ``train`` schema and the rules of its method
-(:func:`resolve_run`).
+(:func:`resolve_run`), returned as a frozen :class:`RunSettings`.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import re
@@ -39,6 +40,108 @@ METHOD_RULES: dict[str, dict[str, Any]] = {
     },
     "adloco": {},
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """The resolved training settings of one run (:func:`resolve_run`).
+
+    One field per property of the schema's ``$defs/train_fields`` (a test
+    keeps the two equal), plus the run's ``name``. Built from the validated
+    merged dict; ``dataclasses.asdict`` gives that dict back (``betas`` as a
+    tuple), which is what the checkpoint fingerprint hashes.
+    """
+
+    name: str
+    """the run's key under ``runs``"""
+    method: str
+    """algorithm family of a run"""
+    max_rounds: int
+    """outer steps at most"""
+    max_tokens: int
+    """token budget over all trainers"""
+    inner_steps: int
+    """H, inner optimizer steps per round"""
+    inner_optimizer: str
+    """inner optimizer"""
+    inner_lr: float
+    """peak inner learning rate"""
+    min_lr_ratio: float
+    """cosine floor as a share of inner_lr"""
+    warmup_fraction: float
+    """share of max_tokens in warmup"""
+    weight_decay: float
+    """inner weight decay"""
+    betas: tuple[float, float]
+    """AdamW betas"""
+    grad_clip_norm: float | None
+    """inner gradient clipping norm"""
+    outer_lr: float
+    """outer SGD learning rate"""
+    outer_momentum: float
+    """outer SGD momentum"""
+    nesterov: bool
+    """Nesterov outer momentum"""
+    initial_trainers: int
+    """trainers at start"""
+    initial_batch: int | str
+    """local batch per node slot at start (max_batch: the smallest calibrated max batch
+    of the cluster's devices); a trainer's global batch starts at it times its slots"""
+    init: str
+    """initial weights of the trainers"""
+    subset_fraction: float
+    """share of the train split per trainer"""
+    batch_test: str
+    """adaptive batch test"""
+    eta: float
+    """norm test eta, in (0, 1)"""
+    vartheta: float
+    """inner-product test vartheta"""
+    nu: float
+    """orthogonality test nu"""
+    stats_microbatches: int
+    """micro-batches per node for the statistics"""
+    stats_reduce: str
+    """how a trainer's nodes combine the batch-test statistics: scalars (7 float64
+    numbers per node, each node's own unbiased estimates; no extra D-vector) or vector
+    (the pooled gradient sum S all-reduced as float32, D x 4 bytes more per
+    communication); docs/algorithms.md"""
+    max_batch_growth: float
+    """largest factor of batch growth per round"""
+    merge: str
+    """merge policy"""
+    merge_frequency: int
+    """rounds between merges"""
+    merge_count: int
+    """trainers merged at once"""
+    merge_batch: str
+    """global batch of a merged trainer: the largest of the merged trainers' batches, or
+    their sum"""
+    lr_scaling: str
+    """peak inner lr times (local batch / lr_reference_batch)^p, p = 0, 1/2 or 1"""
+    lr_reference_batch: int | None
+    """local batch at which the inner lr is inner_lr (null: the run's initial local batch)"""
+    switch: str
+    """switch policy"""
+    switch_lambda: float
+    """accumulate above lambda * max_batch"""
+    eval_every_rounds: int
+    """rounds between evaluations"""
+    eval_sequences: int
+    """validation sequences per evaluation"""
+    eval_batch: int
+    """sequences per evaluation batch"""
+    checkpoint_every_rounds: int
+    """rounds between checkpoints"""
+    autocast_dtype: str | None
+    """CUDA autocast dtype"""
+    pseudo_grad_dtype: str
+    """pseudo-gradient communication dtype"""
+
+    @classmethod
+    def from_dict(cls, settings: dict) -> RunSettings:
+        """From a validated merged dict holding every train field and ``name``."""
+        return cls(**{**settings, "betas": tuple(settings["betas"])})
 
 
 class ConfigError(ValueError):
@@ -162,16 +265,16 @@ def _check_consistency(config: dict) -> None:
     slots = total_slots(config)
     for name in config["runs"]:
         run = resolve_run(config, name)
-        if run["initial_trainers"] > slots:
+        if run.initial_trainers > slots:
             raise ConfigError(
-                f"runs.{name}.initial_trainers: {run['initial_trainers']} trainers need at least "
+                f"runs.{name}.initial_trainers: {run.initial_trainers} trainers need at least "
                 f"as many node slots, the cluster has {slots}"
             )
-        if run["merge"] != "none" and run["merge_count"] > run["initial_trainers"]:
+        if run.merge != "none" and run.merge_count > run.initial_trainers:
             raise ConfigError(
                 f"{_setting_key(config, name, 'merge_count')}: run {name} merges "
-                f"{run['merge_count']} trainers at once but starts with "
-                f"{run['initial_trainers']} ({_setting_key(config, name, 'initial_trainers')}), "
+                f"{run.merge_count} trainers at once but starts with "
+                f"{run.initial_trainers} ({_setting_key(config, name, 'initial_trainers')}), "
                 "so it would never merge; lower merge_count or set merge: none"
             )
     cluster = config["cluster"]
@@ -233,7 +336,7 @@ def load_config(path: str | Path) -> dict:
 
 
 def check_subset_fraction(
-    config: dict, run: dict, train_sequences: int, initial_local_batch: int
+    config: dict, run: RunSettings, train_sequences: int, initial_local_batch: int
 ) -> None:
     """Refuse a subset_fraction that leaves a trainer fewer sequences than its first batch.
 
@@ -245,11 +348,11 @@ def check_subset_fraction(
     that many times the local batch, and draws from a subset of
     ``max(1, round(train_sequences * subset_fraction))`` sequences.
     """
-    name = run["name"]
-    fraction = run["subset_fraction"]
+    name = run.name
+    fraction = run.subset_fraction
     subset = max(1, round(train_sequences * fraction))
     slots = total_slots(config)
-    trainers = run["initial_trainers"]
+    trainers = run.initial_trainers
     batch = initial_local_batch * math.ceil(slots / trainers)
     if subset < batch:
         need = batch / train_sequences
@@ -268,8 +371,8 @@ def total_slots(config: dict) -> int:
     return sum(d.get("count", 1) for d in cluster["devices"]) * cluster.get("nodes_per_device", 1)
 
 
-def resolve_run(config: dict, name: str) -> dict:
-    """The training settings of run ``name``: train + method rules + overrides."""
+def resolve_run(config: dict, name: str) -> RunSettings:
+    """The training settings of run ``name``: train + method rules + overrides, validated."""
     if name not in config["runs"]:
         known = ", ".join(sorted(config["runs"]))
         raise ConfigError(f"runs.{name}: no such run (known: {known})")
@@ -288,4 +391,4 @@ def resolve_run(config: dict, name: str) -> dict:
     train_schema["$defs"] = schema["$defs"]
     validate(merged, train_schema, prefix=f"runs.{name}")
     merged["name"] = name
-    return merged
+    return RunSettings.from_dict(merged)

@@ -40,7 +40,7 @@ def array_data() -> ArrayData:
 
 @pytest.fixture
 def make_config():
-    """make_config(run_overrides, cluster=None) -> (cfg, run_cfg)."""
+    """make_config(run_overrides, cluster=None) -> (cfg, RunSettings of run r)."""
 
     def make(run: dict | None = None, cluster: dict | None = None, train: dict | None = None):
         cfg = copy.deepcopy(BASE_CONFIG)

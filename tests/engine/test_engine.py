@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -251,7 +252,7 @@ def test_norm_test_grows_batch_and_logs_statistics(array_data, make_config, tmp_
         stats["trace_cov"] / (0.01 * stats["batch_grad_sqnorm"])
     )
     # The test sets the trainer's global batch (2 slots x 2 sequences = 4 at start).
-    new_global = max(4, min(int(expected), int(4 * run["max_batch_growth"])))
+    new_global = max(4, min(int(expected), int(4 * run.max_batch_growth)))
     second = [r for r in rows if r["round"] == 2 and r["trainer"] == rows[0]["trainer"]][0]
     assert second["requested_batch"] == new_global
 
@@ -398,7 +399,7 @@ def test_lr_scaling_follows_the_local_batch(array_data, make_config, tmp_path):
     row = engine.run_round()[0]
     assert row["lr_scale"] == pytest.approx(2.0)  # sqrt(8 / 2), 8 accumulated over 2 passes
     # Capped by switch mode, the local batch that counts is the one that runs: max_batch 4.
-    run_capped = {**run, "switch": "never_accumulate"}
+    run_capped = dataclasses.replace(run, switch="never_accumulate")
     engine = make_engine(cfg, run_capped, array_data, tmp_path / "capped")
     engine.start()
     engine.trainers[0].global_batch = 4 * 8
@@ -514,7 +515,7 @@ def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp
         )
         rows = engine.run()
         assert rows[-1]["tokens_total"] == budget_sequences * array_data.seq_len_tokens, name
-        assert rows[-1]["round"] < run["max_rounds"], name  # ended by the budget
+        assert rows[-1]["round"] < run.max_rounds, name  # ended by the budget
 
 
 def test_scalars_direction_is_the_pseudo_gradient_under_foreach_nesterov(
@@ -548,7 +549,7 @@ def test_scalars_direction_is_the_pseudo_gradient_under_foreach_nesterov(
             "outer_lr": 0.7,
         },
     )
-    run = {**run, "batch_test": "augmented_inner_product", "stats_reduce": "scalars"}
+    run = dataclasses.replace(run, batch_test="augmented_inner_product", stats_reduce="scalars")
     engine = make_engine(cfg, run, array_data, tmp_path)
     engine.start()
     engine.run_round()
@@ -574,6 +575,6 @@ def test_the_merged_model_is_evaluated_right_after_the_merge(array_data, make_co
     rows = engine.run()
     event = next(e for r in rows for e in r["events"] if e["type"] == "merge")
     engine.worker.load(engine.trainers[0].params)
-    want = evaluate(engine.worker.model, engine.eval_seqs, run["eval_batch"])
+    want = evaluate(engine.worker.model, engine.eval_seqs, run.eval_batch)
     assert event["val_perplexity_merged"] == want["perplexity"]
     assert event["val_loss_merged"] == want["loss"]

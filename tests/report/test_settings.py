@@ -2,23 +2,47 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from adloco.config import ConfigError
+from adloco.config import ConfigError, RunSettings, resolve_run, validate
 from adloco.report.settings import DEFAULT_BANDWIDTHS_GBIT_S, ReportSettings, assign_roles
 
-FULL = {"method": "adloco", "batch_test": "norm", "merge": "smallest_batch", "switch": "switch"}
-DEFAULT_RUNS = {
-    "diloco": {"method": "diloco"},
-    "diloco-max-batch": {"method": "diloco"},
-    "diloco-matched-comms": {"method": "diloco"},
-    "localsgd": {"method": "localsgd"},
-    "adloco": FULL,
-    "adloco-eta-0.8": {**FULL, "eta": 0.8},
-    "adloco-no-adaptive": {**FULL, "batch_test": "none"},
-    "adloco-no-merge": {**FULL, "merge": "none"},
-    "adloco-no-switch": {**FULL, "switch": "never_accumulate"},
+BASE_CONFIG = {
+    "data": {"dataset": "t", "source": "local"},
+    "model": {},
+    "cluster": {"nodes_per_device": 2, "devices": [{"name": "cpu-t", "count": 2, "memory_gib": 1}]},
+    "train": {},
 }
+FULL = {
+    "method": "adloco",
+    "initial_trainers": 2,
+    "batch_test": "norm",
+    "merge": "smallest_batch",
+    "switch": "switch",
+}
+
+
+def resolved(runs: dict[str, dict]) -> dict[str, RunSettings]:
+    """Each run's overrides resolved against the report tests' base config."""
+    config = validate({**copy.deepcopy(BASE_CONFIG), "runs": copy.deepcopy(runs)})
+    return {name: resolve_run(config, name) for name in runs}
+
+
+DEFAULT_RUNS = resolved(
+    {
+        "diloco": {"method": "diloco"},
+        "diloco-max-batch": {"method": "diloco"},
+        "diloco-matched-comms": {"method": "diloco"},
+        "localsgd": {"method": "localsgd"},
+        "adloco": FULL,
+        "adloco-eta-0.8": {**FULL, "eta": 0.8},
+        "adloco-no-adaptive": {**FULL, "batch_test": "none"},
+        "adloco-no-merge": {**FULL, "merge": "none"},
+        "adloco-no-switch": {**FULL, "switch": "never_accumulate"},
+    }
+)
 
 
 def test_roles_of_the_default_runs_are_detected():
@@ -39,7 +63,7 @@ def test_paper_preset_names():
         "adloco-no-switch-always": {**FULL, "switch": "always_accumulate"},
         "adloco-no-switch-never": {**FULL, "switch": "never_accumulate"},
     }
-    roles = assign_roles({}, runs)
+    roles = assign_roles({}, resolved(runs))
     assert roles.ablations == ["adloco-no-switch-always", "adloco-no-switch-never"]
     assert roles.baselines == ["localsgd"]
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from adloco.config import RunSettings
 from adloco.model import batch_loss
 
 
@@ -48,25 +49,25 @@ class NodeResult:
 class Worker:
     """The model every slot's inner steps run on, with its inner optimizer."""
 
-    def __init__(self, model: torch.nn.Module, train_cfg: dict, device: torch.device):
+    def __init__(self, model: torch.nn.Module, settings: RunSettings, device: torch.device):
         self.model = model.to(device)
         self.model.train()
         self.device = device
         self.params = list(self.model.parameters())
-        self.clip = train_cfg["grad_clip_norm"]
-        if train_cfg["inner_optimizer"] == "adamw":
+        self.clip = settings.grad_clip_norm
+        if settings.inner_optimizer == "adamw":
             self.optimizer = torch.optim.AdamW(
                 self.params,
-                lr=train_cfg["inner_lr"],
-                betas=tuple(train_cfg["betas"]),
-                weight_decay=train_cfg["weight_decay"],
+                lr=settings.inner_lr,
+                betas=settings.betas,
+                weight_decay=settings.weight_decay,
                 foreach=True,
             )
         else:
             self.optimizer = torch.optim.SGD(
-                self.params, lr=train_cfg["inner_lr"], weight_decay=train_cfg["weight_decay"]
+                self.params, lr=settings.inner_lr, weight_decay=settings.weight_decay
             )
-        dtype = train_cfg.get("autocast_dtype")
+        dtype = settings.autocast_dtype
         self.autocast_dtype = getattr(torch, dtype) if dtype and device.type == "cuda" else None
 
     def _autocast(self):

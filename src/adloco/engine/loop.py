@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch
+from adloco.config import RunSettings
 from adloco.engine import checkpoint
 from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
@@ -44,15 +45,15 @@ MAX_NAN_RETRIES = 3
 BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def sync_payload_bytes(run_cfg: dict, num_params: int) -> tuple[int, ...]:
+def sync_payload_bytes(settings: RunSettings, num_params: int) -> tuple[int, ...]:
     """What each node of a trainer puts into the all-reduces of one round.
 
     The pseudo-gradient at ``pseudo_grad_dtype``, and with a batch test the
     statistics (``stats_reduce``: a few float64 scalars, or a float32 D-vector).
     """
-    payloads = [num_params * BYTES_PER_ELEMENT[run_cfg["pseudo_grad_dtype"]]]
-    if run_cfg["batch_test"] != "none":
-        payloads.append(stats.stats_payload_bytes(run_cfg["stats_reduce"], num_params))
+    payloads = [num_params * BYTES_PER_ELEMENT[settings.pseudo_grad_dtype]]
+    if settings.batch_test != "none":
+        payloads.append(stats.stats_payload_bytes(settings.stats_reduce, num_params))
     return tuple(payloads)
 
 
@@ -116,11 +117,11 @@ class TrainerRound:
     sync: clock.TrainerSync | None = None
 
 
-def initial_local_batch(run_cfg: dict, max_batches) -> int:
+def initial_local_batch(settings: RunSettings, max_batches) -> int:
     """A slot's local batch at the start: ``initial_batch``, or the smallest max batch."""
-    if run_cfg["initial_batch"] == "max_batch":
+    if settings.initial_batch == "max_batch":
         return min(max_batches)
-    return int(run_cfg["initial_batch"])
+    return int(settings.initial_batch)
 
 
 def build_slots(cluster_cfg: dict, max_batches: dict[str, int]) -> list[Slot]:
@@ -141,7 +142,7 @@ class Engine:
     def __init__(
         self,
         cfg: dict,
-        run_cfg: dict,
+        settings: RunSettings,
         seed: int,
         data,
         max_batches: dict[str, int],
@@ -152,7 +153,7 @@ class Engine:
         collective=None,
     ):
         self.cfg = cfg
-        self.tc = run_cfg
+        self.settings = settings
         self.seed = seed
         self.data = data
         self.train_split = data.split("train")
@@ -168,12 +169,12 @@ class Engine:
         self.curves = dict(curves)
         self.network = clock.Network.from_config(cfg["cluster"]["network"])
         self.slot_sharing = cfg["cluster"].get("slot_sharing", "concurrent")
-        self.H = run_cfg["inner_steps"]
-        self.initial_local_batch = initial_local_batch(run_cfg, max_batches.values())
-        self.lr_reference_batch = run_cfg["lr_reference_batch"] or self.initial_local_batch
+        self.H = settings.inner_steps
+        self.initial_local_batch = initial_local_batch(settings, max_batches.values())
+        self.lr_reference_batch = settings.lr_reference_batch or self.initial_local_batch
         self.fingerprint = checkpoint.fingerprint(
             {
-                "run": run_cfg,
+                "run": asdict(settings),
                 "seed": seed,
                 "model": cfg["model"],
                 # How many processes run the slots does not change the trajectory,
@@ -188,10 +189,10 @@ class Engine:
         )
         model = build_model(cfg["model"], data.vocab_size, self.seq_len, seed)
         self.num_params = num_parameters(model)
-        self.worker = Worker(model, run_cfg, self.device)
-        self.sync_payloads = sync_payload_bytes(run_cfg, self.num_params)
+        self.worker = Worker(model, settings, self.device)
+        self.sync_payloads = sync_payload_bytes(settings, self.num_params)
         n_val = len(self.val_split)
-        n_eval = min(run_cfg["eval_sequences"], n_val)
+        n_eval = min(settings.eval_sequences, n_val)
         eval_idx = torch.linspace(0, n_val - 1, n_eval).round().long().unique()
         self.eval_seqs = self.val_split.get(eval_idx)
         self.round = 0
@@ -208,16 +209,16 @@ class Engine:
     # ----------------------------------------------------------- set-up
     def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.SGD:
         return outer.make_outer_optimizer(
-            params, self.tc["outer_lr"], self.tc["outer_momentum"], self.tc["nesterov"]
+            params, self.settings.outer_lr, self.settings.outer_momentum, self.settings.nesterov
         )
 
     def _init_trainers(self) -> None:
         shared = [p.detach().clone().float() for p in self.worker.params]
-        k = self.tc["initial_trainers"]
+        k = self.settings.initial_trainers
         # Equal shares of the slots; each trainer's global batch is initial_batch per slot.
         first_slots = merge.slot_counts(dict.fromkeys(range(k), len(self.slots)), len(self.slots))
         for t in range(k):
-            if self.tc["init"] == "independent" and t > 0:
+            if self.settings.init == "independent" and t > 0:
                 model = build_model(
                     self.cfg["model"], self.data.vocab_size, self.seq_len, self.seed * 1000 + t
                 )
@@ -225,7 +226,7 @@ class Engine:
             else:
                 params = [p.clone() for p in shared]
             subset = draw_subset(
-                len(self.train_split), self.tc["subset_fraction"], self.seed * 7919 + t
+                len(self.train_split), self.settings.subset_fraction, self.seed * 7919 + t
             )
             sampler = SubsetSampler(subset, seed=self.seed * 104_729 + t)
             batch = self.initial_local_batch * first_slots[t]
@@ -349,7 +350,7 @@ class Engine:
         self.allocate()
         plans, base_lrs = self.plan()
         planned = sum(p.sequences for ps in plans.values() for p in ps) * self.seq_len
-        evaluate_now = r % self.tc["eval_every_rounds"] == 0 or self._finished(r, planned)
+        evaluate_now = r % self.settings.eval_every_rounds == 0 or self._finished(r, planned)
         results = [self.train(t, plans[t.id], base_lrs, evaluate_now) for t in self.trainers]
         for res in results:
             self.test(res)
@@ -387,14 +388,14 @@ class Engine:
                 step_plans[index] = switch.plan_step(
                     local,
                     self.slots[index].max_batch,
-                    self.tc["switch"],
-                    self.tc["switch_lambda"],
+                    self.settings.switch,
+                    self.settings.switch_lambda,
                 )
-        left = math.ceil((self.tc["max_tokens"] - self.tokens_total) / self.seq_len)
+        left = math.ceil((self.settings.max_tokens - self.tokens_total) / self.seq_len)
         sequences = budget.round_step_sequences(
             {i: p.effective for i, p in step_plans.items()}, self.H, left
         )
-        groups = self.tc["stats_microbatches"] if self.tc["batch_test"] != "none" else None
+        groups = self.settings.stats_microbatches if self.settings.batch_test != "none" else None
         plans: dict[int, list[SlotPlan]] = {t.id: [] for t in self.trainers}
         for index, plan in sorted(step_plans.items()):
             steps = switch.step_micro_batches(plan, sequences[index], groups)
@@ -411,10 +412,10 @@ class Engine:
             base_lrs.append(
                 schedule.inner_lr(
                     seen,
-                    self.tc["max_tokens"],
-                    self.tc["inner_lr"],
-                    self.tc["warmup_fraction"],
-                    self.tc["min_lr_ratio"],
+                    self.settings.max_tokens,
+                    self.settings.inner_lr,
+                    self.settings.warmup_fraction,
+                    self.settings.min_lr_ratio,
                 )
             )
             seen += n * self.seq_len
@@ -432,7 +433,7 @@ class Engine:
         """
         full_step = sum(p.plan.effective for p in slots)
         scale = schedule.lr_scale(
-            full_step / len(slots), self.lr_reference_batch, self.tc["lr_scaling"]
+            full_step / len(slots), self.lr_reference_batch, self.settings.lr_scaling
         )
         res = TrainerRound(trainer, slots, scale, [lr * scale for lr in base_lrs])
         res.tokens = sum(p.sequences for p in slots) * self.seq_len
@@ -462,13 +463,13 @@ class Engine:
 
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
         """One try at the trainer's round; what turned non-finite, or None."""
-        testing = self.tc["batch_test"] != "none"
+        testing = self.settings.batch_test != "none"
         round_stats = (
-            stats.RoundStats(self.tc["stats_reduce"], trainer.params, trainer.direction)
+            stats.RoundStats(self.settings.stats_reduce, trainer.params, trainer.direction)
             if testing
             else None
         )
-        comm_dtype = DTYPES[self.tc["pseudo_grad_dtype"]]
+        comm_dtype = DTYPES[self.settings.pseudo_grad_dtype]
         # Σ_m w_m (θ − θ_m): each node's pseudo-gradient at the communication
         # dtype, weighted by its share of the trainer's tokens.
         delta = [torch.zeros_like(p) for p in trainer.params]
@@ -504,7 +505,7 @@ class Engine:
         if scalars[2] > 0:
             return "inner loss or gradient norm"
         res.train_loss = float(scalars[0] / max(float(scalars[1]), 1.0))
-        if self.tc["batch_test"] == "augmented_inner_product":
+        if self.settings.batch_test == "augmented_inner_product":
             # Copied before the outer step: the foreach Nesterov path of torch's
             # SGD (the default on CUDA) overwrites its gradient argument in place.
             res.pseudo_gradient = [d.clone() for d in delta]
@@ -516,7 +517,7 @@ class Engine:
         res.val = None
         if evaluate_now:
             self.worker.load(trainer.params)
-            res.val = evaluate(self.worker.model, self.eval_seqs, self.tc["eval_batch"])
+            res.val = evaluate(self.worker.model, self.eval_seqs, self.settings.eval_batch)
             if not math.isfinite(res.val["loss"]):
                 return "validation loss"
         return None
@@ -527,20 +528,20 @@ class Engine:
         if res.round_stats is None:
             return
         new_batch, requested = batch_tests.next_batch(
-            self.tc["batch_test"],
+            self.settings.batch_test,
             res.estimate,
             trainer.global_batch,
-            eta=self.tc["eta"],
-            vartheta=self.tc["vartheta"],
-            nu=self.tc["nu"],
-            max_growth=self.tc["max_batch_growth"],
+            eta=self.settings.eta,
+            vartheta=self.settings.vartheta,
+            nu=self.settings.nu,
+            max_growth=self.settings.max_batch_growth,
         )
-        if self.tc["batch_test"] == "augmented_inner_product":
+        if self.settings.batch_test == "augmented_inner_product":
             # The next round's reference direction: the pooled statistics
             # gradient, or (scalars) the pseudo-gradient every node already holds.
             source = (
                 res.round_stats.pooled_sum()
-                if self.tc["stats_reduce"] == "vector"
+                if self.settings.stats_reduce == "vector"
                 else res.pseudo_gradient
             )
             trainer.direction = [g.detach().clone() for g in source]
@@ -562,18 +563,18 @@ class Engine:
         the transfer of the absorbed trainers' state and the kept trainer's id.
         """
         if (
-            self.tc["merge"] == "none"
-            or r % self.tc["merge_frequency"] != 0
+            self.settings.merge == "none"
+            or r % self.settings.merge_frequency != 0
             or len(self.trainers) < 2
         ):
             return None
         batches = {t.id: t.global_batch for t in self.trainers}
-        ids = merge.select_for_merge(batches, self.tc["merge_count"])
+        ids = merge.select_for_merge(batches, self.settings.merge_count)
         keep_id = merge.kept_trainer(batches, ids)
         group = [t for t in self.trainers if t.id in ids]
         weights = merge.merge_weights([t.global_batch for t in group])
         kept = self.trainer_by_id(keep_id)
-        with_momentum = self.tc["outer_momentum"] > 0
+        with_momentum = self.settings.outer_momentum > 0
         with torch.no_grad():
             merged = merge.average_tensors([t.params for t in group], weights)
             torch._foreach_copy_(kept.params, merged)
@@ -583,7 +584,7 @@ class Engine:
                 outer.set_momentum_buffers(
                     kept.outer_opt, kept.params, merge.average_tensors(momenta, weights)
                 )
-        new_batch = merge.merged_batch([t.global_batch for t in group], self.tc["merge_batch"])
+        new_batch = merge.merged_batch([t.global_batch for t in group], self.settings.merge_batch)
         subset = torch.unique(torch.cat([t.sampler.subset for t in group]))
         kept.sampler.replace_subset(subset)
         kept.tokens = sum(t.tokens for t in group)
@@ -596,13 +597,13 @@ class Engine:
                 "weights": weights,
                 "batches": [t.global_batch for t in group],
                 "batch": new_batch,
-                "rule": self.tc["merge_batch"],
+                "rule": self.settings.merge_batch,
             }
         )
         kept.global_batch = new_batch
         if evaluate_now:
             self.worker.load(kept.params)
-            val = evaluate(self.worker.model, self.eval_seqs, self.tc["eval_batch"])
+            val = evaluate(self.worker.model, self.eval_seqs, self.settings.eval_batch)
             kept.events[-1].update(
                 val_loss_merged=val["loss"], val_perplexity_merged=val["perplexity"]
             )
@@ -641,9 +642,9 @@ class Engine:
             self.bytes_total += row_bytes
             trainer.tokens += res.tokens
             row = MetricsRow(
-                run=self.tc["name"],
+                run=self.settings.name,
                 seed=self.seed,
-                method=self.tc["method"],
+                method=self.settings.method,
                 round=r,
                 trainer=trainer.id,
                 active_trainers=len(results),
@@ -686,8 +687,8 @@ class Engine:
     def _finished(self, r: int, pending_tokens: int = 0) -> bool:
         """Whether the run ends after round ``r``, with ``pending_tokens`` not yet counted."""
         return (
-            r >= self.tc["max_rounds"]
-            or self.tokens_total + pending_tokens >= self.tc["max_tokens"]
+            r >= self.settings.max_rounds
+            or self.tokens_total + pending_tokens >= self.settings.max_tokens
         )
 
     # ----------------------------------------------------------- driver
@@ -699,7 +700,9 @@ class Engine:
             if self.comm.is_writer:
                 self.metrics_path.write_text("")
         else:
-            log.info("resuming %s seed %d after round %d", self.tc["name"], self.seed, self.round)
+            log.info(
+                "resuming %s seed %d after round %d", self.settings.name, self.seed, self.round
+            )
             if self.comm.is_writer:
                 self._truncate_metrics()
         self._agree("at the start")
@@ -709,9 +712,9 @@ class Engine:
         self.start()
         # Progress in tokens: runs end at the token budget, after however many rounds.
         bar = _progress(
-            self.tc["max_tokens"],
-            min(self.tokens_total, self.tc["max_tokens"]),
-            f"{self.tc['name']} s{self.seed}",
+            self.settings.max_tokens,
+            min(self.tokens_total, self.settings.max_tokens),
+            f"{self.settings.name} s{self.seed}",
             self.progress and self.comm.is_writer,
         )
         try:
@@ -723,11 +726,13 @@ class Engine:
                         for row in rows:
                             fh.write(json.dumps(row) + "\n")
                 self.history.extend(rows)
-                if self.round % self.tc["checkpoint_every_rounds"] == 0 or self._finished(
+                if self.round % self.settings.checkpoint_every_rounds == 0 or self._finished(
                     self.round
                 ):
                     self.save_checkpoint()
-                bar.update(min(self.tokens_total, self.tc["max_tokens"]) - min(before, bar.total))
+                bar.update(
+                    min(self.tokens_total, self.settings.max_tokens) - min(before, bar.total)
+                )
                 bar.set_postfix(_postfix(rows))
         finally:
             bar.close()

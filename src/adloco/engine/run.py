@@ -22,7 +22,7 @@ import torch
 from transformers import AutoTokenizer
 
 from adloco.calibrate import load_max_batch, load_step_time_curve
-from adloco.config import check_subset_fraction, load_config, resolve_run
+from adloco.config import RunSettings, check_subset_fraction, load_config, resolve_run
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
@@ -51,25 +51,25 @@ def compute_device(cfg: dict):
     return torch.device("cpu")
 
 
-def summarize(rows: list[dict], run_cfg: dict, seed: int, final_trainers: int) -> dict:
+def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers: int) -> dict:
     """summary.json: the fields the report derives from the rows, and the trainers left."""
     # The rows' active_trainers counts the trainers of the last round before a
     # merge in it; the engine knows how many are left.
     summary = {**derive_summary(rows), "final_trainers": final_trainers}
-    return {"run": run_cfg["name"], "seed": seed, "method": run_cfg["method"], **summary}
+    return {"run": settings.name, "seed": seed, "method": settings.method, **summary}
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    run_cfg = resolve_run(cfg, args.run)
+    settings = resolve_run(cfg, args.run)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     # Needs the train split's size, known only now: before any training.
     batches = max_batches(cfg, args.calibration)
-    local_batch = initial_local_batch(run_cfg, batches.values())
-    check_subset_fraction(cfg, run_cfg, len(data.split("train")), local_batch)
+    local_batch = initial_local_batch(settings, batches.values())
+    check_subset_fraction(cfg, settings, len(data.split("train")), local_batch)
     device = compute_device(cfg)
     collective = None
     launch = distributed.launch_env()
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             )
         engine = Engine(
             cfg,
-            run_cfg,
+            settings,
             args.seed,
             data,
             batches,
@@ -125,7 +125,7 @@ def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> N
     with atomic_dir(out / "final") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-    summary = summarize(rows, engine.tc, args.seed, len(engine.trainers))
+    summary = summarize(rows, engine.settings, args.seed, len(engine.trainers))
     summary["final_trainer"] = best.id
     write_json_atomic(out / "summary.json", summary)
     log.info(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adloco.config import resolve_run
+from adloco.config import RunSettings, resolve_run
 from adloco.io import read_json_object
 from adloco.records import (
     REQUIRED_ROW_KEYS,
@@ -36,7 +36,7 @@ class RunSeed:
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
     folder: Path
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: RunSettings
 
 
 @dataclass
@@ -95,7 +95,7 @@ def _identity(rows: list[dict], key: str, expected: Any, path: Path) -> None:
 
 
 def load_run_seed(
-    runs_dir: Path, config: dict, run: str, seed: int, settings: dict | None = None
+    runs_dir: Path, config: dict, run: str, seed: int, settings: RunSettings | None = None
 ) -> RunSeed:
     """Read one run and seed; check it is the run the configuration describes."""
     settings = settings if settings is not None else resolve_run(config, run)
@@ -104,7 +104,7 @@ def load_run_seed(
     rows = read_metrics(metrics_path)
     _identity(rows, "run", run, metrics_path)
     _identity(rows, "seed", seed, metrics_path)
-    _identity(rows, "method", settings["method"], metrics_path)
+    _identity(rows, "method", settings.method, metrics_path)
 
     summary_path = folder / "summary.json"
     written = read_json_object(
@@ -117,17 +117,17 @@ def load_run_seed(
             f"{summary_path}: says {written['rounds']} rounds but {metrics_path} ends at round "
             f"{derived['rounds']} (a truncated or stale metrics file?)"
         )
-    if "method" in written and written["method"] != settings["method"]:
+    if "method" in written and written["method"] != settings.method:
         raise ValueError(
             f"{summary_path}: method {written['method']!r}, the configuration says "
-            f"{settings['method']!r} for run {run}"
+            f"{settings.method!r} for run {run}"
         )
     # The engine's own summary wins; metrics fill what it leaves out.
     summary = dict(derived)
     for key in SUMMARY_KEYS:
         if key in written and written[key] is not None:
             summary[key] = written[key]
-    return RunSeed(run, seed, settings["method"], rows, summary, folder, settings)
+    return RunSeed(run, seed, settings.method, rows, summary, folder, settings)
 
 
 def load_runs(runs_dir: Path, config: dict) -> list[RunSeed]:

@@ -68,11 +68,11 @@ def check_run(seeds: list[RunSeed]) -> list[Check]:
         if pairs
         else "no requested_batch logged"
     )
-    off = settings.get("batch_test", "none") == "none"
+    off = settings.batch_test == "none"
     out.append(Check(name, "batch grows", _status(off, grew), grew, n, detail))
 
     counts = [len(merges(r.rows)) for r in seeds]
-    off = settings.get("merge", "none") == "none" or settings.get("initial_trainers", 1) < 2
+    off = settings.merge == "none" or settings.initial_trainers < 2
     merged = sum(c > 0 for c in counts)
     detail = "merges per seed: " + ", ".join(str(c) for c in counts)
     out.append(Check(name, "trainers merge", _status(off, merged), merged, n, detail))
@@ -82,7 +82,7 @@ def check_run(seeds: list[RunSeed]) -> list[Check]:
     detail = "rounds capped / accumulating per seed: " + ", ".join(
         f"{m['capped']}/{m['accumulate']}" for m in modes
     )
-    policy = settings.get("switch", "switch")
+    policy = settings.switch
     if policy != "switch":
         detail += f" (policy {policy})"
     out.append(

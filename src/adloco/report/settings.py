@@ -11,10 +11,10 @@ Every other module of the report takes a :class:`ReportSettings` and a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from adloco.config import ConfigError
+from adloco.config import ConfigError, RunSettings
 
 # Settings whose change turns off one AdLoCo component: the ablations.
 ABLATION_KEYS = ("batch_test", "merge", "switch")
@@ -111,19 +111,17 @@ class Roles:
         }
 
 
-def _is_full(settings: dict) -> bool:
+def _is_full(settings: RunSettings) -> bool:
     return (
-        settings.get("batch_test", "none") != "none"
-        and settings.get("merge", "none") != "none"
-        and settings.get("switch", "switch") == "switch"
+        settings.batch_test != "none" and settings.merge != "none" and settings.switch == "switch"
     )
 
 
-def _turned_off(settings: dict, full: dict) -> list[str]:
+def _turned_off(settings: RunSettings, full: RunSettings) -> list[str]:
     """The AdLoCo components ``settings`` turns off relative to the full run ``full``."""
     out = []
     for key in ABLATION_KEYS:
-        mine, theirs = settings.get(key), full.get(key)
+        mine, theirs = getattr(settings, key), getattr(full, key)
         off = mine != "switch" if key == "switch" else mine == OFF[key]
         on = theirs == "switch" if key == "switch" else theirs != OFF[key]
         if off and on:
@@ -131,16 +129,13 @@ def _turned_off(settings: dict, full: dict) -> list[str]:
     return out
 
 
-def _label(settings: dict, full: dict) -> str:
-    diffs = [
-        f"{k}={settings.get(k)}"
-        for k in sorted(settings)
-        if k != "name" and settings.get(k) != full.get(k)
-    ]
+def _label(settings: RunSettings, full: RunSettings) -> str:
+    mine, theirs = asdict(settings), asdict(full)
+    diffs = [f"{k}={mine[k]}" for k in sorted(mine) if k != "name" and mine[k] != theirs[k]]
     return ", ".join(diffs) if diffs else "same settings as the full run"
 
 
-def assign_roles(config: dict, settings: dict[str, dict]) -> Roles:
+def assign_roles(config: dict, settings: dict[str, RunSettings]) -> Roles:
     """Roles from ``report.adloco``/``diloco``/``baselines``/``ablations``, else detected.
 
     ``settings`` maps every configured run to its resolved settings
@@ -156,15 +151,15 @@ def assign_roles(config: dict, settings: dict[str, dict]) -> Roles:
     names = list(settings)
     by_method: dict[str, list[str]] = {}
     for name in names:
-        by_method.setdefault(settings[name]["method"], []).append(name)
+        by_method.setdefault(settings[name].method, []).append(name)
     sources: dict[str, str] = {}
 
     def check(key: str, value: str, methods: tuple[str, ...]) -> str:
         if value not in settings:
             raise ConfigError(f"report.{key}: no run named {value!r} (runs: {', '.join(names)})")
-        if settings[value]["method"] not in methods:
+        if settings[value].method not in methods:
             raise ConfigError(
-                f"report.{key}: run {value!r} is of method {settings[value]['method']}, "
+                f"report.{key}: run {value!r} is of method {settings[value].method}, "
                 f"expected {' or '.join(methods)}"
             )
         return value
@@ -200,7 +195,7 @@ def assign_roles(config: dict, settings: dict[str, dict]) -> Roles:
         sources["baselines"] = "report.baselines"
     else:
         baselines = [
-            n for n in names if settings[n]["method"] in ("diloco", "localsgd") and n != diloco
+            n for n in names if settings[n].method in ("diloco", "localsgd") and n != diloco
         ]
         sources["baselines"] = "every other diloco or localsgd run"
     baselines = [b for b in baselines if b != diloco]
