@@ -201,13 +201,7 @@ def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> Non
             )
     if verify:
         for shard in shards:
-            path = folder / shard["file"]
-            digest = sha256_file(path)
-            if digest != shard["sha256"]:
-                raise CorruptDataError(
-                    f"{path}: sha256 {digest} does not match the manifest's {shard['sha256']}: "
-                    "the shard is corrupt (re-run adloco tokenize)"
-                )
+            _check_sha256(folder / shard["file"], shard["sha256"], "shard")
 
 
 def check_tokenizer(folder: str | Path, manifest: dict, verify: bool = True) -> None:
@@ -228,10 +222,13 @@ def check_tokenizer(folder: str | Path, manifest: dict, verify: bool = True) -> 
             )
     if verify:
         for entry in files:
-            path = tokenizer_dir / entry["file"]
-            digest = sha256_file(path)
-            if digest != entry["sha256"]:
-                raise CorruptDataError(
-                    f"{path}: sha256 {digest} does not match the manifest's {entry['sha256']}: "
-                    "the tokenizer file is corrupt (re-run adloco tokenize)"
-                )
+            _check_sha256(tokenizer_dir / entry["file"], entry["sha256"], "tokenizer file")
+
+
+def _check_sha256(path: Path, expected: str, what: str) -> None:
+    digest = sha256_file(path)
+    if digest != expected:
+        raise CorruptDataError(
+            f"{path}: sha256 {digest} does not match the manifest's {expected}: "
+            f"the {what} is corrupt (re-run adloco tokenize)"
+        )
