@@ -637,6 +637,7 @@ class Engine:
         for res in results:
             trainer, plans = res.trainer, [p.plan for p in res.slots]
             modes = {p.mode for p in plans}
+            steps = max(len(p.steps) for p in res.slots)  # fewer in a round cut to the budget
             self.communications += 1
             row_bytes = res.sync.bytes_moved()
             self.bytes_total += row_bytes
@@ -655,7 +656,7 @@ class Engine:
                 micro_batch=max(p.micro_batch for p in plans),
                 accum_steps=max(p.accum_steps for p in plans),
                 switch_mode=next(m for m in ("accumulate", "capped", "plain") if m in modes),
-                inner_steps=max(len(p.steps) for p in res.slots),
+                inner_steps=steps,
                 tokens=res.tokens,
                 tokens_total=self.tokens_total,
                 communications=self.communications,
@@ -666,8 +667,8 @@ class Engine:
                 val_perplexity=None if res.val is None else res.val["perplexity"],
                 val_loss_stderr=None if res.val is None else res.val["loss_stderr"],
                 lr_scale=res.lr_scale,
-                inner_lr=res.lrs[max(len(p.steps) for p in res.slots) - 1],
-                inner_lr_sum=sum(res.lrs[: max(len(p.steps) for p in res.slots)]),
+                inner_lr=res.lrs[steps - 1],
+                inner_lr_sum=sum(res.lrs[:steps]),
                 sim_time_s=self.sim_time_s,
                 round_time_s=round_s,
                 wall_time_s=self._wall_s(),
