@@ -124,6 +124,15 @@ def initial_local_batch(settings: RunSettings, max_batches) -> int:
     return int(settings.initial_batch)
 
 
+@dataclass(frozen=True)
+class MergeTransfer:
+    """What a merge sends: ``messages`` transfers of ``payload_bytes`` to trainer ``kept``."""
+
+    kept: int
+    payload_bytes: int
+    messages: int
+
+
 def build_slots(cluster_cfg: dict, max_batches: dict[str, int]) -> list[Slot]:
     per_device = cluster_cfg["nodes_per_device"]
     slots = []
@@ -354,8 +363,8 @@ class Engine:
         results = [self.train(t, plans[t.id], base_lrs, evaluate_now) for t in self.trainers]
         for res in results:
             self.test(res)
-        merge_sync = self.merge(r, evaluate_now)
-        rows = self.record(r, results, merge_sync)
+        merged = self.merge(r, evaluate_now)
+        rows = self.record(r, results, merged)
         self.round = r
         return rows
 
@@ -555,12 +564,12 @@ class Engine:
             res.test.update(res.estimate.as_dict())
             res.test["requested_global"] = requested
 
-    def merge(self, r: int, evaluate_now: bool = False) -> tuple[clock.TrainerSync, int] | None:
+    def merge(self, r: int, evaluate_now: bool = False) -> MergeTransfer | None:
         """Merge the trainers with the smallest global batches when due.
 
         In an evaluation round the merged model is evaluated right away, so its
         perplexity is in the merge event (``val_perplexity_merged``). Returns
-        the transfer of the absorbed trainers' state and the kept trainer's id.
+        the transfer of the absorbed trainers' state to the kept trainer.
         """
         if (
             self.settings.merge == "none"
@@ -610,20 +619,19 @@ class Engine:
         self.trainers = [t for t in self.trainers if t.id == keep_id or t.id not in ids]
         # Every absorbed trainer sends its parameters (and momentum) to the kept one.
         payload = self.num_params * 4 * (2 if with_momentum else 1)
-        return clock.TrainerSync(0, (), payload, len(ids) - 1), keep_id
+        return MergeTransfer(keep_id, payload, len(ids) - 1)
 
     def record(
-        self, r: int, results: list[TrainerRound], merged: tuple[clock.TrainerSync, int] | None
+        self, r: int, results: list[TrainerRound], merged: MergeTransfer | None
     ) -> list[dict]:
         """Charge the round to the clock and the run's counters; one metrics row per trainer."""
-        merge_sync, kept_id = merged if merged is not None else (None, None)
         for res in results:
-            extra = merge_sync if res.trainer.id == kept_id else None
+            into = merged is not None and res.trainer.id == merged.kept
             res.sync = clock.TrainerSync(
                 len(res.slots),
                 self.sync_payloads,
-                extra.merge_payload_bytes if extra else 0,
-                extra.merge_messages if extra else 0,
+                merged.payload_bytes if into else 0,
+                merged.messages if into else 0,
             )
         round_s = clock.round_time_s(
             [([p.work() for p in res.slots], res.sync) for res in results],
