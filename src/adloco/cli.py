@@ -121,6 +121,18 @@ def _report_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--variance", required=True, help=f"folder of the variance stage, {paths.variance_dir(EXP)}"
     )
+    parser.add_argument(
+        "--data",
+        default=None,
+        help=f"tokenized data folder, {paths.tokenized_dir('<dataset>')} (its manifest's "
+        "reference perplexities; without it the unigram rule cannot be applied)",
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help=f"the base model's folder, {paths.base_dir(EXP)} (required when "
+        "report.targets.relative_to is base)",
+    )
     parser.add_argument("--out", required=True, help=f"output folder, {paths.report_dir(EXP)}")
 
 
@@ -181,8 +193,9 @@ STAGES: dict[str, Stage] = {
     "report": Stage(
         "adloco.report",
         "write the HTML report and summary.csv from all runs",
-        "Read every run's metrics, the calibration and the variance results, and write "
-        f"{paths.report_dir(EXP)}/index.html and summary.csv.",
+        "Read every run's metrics, the calibration and the variance results, the data's "
+        "reference perplexities and the base model, and write "
+        f"{paths.report_dir(EXP)}/index.html, claims.json and the tables beside it.",
         _report_args,
     ),
 }

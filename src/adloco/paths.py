@@ -55,6 +55,11 @@ def checkpoint_dir(experiment: str, run: str, seed: int | str) -> Path:
     return experiment_dir(experiment) / "checkpoints" / run / f"seed{seed}"
 
 
+def base_dir(experiment: str) -> Path:
+    # The base model every run of the experiment starts from (adloco pretrain).
+    return experiment_dir(experiment) / "base"
+
+
 def report_dir(experiment: str) -> Path:
     return experiment_dir(experiment) / "report"
 

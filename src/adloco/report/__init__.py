@@ -1,23 +1,32 @@
 """``adloco report``: the last stage, turning results into a page a researcher can read.
 
-Reads every configured run and seed (``results/<experiment>/runs``), the
-calibration of every configured device (``results/<experiment>/calibration``)
-and the variance stage's folder (``results/<experiment>/variance``), and
-writes into ``--out`` (``results/<experiment>/report``; :mod:`adloco.paths`):
+Reads every configured run for each of its seeds (``results/<experiment>/runs``),
+the calibration of every configured device (``results/<experiment>/calibration``),
+the variance stage's folder (``results/<experiment>/variance``) and, when
+given, the tokenized data folder (its reference perplexities) and the base
+model's folder, and writes into ``--out`` (``results/<experiment>/report``;
+:mod:`adloco.paths`):
 
 - ``index.html``: a self-contained page (figures embedded) fitting a 1280-px browser;
-- ``claims.json``: roles, targets, each claim's verdict with its effect size and
-  bootstrap interval over seeds, and the mechanism checks;
+- ``claims.json``: roles, targets, the stated rules, the headline table, each
+  claim's verdict with every comparison's per-seed values, effect, interval
+  and exact test (and the verdict under each alternative rule), the
+  mechanism checks;
 - ``summary.csv`` (one row per run and seed), ``curves.csv`` (perplexity per
   evaluated round), ``ladder.csv`` (each quantity to each target, over seeds),
-  ``regimes.csv`` (time-to-target ratios across clocks and bandwidths);
+  ``regimes.csv`` (time-to-target ratios across clocks and bandwidths),
+  ``noise_scale.csv`` (B_simple along the AdLoCo runs), ``tuning.json`` (a
+  tuning experiment only);
 - ``figures/*.png``.
 
-Submodules, in the order they run: ``settings`` (roles and the ``report``
-config), ``inputs`` (reading), ``summary`` (per-run numbers), ``ladder``
-(targets), ``claims`` (verdicts), ``regimes`` (the clock sweep), ``mechanisms``,
-``figures`` (seaborn), ``html`` (the page); ``stats`` holds the medians and
-the bootstrap. docs/report.md says how each number is computed.
+Submodules, in the order they run: ``settings`` (roles, the ``report``
+config and its rules), ``inputs`` and ``references`` (reading), ``summary``
+(per-run numbers), ``targets`` and ``ladder``, ``claims`` (verdicts, on
+``exact``'s tests), ``sensitivity`` (verdicts under the other rules),
+``headline``, ``equal_time``, ``regimes`` (the clock sweep), ``noise``,
+``tuning``, ``mechanisms``, ``figures`` (seaborn), ``html`` (the page);
+``stats`` holds medians and spreads. docs/report.md says how each number is
+computed.
 """
 
 from __future__ import annotations
@@ -30,12 +39,16 @@ from adloco import __version__
 from adloco.config import load_config
 from adloco.io import atomic_path, write_json_atomic, write_text_atomic
 from adloco.report import figures
-from adloco.report.claims import evaluate_claims
+from adloco.report.claims import Context, evaluate_claims
+from adloco.report.headline import headline_table
 from adloco.report.html import PER_RUN, Page, regime_summary, render_page
 from adloco.report.inputs import load_calibration, load_runs, load_variance
-from adloco.report.ladder import LADDER_COLUMNS, build_ladder, ladder_rows, ladder_table
+from adloco.report.ladder import LADDER_COLUMNS, ladder_rows, ladder_table
 from adloco.report.mechanisms import mechanism_checks
+from adloco.report.noise import NOISE_COLUMNS, noise_rows, noise_summary
+from adloco.report.references import load_base, load_references
 from adloco.report.regimes import REGIME_COLUMNS, clock_models, is_linear, regime_cells
+from adloco.report.sensitivity import attach_alternatives
 from adloco.report.settings import ReportSettings, assign_roles
 from adloco.report.stats import Spread
 from adloco.report.summary import (
@@ -46,11 +59,14 @@ from adloco.report.summary import (
     summary_rows,
     write_csv,
 )
+from adloco.report.targets import build_ladder
+from adloco.report.tuning import load_tuning, tuning_record, tuning_table
 
 log = logging.getLogger(__name__)
 
 FIGURE_NAMES = (
     "curves",
+    "noise_scale",
     "ladder",
     "regimes",
     "merges",
@@ -110,31 +126,47 @@ def build_report(
     calibration_dir: str | Path,
     variance_dir: str | Path,
     out_dir: str | Path,
+    data_dir: str | Path | None = None,
+    base_dir: str | Path | None = None,
 ) -> dict:
-    """Read all inputs, write every output; return the document written to claims.json."""
+    """Read all inputs, write every output; return the document written to claims.json.
+
+    ``data_dir``: the tokenized data folder (reference perplexities of its
+    manifest); ``base_dir``: the base model's folder. Both optional: without
+    them the page says what it could not show or check.
+    """
     config = load_config(config_path)
     settings = ReportSettings.from_config(config)
     runs = load_runs(Path(runs_dir), config)
     calibrations = load_calibration(Path(calibration_dir), config)
     variance = load_variance(Path(variance_dir))
+    references = load_references(Path(data_dir) if data_dir is not None else None)
+    base = load_base(Path(base_dir) if base_dir is not None else None)
+    tuning = load_tuning(settings.tuning)
 
     roles = assign_roles(config, {r.run: r.settings for r in runs})
-    ladder = build_ladder(runs, roles, settings)
+    ladder = build_ladder(runs, roles, settings, base, references)
     if ladder.main is None:
         log.warning("%s", ladder.note)
     models = clock_models(config, Path(calibration_dir))
     clock, clock_reason = own_clock(config, models)
     claims = evaluate_claims(runs, roles, ladder, settings, clock_reason)
+    attach_alternatives(claims, runs, roles, ladder, settings, clock_reason)
+    headline = headline_table(Context(runs, roles, ladder, settings, clock_reason))
     cells = regime_cells(runs, roles, ladder.targets, config, models, settings)
     checks = mechanism_checks(runs)
-    summary = summary_rows(runs, ladder.main)
-    table = ladder_table(runs, ladder)
+    summary = summary_rows(runs, ladder.main, settings.reached)
+    table = ladder_table(runs, ladder, settings.reached)
     merge_list = [{"run": r.run, "seed": r.seed, **m} for r in runs for m in merges(r.rows)]
     names = list(dict.fromkeys(r.run for r in runs))
     adloco_runs = [n for n in names if any(r.run == n and r.method == "adloco" for r in runs)]
+    noise = noise_rows(runs, adloco_runs)
+    levels = {**references.levels, **({"base model": base.val_perplexity} if base else {})}
+    configured_lr = {r.run: r.settings.inner_lr for r in runs}
 
     drawn = {
-        "curves": figures.curves_figure(runs, ladder.main),
+        "curves": figures.curves_figure(runs, ladder.main, levels),
+        "noise_scale": figures.noise_figure(noise, roles.adloco),
         "ladder": figures.ladder_figure(
             runs,
             table,
@@ -143,12 +175,13 @@ def build_report(
                 "sim_time_s": "simulated time to target (s)",
                 "communications": "communications to target",
             },
+            references.levels,
         ),  # fmt: skip
         "regimes": figures.regimes_figure(cells, ladder.main, {m.key: m.label for m in models}),
-        "merges": figures.merges_figure(runs, roles.adloco),
+        "merges": figures.merges_figure(runs, roles.adloco, levels),
         "batch": figures.batch_figure(runs, adloco_runs),
         "trainers": figures.trainers_figure(runs, names),
-        "ablations": figures.ablations_figure(runs, roles, ladder.main),
+        "ablations": figures.ablations_figure(runs, roles, ladder.main, settings.reached),
         "variance": figures.variance_figure(variance),
     }
 
@@ -156,11 +189,12 @@ def build_report(
         config_path=str(config_path),
         version=__version__,
         run_names=names,
-        seeds=sorted({r.seed for r in runs}),
+        seeds={n: sorted(r.seed for r in runs if r.run == n) for n in names},
         roles=roles,
         settings=settings,
         ladder=ladder,
         claims=claims,
+        headline=headline,
         ladder_table=table,
         regimes=cells,
         clock_models=models,
@@ -175,26 +209,43 @@ def build_report(
         },
         variance=variance,
         calibrations=calibrations,
+        references=references,
+        base=base,
+        noise=noise_summary(noise),
+        tuning=tuning_table(tuning, configured_lr) if tuning else None,
+        tuning_path=settings.tuning,
     )
 
     out = Path(out_dir)
     write_csv(out / "summary.csv", SUMMARY_COLUMNS, summary)
     write_csv(out / "curves.csv", CURVE_COLUMNS, curve_rows(runs))
-    write_csv(out / "ladder.csv", LADDER_COLUMNS, ladder_rows(table))
+    write_csv(out / "ladder.csv", LADDER_COLUMNS, ladder_rows(table, ladder, settings.reached))
     write_csv(out / "regimes.csv", REGIME_COLUMNS, [c.as_dict() for c in cells])
+    write_csv(out / "noise_scale.csv", NOISE_COLUMNS, noise)
+    if settings.tuning_groups:
+        write_json_atomic(out / "tuning.json", tuning_record(config, runs, settings.tuning_groups))
     doc = {
         "target_perplexity": ladder.main,
         "targets": list(ladder.targets),
         "target_source": ladder.source,
         "target_note": ladder.note,
+        "target_levels": {str(t): v for t, v in ladder.levels.items()},
+        "untestable_targets": {str(t): why for t, why in ladder.untestable.items()},
+        "unigram_rule": ladder.caveat or "applied",
+        "reference_perplexity": references.levels or None,
+        "reference_note": references.note or None,
+        "base": {"val_perplexity": base.val_perplexity, "folder": str(base.folder)}
+        if base
+        else None,
         "roles": roles.as_dict(),
         "clock": {**clock, "not_testable_reason": clock_reason or None},
-        "bootstrap": {
-            "samples": settings.bootstrap_samples,
-            "seed": settings.bootstrap_seed,
+        "rules": {
+            **settings.rules(),
+            "test_level": settings.test_level,
             "confidence": settings.confidence,
         },
         "seeds": page.seeds,
+        "headline": headline.as_dict() if headline else None,
         "claims": [c.as_dict() for c in claims],
         "regimes": regime_summary(page),
         "mechanisms": [c.as_dict() for c in checks],
@@ -218,6 +269,8 @@ def build_report(
 
 
 def run(args: argparse.Namespace) -> int:
-    build_report(args.config, args.runs, args.calibration, args.variance, args.out)
+    build_report(
+        args.config, args.runs, args.calibration, args.variance, args.out, args.data, args.base
+    )
     log.info("wrote %s", Path(args.out) / "index.html")
     return 0

@@ -1,25 +1,33 @@
-"""The paper's claims, each with a verdict, an effect size and a bootstrap interval over seeds.
+"""The paper's claims, each with a verdict from an exact test over seeds paired by seed.
 
-Part of ``adloco report``. Three claims of the paper are tested, on the
-target ladder (:mod:`adloco.report.ladder`):
+Part of ``adloco report``. Three claims of the paper are tested at the
+targets of :mod:`adloco.report.targets`:
 
 1. AdLoCo reaches the target in less simulated time than DiLoCo;
 2. AdLoCo reaches the target in fewer communications than DiLoCo;
 3. each ablation is worse than full AdLoCo (slower to the target).
 
-Every comparison is a ratio of medians over seeds, AdLoCo / other (below 1:
-AdLoCo better), with a percentile-bootstrap interval
-(:func:`adloco.report.stats.bootstrap_ratio`). Its verdict: **supported**
-when the whole interval is below 1, **not supported** when it is at or
-above 1, **inconclusive** when it contains 1 or a run has a single seed, and
-**not testable** when a run or a target is missing, neither run reaches the
-target in most seeds, or (claim 1) the runs' clock makes time a function of
-token count. The headline of claims 1 and 2 is the comparison with DiLoCo at
-the main target; the same comparison at every other target, against every
-other baseline and against the best baseline of each target is listed beside
-it. Claim 3's headline is "supported" when every ablation's is, "not
-supported" when any ablation's is, else inconclusive. Mechanism checks are
-not claims: :mod:`adloco.report.mechanisms`.
+A comparison takes each seed both runs have (``report.pairing: seed``), the
+per-seed ratio AdLoCo / other (below 1: AdLoCo better) and applies the exact
+sign-flip test of the log ratios (:func:`adloco.report.exact.sign_flip_test`;
+``report.paired_test`` names its statistic). The effect is the median paired
+ratio, with the order-statistic interval of that median and its exact
+coverage. A seed that never reaches the target (or does not stay there,
+``report.reached``) is censored: its log ratio is ±inf and takes the largest
+rank; a seed where both are censored is a tie. Verdict: **supported** when
+the one-sided p-value in AdLoCo's favour is at most ``report.test_level``;
+**not supported** when the one against it is, or when the whole interval is
+at or above 1; **inconclusive** otherwise (the reason says when the seeds are
+too few for the test to reach that level at all); **not testable** when a
+run or a target is missing, the target is at or above the validation unigram
+perplexity, most pairs are censored on both sides, or (claims 1 and 3's
+time) the runs' clock makes time a function of token count.
+
+Beside the headline (against DiLoCo at the main target): every other
+baseline, the best baseline (lowest median, chosen on these data) at every
+target, the ddp anchor, and perplexity at equal simulated time
+(:mod:`adloco.report.equal_time`). Mechanism checks are not claims:
+:mod:`adloco.report.mechanisms`.
 """
 
 from __future__ import annotations
@@ -28,10 +36,22 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from adloco.report.equal_time import equal_time_s, perplexities_at
+from adloco.report.exact import (
+    OrderInterval,
+    SignFlipTest,
+    TwoSampleTest,
+    log_ratio,
+    median_interval,
+    median_of,
+    sign_flip_test,
+    two_sample_test,
+)
 from adloco.report.inputs import RunSeed
-from adloco.report.ladder import Ladder, to_target
+from adloco.report.ladder import to_target
 from adloco.report.settings import ReportSettings, Roles
-from adloco.report.stats import Interval, bootstrap_difference, bootstrap_ratio, median
+from adloco.report.stats import median, ratio
+from adloco.report.targets import Ladder
 
 SUPPORTED = "supported"
 NOT_SUPPORTED = "not supported"
@@ -44,7 +64,10 @@ QUANTITY_WORDS = {
     "communications": "communications",
     "tokens": "tokens",
     "bytes": "bytes",
+    "final_val_perplexity": "final perplexity",
+    "perplexity_at_time": "perplexity at equal simulated time",
 }
+PERPLEXITY_QUANTITIES = ("final_val_perplexity", "perplexity_at_time")
 
 
 def fmt(value: float | None, digits: int = 4) -> str:
@@ -66,31 +89,101 @@ def fmt_ratio(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+def fmt_p(p: float) -> str:
+    return f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A comparison's numbers: the effect, its interval and the exact test."""
+
+    pairing: str  # seed or none
+    seeds: tuple[int, ...]  # the seeds compared (paired: those both runs have)
+    ratios: tuple[float, ...]  # per paired seed, subject / other (inf / inf: 1, a tie)
+    estimate: float  # median paired ratio, or ratio of medians (pairing none)
+    interval: OrderInterval | None  # of the median paired ratio (pairing seed)
+    test: SignFlipTest | TwoSampleTest
+    both_censored: int  # paired seeds where neither run has a value
+
+    def as_dict(self) -> dict[str, Any]:
+        def clean(v):
+            return None if math.isnan(v) else (str(v) if math.isinf(v) else v)
+
+        return {
+            "pairing": self.pairing,
+            "seeds": list(self.seeds),
+            "estimate": clean(self.estimate),
+            "interval": self.interval.as_dict() if self.interval else None,
+            **self.test.as_dict(),
+            "both_censored": self.both_censored,
+        }
+
+
+def measure(subject: dict[int, float], other: dict[int, float], settings: ReportSettings) -> Effect:
+    """The effect of ``subject`` against ``other`` (seed -> value; inf censored, NaN absent)."""
+    subject = {s: v for s, v in subject.items() if not math.isnan(v)}
+    other = {s: v for s, v in other.items() if not math.isnan(v)}
+    if settings.pairing == "none":
+        estimate = ratio(median(list(subject.values())), median(list(other.values())))
+        test = two_sample_test(list(subject.values()), list(other.values()))
+        both = int(math.isinf(median(list(subject.values())))) * int(
+            math.isinf(median(list(other.values())))
+        )
+        seeds = tuple(sorted(set(subject) | set(other)))
+        return Effect("none", seeds, (), estimate, None, test, both)
+    seeds = tuple(sorted(set(subject) & set(other)))
+    logs = [log_ratio(subject[s], other[s]) for s in seeds]
+    ratios = tuple(math.exp(v) for v in logs)
+    both = sum(math.isinf(subject[s]) and math.isinf(other[s]) for s in seeds)
+    return Effect(
+        "seed",
+        seeds,
+        ratios,
+        math.exp(median_of(logs)) if seeds else math.nan,
+        median_interval(list(ratios), settings.confidence),
+        sign_flip_test(logs, settings.paired_test),
+        both,
+    )
+
+
 @dataclass
 class Comparison:
-    """One test: ``subject`` against ``against`` in ``quantity`` at ``target``."""
+    """One test: ``subject`` against ``against`` in ``quantity`` (at ``target``)."""
 
     claim: int
     subject: str
-    against: str  # a run, or "best baseline" (then ``baseline`` names the best)
+    against: str  # a run, "best baseline" (``baseline`` names it) or "ddp anchor"
     baseline: str
-    quantity: str  # a TO_TARGET quantity, or "final_val_perplexity"
+    quantity: str  # a TO_TARGET quantity, final_val_perplexity or perplexity_at_time
     target: float | None
-    interval: Interval | None  # ratio (to target) or difference (final perplexity)
-    subject_values: list[float]
-    against_values: list[float]
+    subject_values: dict[int, float]  # seed -> value (inf: censored, NaN: none)
+    against_values: dict[int, float]
+    effect: Effect | None
     verdict: str
     reason: str
     headline: bool = False
+    time_s: float | None = None  # perplexity_at_time: the equal simulated time
+    alternatives: dict[str, dict[str, str]] = field(default_factory=dict)  # rule -> value, verdict
 
-    @property
-    def effect_kind(self) -> str:
-        return "difference" if self.quantity == "final_val_perplexity" else "ratio"
+    def key(self) -> tuple:
+        """What identifies the comparison across rule settings."""
+        return (self.claim, self.against, self.quantity, self.target)
 
     def as_dict(self) -> dict[str, Any]:
-        def clean(values):
-            return [None if math.isinf(v) else v for v in values]
+        def clean(v):
+            return None if v is None or math.isnan(v) or math.isinf(v) else v
 
+        seeds = sorted(set(self.subject_values) | set(self.against_values))
+        per_seed = []
+        for s in seeds:
+            a, b = self.subject_values.get(s), self.against_values.get(s)
+            row = {"seed": s, "subject": clean(a), "against": clean(b)}
+            row["subject_censored"] = a is not None and math.isinf(a)
+            row["against_censored"] = b is not None and math.isinf(b)
+            if self.effect and self.effect.pairing == "seed" and s in self.effect.seeds:
+                r = self.effect.ratios[self.effect.seeds.index(s)]
+                row["ratio"] = str(r) if math.isinf(r) else r
+            per_seed.append(row)
         return {
             "claim": self.claim,
             "subject": self.subject,
@@ -98,17 +191,16 @@ class Comparison:
             "baseline": self.baseline,
             "quantity": self.quantity,
             "target_perplexity": self.target,
-            "effect": self.effect_kind,
-            **(
-                {f"effect_{k}": v for k, v in self.interval.as_dict().items()}
-                if self.interval
-                else {}
-            ),
-            "subject_per_seed": clean(self.subject_values),
-            "against_per_seed": clean(self.against_values),
+            "equal_time_s": self.time_s,
+            "effect": "ratio",
+            **({"effect_" + k: v for k, v in self.effect.as_dict().items()} if self.effect else {}),
+            "per_seed": per_seed,
+            "subject_per_seed": [clean(self.subject_values.get(s)) for s in seeds],
+            "against_per_seed": [clean(self.against_values.get(s)) for s in seeds],
             "verdict": self.verdict,
             "reason": self.reason,
             "headline": self.headline,
+            "under_alternative_rules": self.alternatives,
         }
 
 
@@ -134,131 +226,157 @@ class Claim:
         }
 
 
-def _ci_text(i: Interval) -> str:
-    pct = f"{round(i.confidence * 100):d} %"
-    return f"{pct} CI [{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]"
+def _counts(subject: str, other: str, a: dict[int, float], b: dict[int, float]) -> str:
+    def got(values):
+        return sum(math.isfinite(v) for v in values.values())
+
+    return f"{subject} reached it in {got(a)} of {len(a)} seeds, {other} in {got(b)} of {len(b)}"
 
 
-def judge_ratio(
-    interval: Interval, subject: str, other: str, what: str, subject_values, other_values
+def _effect_text(effect: Effect, subject: str, other: str, what: str) -> str:
+    est = effect.estimate
+    if est == 0:
+        return f"{other} does not get there in most seeds, {subject} does"
+    if math.isinf(est):
+        return f"{subject} does not get there in most seeds, {other} does"
+    kind = "median paired ratio" if effect.pairing == "seed" else "ratio of medians"
+    text = f"{subject} needs {fmt_ratio(est)}× the {what} of {other} ({kind}"
+    if effect.interval is not None and effect.interval.kind != "none":
+        i = effect.interval
+        text += f"; {i.name()} [{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]"
+    return text + ")"
+
+
+def judge(
+    effect: Effect,
+    subject: str,
+    other: str,
+    what: str,
+    settings: ReportSettings,
+    counts: str = "",
 ) -> tuple[str, str]:
-    """Verdict and reason for "subject needs less ``what`` than other" from the ratio."""
-    ad_reached = sum(math.isfinite(v) for v in subject_values)
-    ot_reached = sum(math.isfinite(v) for v in other_values)
-    reached = (
-        f"{subject} reached it in {ad_reached} of {len(subject_values)} seeds, "
-        f"{other} in {ot_reached} of {len(other_values)}"
-    )
-    if math.isnan(interval.estimate):
-        return NOT_TESTABLE, f"neither run reaches the target in most seeds ({reached})"
-    if interval.estimate == 0:
-        ratio_text = f"{other} does not reach the target in most seeds, {subject} does ({reached})"
-    elif math.isinf(interval.estimate):
-        ratio_text = f"{subject} does not reach the target in most seeds, {other} does ({reached})"
-    else:
-        ratio_text = f"{subject} needs {fmt_ratio(interval.estimate)}× the {what} of {other}"
-    if interval.low is None:
-        return (
-            INCONCLUSIVE,
-            f"{ratio_text}, but with a single seed there is no spread over seeds to judge the "
-            "difference by",
+    """Verdict and reason for "``subject`` needs less ``what`` than ``other``"."""
+    test = effect.test
+    n = len(effect.seeds)
+    if effect.pairing == "seed" and n == 0:
+        return NOT_TESTABLE, f"{subject} and {other} have no seed in common"
+    if 2 * effect.both_censored > n or math.isnan(effect.estimate):
+        detail = f" ({counts})" if counts else ""
+        return NOT_TESTABLE, f"neither run gets there in most seeds{detail}"
+    text = _effect_text(effect, subject, other, what)
+    level = settings.test_level
+    if effect.pairing == "seed":
+        p_text = (
+            f"exact sign-flip test over {n} paired seeds ({test.statistic}"
+            + (f", {test.ties} tied" if test.ties else "")
+            + ")"
         )
-    if math.isnan(interval.low):
-        return INCONCLUSIVE, f"{ratio_text}; the bootstrap could not bound it ({reached})"
-    ci = _ci_text(interval)
-    if interval.high < 1:
-        return SUPPORTED, f"{ratio_text} ({ci}, below 1)"
-    if interval.low >= 1:
-        return NOT_SUPPORTED, f"{ratio_text} ({ci}, not below 1)"
-    return INCONCLUSIVE, f"{ratio_text}, but the {ci} contains 1"
+    else:
+        p_text = f"exact two-sample permutation test, {test.sizes[0]} and {test.sizes[1]} seeds"
+    if effect.pairing == "seed" and n == 1:
+        return INCONCLUSIVE, f"{text}, but a single seed gives no spread to judge the difference by"
+    p_both = f"p = {fmt_p(test.p_less)} that AdLoCo needs less, {fmt_p(test.p_greater)} more"
+    if test.p_less <= level:
+        return SUPPORTED, f"{text}; {p_text}: p = {fmt_p(test.p_less)} ≤ {level:g}"
+    low = effect.interval.low if effect.interval is not None else None
+    if test.p_greater <= level:
+        return NOT_SUPPORTED, f"{text}; {p_text}: {p_both} (≤ {level:g} against it)"
+    if low is not None and low >= 1:
+        return NOT_SUPPORTED, f"{text}; {p_text}: {p_both}; the interval is not below 1"
+    reason = f"{text}; {p_text}: {p_both}, neither ≤ {level:g}"
+    if test.smallest_p > level:
+        reason += (
+            f" (with these seeds the test cannot go below p = {fmt_p(test.smallest_p)}: "
+            "too few seeds that differ to decide at this level)"
+        )
+    return INCONCLUSIVE, reason
+
+
+def _join(*reasons: str) -> str:
+    return "; ".join(r for r in reasons if r)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every comparison of one evaluation shares."""
+
+    runs: list[RunSeed]
+    roles: Roles
+    ladder: Ladder
+    settings: ReportSettings
+    clock_reason: str  # why simulated time cannot test a claim (else "")
+
+
+def values_of(ctx: Context, name: str, quantity: str, target: float | None, time_s=None):
+    if quantity == "perplexity_at_time":
+        return perplexities_at(ctx.runs, name, time_s)
+    if quantity == "final_val_perplexity":
+        out = {}
+        for r in sorted((r for r in ctx.runs if r.run == name), key=lambda r: r.seed):
+            v = r.summary.get("final_val_perplexity")
+            out[r.seed] = float(v) if isinstance(v, (int, float)) else math.nan
+        return out
+    return to_target(ctx.runs, name, target, quantity, ctx.settings.reached)
+
+
+def best_of(ctx: Context, names: list[str], quantity: str, target: float | None, time_s=None):
+    """The run of ``names`` with the lowest median (first in order on a tie)."""
+
+    def middle(name: str) -> float:
+        values = values_of(ctx, name, quantity, target, time_s).values()
+        return median([v for v in values if not math.isnan(v)])
+
+    return min(names, key=middle)
 
 
 def compare(
+    ctx: Context,
     number: int,
-    runs: list[RunSeed],
-    subject: str,
     against: list[str],
     label: str,
     quantity: str,
-    target: float,
-    settings: ReportSettings,
+    target: float | None,
     headline: bool = False,
-    untestable: str = "",
+    time_s: float | None = None,
+    subject: str | None = None,
 ) -> Comparison:
-    """``subject`` against the best (lowest median) of ``against`` in ``quantity`` to target."""
-    mine = to_target(runs, subject, target, quantity)
-    theirs = {n: to_target(runs, n, target, quantity) for n in against}
-    best = min(against, key=lambda n: median(theirs[n]))
-    interval = bootstrap_ratio(
-        mine,
-        list(theirs.values()),
-        settings.bootstrap_samples,
-        settings.bootstrap_seed,
-        settings.confidence,
-    )
-    if untestable:
-        verdict, reason = NOT_TESTABLE, untestable
+    """``subject`` (AdLoCo) against the best (lowest median) of ``against``."""
+    subject = subject or ctx.roles.adloco
+    best = best_of(ctx, against, quantity, target, time_s) if len(against) > 1 else against[0]
+    mine = values_of(ctx, subject, quantity, target, time_s)
+    theirs = values_of(ctx, best, quantity, target, time_s)
+    effect = measure(mine, theirs, ctx.settings)
+    untestable = []
+    if quantity in ("sim_time_s", "perplexity_at_time"):
+        untestable.append(ctx.clock_reason)
+    if target is not None:
+        untestable.append(ctx.ladder.untestable.get(target, ""))
+    name = best if len(against) == 1 else f"the best baseline ({best})"
+    if any(untestable):
+        verdict, reason = NOT_TESTABLE, _join(*untestable)
     else:
-        verdict, reason = judge_ratio(
-            interval,
-            subject,
-            best if len(against) == 1 else f"the best baseline ({best})",
-            QUANTITY_WORDS[quantity],
-            mine,
-            theirs[best],
-        )
+        what = QUANTITY_WORDS[quantity]
+        counts = _counts(subject, best, mine, theirs) if target is not None else ""
+        verdict, reason = judge(effect, subject, name, what, ctx.settings, counts)
+        if target is not None:
+            reason = _join(reason, ctx.ladder.caveat)
     return Comparison(
-        number,
-        subject,
-        label,
-        best,
-        quantity,
-        target,
-        interval,
-        mine,
-        theirs[best],
-        verdict,
-        reason,
-        headline,
-    )
+        number, subject, label, best, quantity, target, mine, theirs, effect, verdict, reason,
+        headline, time_s,
+    )  # fmt: skip
 
 
-def _final_values(runs: list[RunSeed], name: str) -> list[float]:
-    out = []
-    for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
-        v = r.summary.get("final_val_perplexity")
-        out.append(float(v) if isinstance(v, (int, float)) else math.nan)
-    return out
-
-
-def compare_final(
-    runs: list[RunSeed], full: str, ablation: str, settings: ReportSettings
-) -> Comparison:
-    """Final perplexity at the equal token budget: ablation − full (above 0: ablation worse)."""
-    a, f = _final_values(runs, ablation), _final_values(runs, full)
-    if any(math.isnan(v) for v in a + f):
-        return Comparison(
-            3, full, ablation, ablation, "final_val_perplexity", None, None, f, a,
-            NOT_TESTABLE, "a seed has no final perplexity",
-        )  # fmt: skip
-    interval = bootstrap_difference(
-        a, f, settings.bootstrap_samples, settings.bootstrap_seed, settings.confidence
-    )
-    text = (
-        f"{ablation} ends {fmt(abs(interval.estimate))} perplexity "
-        f"{'above' if interval.estimate >= 0 else 'below'} {full} at the same token budget"
-    )
-    if interval.low is None:
-        verdict, reason = INCONCLUSIVE, f"{text}, but with a single seed there is no spread"
-    elif interval.low > 0:
-        verdict, reason = SUPPORTED, f"{text} ({_ci_text(interval)}, above 0)"
-    elif interval.high <= 0:
-        verdict, reason = NOT_SUPPORTED, f"{text} ({_ci_text(interval)}, not above 0)"
-    else:
-        verdict, reason = INCONCLUSIVE, f"{text}, but the {_ci_text(interval)} contains 0"
-    return Comparison(
-        3, full, ablation, ablation, "final_val_perplexity", None, interval, f, a, verdict, reason
-    )
+def headline_runs(ctx: Context) -> list[str]:
+    """AdLoCo, DiLoCo, the best baseline in time to the main target, the ddp anchor."""
+    roles = ctx.roles
+    names = [n for n in (roles.adloco, roles.diloco) if n]
+    if roles.all_baselines() and ctx.ladder.main is not None:
+        best = best_of(ctx, roles.all_baselines(), "sim_time_s", ctx.ladder.main)
+        if best not in names:
+            names.append(best)
+    if roles.ddp:
+        names.append(roles.ddp)
+    return names
 
 
 def _missing(roles: Roles, ladder: Ladder, need_diloco: bool = True) -> str:
@@ -271,15 +389,8 @@ def _missing(roles: Roles, ladder: Ladder, need_diloco: bool = True) -> str:
     return ""
 
 
-def to_target_claim(
-    number: int,
-    quantity: str,
-    runs: list[RunSeed],
-    roles: Roles,
-    ladder: Ladder,
-    settings: ReportSettings,
-    clock_reason: str = "",
-) -> Claim:
+def to_target_claim(ctx: Context, number: int, quantity: str) -> Claim:
+    roles, ladder = ctx.roles, ctx.ladder
     what = QUANTITY_WORDS[quantity]
     statement = (
         f"AdLoCo reaches the target perplexity in {'less' if quantity == 'sim_time_s' else 'fewer'}"
@@ -292,56 +403,49 @@ def to_target_claim(
     for target in sorted(ladder.targets, key=lambda t: (t != ladder.main, -t)):
         main = target == ladder.main
         comparisons.append(
-            compare(
-                number,
-                runs,
-                roles.adloco,
-                [roles.diloco],
-                roles.diloco,
-                quantity,
-                target,
-                settings,
-                headline=main,
-                untestable=clock_reason,
-            )  # fmt: skip
+            compare(ctx, number, [roles.diloco], roles.diloco, quantity, target, headline=main)
         )
         if main:
             for other in roles.baselines:
-                comparisons.append(
-                    compare(
-                        number,
-                        runs,
-                        roles.adloco,
-                        [other],
-                        other,
-                        quantity,
-                        target,
-                        settings,
-                        untestable=clock_reason,
-                    )  # fmt: skip
-                )
+                comparisons.append(compare(ctx, number, [other], other, quantity, target))
         if roles.baselines:
             comparisons.append(
-                compare(
-                    number,
-                    runs,
-                    roles.adloco,
-                    roles.all_baselines(),
-                    "best baseline",
-                    quantity,
-                    target,
-                    settings,
-                    untestable=clock_reason,
-                )  # fmt: skip
+                compare(ctx, number, roles.all_baselines(), "best baseline", quantity, target)
             )
+        if main and roles.ddp:
+            comparisons.append(compare(ctx, number, [roles.ddp], "ddp anchor", quantity, target))
+    if quantity == "sim_time_s":
+        comparisons.extend(equal_time_comparisons(ctx, number))
     head = comparisons[0]
     reason = f"At the main target {fmt(ladder.main)}: {head.reason}."
     return Claim(number, statement, head.verdict, reason, comparisons)
 
 
-def ablation_claim(
-    runs: list[RunSeed], roles: Roles, ladder: Ladder, settings: ReportSettings, clock_reason: str
-) -> Claim:
+def equal_time_comparisons(ctx: Context, number: int) -> list[Comparison]:
+    """Perplexity at the equal simulated time, against DiLoCo, the best baseline and ddp."""
+    roles = ctx.roles
+    time_s = equal_time_s(ctx.runs, headline_runs(ctx), ctx.settings.equal_time)
+    if time_s is None:
+        return []
+    out = [
+        compare(ctx, number, [roles.diloco], roles.diloco, "perplexity_at_time", None,
+                time_s=time_s)
+    ]  # fmt: skip
+    if roles.baselines:
+        out.append(
+            compare(ctx, number, roles.all_baselines(), "best baseline", "perplexity_at_time",
+                    None, time_s=time_s)
+        )  # fmt: skip
+    if roles.ddp:
+        out.append(
+            compare(ctx, number, [roles.ddp], "ddp anchor", "perplexity_at_time", None,
+                    time_s=time_s)
+        )  # fmt: skip
+    return out
+
+
+def ablation_claim(ctx: Context) -> Claim:
+    roles, ladder = ctx.roles, ctx.ladder
     statement = (
         "Each ablation is worse than full AdLoCo: it needs more simulated time to reach the "
         "target (and, shown beside, ends at a higher perplexity at the same token budget)."
@@ -354,20 +458,9 @@ def ablation_claim(
     comparisons = []
     for ablation in roles.ablations:
         comparisons.append(
-            compare(
-                3,
-                runs,
-                roles.adloco,
-                [ablation],
-                ablation,
-                "sim_time_s",
-                ladder.main,
-                settings,
-                headline=True,
-                untestable=clock_reason,
-            )  # fmt: skip
+            compare(ctx, 3, [ablation], ablation, "sim_time_s", ladder.main, headline=True)
         )
-        comparisons.append(compare_final(runs, roles.adloco, ablation, settings))
+        comparisons.append(compare(ctx, 3, [ablation], ablation, "final_val_perplexity", None))
     heads = [c.verdict for c in comparisons if c.headline]
     if all(v == SUPPORTED for v in heads):
         verdict = SUPPORTED
@@ -390,8 +483,9 @@ def evaluate_claims(
     clock_reason: str = "",
 ) -> list[Claim]:
     """Claims 1–3. ``clock_reason``: why simulated time cannot test the claims (else empty)."""
+    ctx = Context(runs, roles, ladder, settings, clock_reason)
     return [
-        to_target_claim(1, "sim_time_s", runs, roles, ladder, settings, clock_reason),
-        to_target_claim(2, "communications", runs, roles, ladder, settings),
-        ablation_claim(runs, roles, ladder, settings, clock_reason),
+        to_target_claim(ctx, 1, "sim_time_s"),
+        to_target_claim(ctx, 2, "communications"),
+        ablation_claim(ctx),
     ]

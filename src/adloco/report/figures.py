@@ -67,6 +67,46 @@ def _binary_units():
     return FuncFormatter(label)
 
 
+# Reference perplexities and the base model: one style each, the same in every figure.
+LEVEL_STYLES = {
+    "uniform": ("grey", (0, (1, 3))),
+    "unigram": ("firebrick", (0, (5, 3))),
+    "bigram": ("darkorange", (0, (5, 3))),
+    "base model": ("black", (0, (3, 1, 1, 1))),
+}
+
+
+def level_lines(ax, levels: dict[str, float], vertical: bool = False) -> None:
+    """Reference perplexities (uniform, unigram, bigram) and the base model as labelled lines.
+
+    A level far above the data (uniform, with a large vocabulary) would
+    squash the curves: it is named in the corner instead of drawn.
+    """
+    low, high = ax.get_xlim() if vertical else ax.get_ylim()
+    off = []
+    for name, value in levels.items():
+        color, style = LEVEL_STYLES.get(name, ("grey", ":"))
+        if value > high * 1.5:
+            off.append(f"{name} {value:.4g}")
+            continue
+        if vertical:
+            ax.axvline(value, color=color, linestyle=style, linewidth=1)
+            ax.annotate(name, (value, 1.0), xycoords=("data", "axes fraction"), fontsize=7,
+                        color=color, rotation=90, ha="right", va="top")  # fmt: skip
+        else:
+            ax.axhline(value, color=color, linestyle=style, linewidth=1)
+            ax.annotate(name, (1.0, value), xycoords=("axes fraction", "data"), fontsize=7,
+                        color=color, ha="right", va="bottom")  # fmt: skip
+        high = max(high, value * 1.05)
+    if vertical:
+        ax.set_xlim(low, max(ax.get_xlim()[1], high))
+    else:
+        ax.set_ylim(low, max(ax.get_ylim()[1], high))
+    if off:
+        ax.annotate("above: " + ", ".join(off), (0.99, 0.99), xycoords="axes fraction",
+                    fontsize=7, ha="right", va="top", color="grey")  # fmt: skip
+
+
 def _run_names(runs: list[RunSeed]) -> list[str]:
     return list(dict.fromkeys(r.run for r in runs))
 
@@ -119,8 +159,13 @@ def seed_band(curves: list[tuple[list, list]]) -> tuple[list, list, list, list] 
     )
 
 
-def curves_figure(runs: list[RunSeed], main_target: float | None) -> bytes | None:
-    """Run-level perplexity against tokens, communications, bytes and simulated time."""
+def curves_figure(
+    runs: list[RunSeed], main_target: float | None, levels: dict[str, float] | None = None
+) -> bytes | None:
+    """Run-level perplexity against tokens, communications, bytes and simulated time.
+
+    ``levels``: reference perplexities and the base model's, drawn as lines.
+    """
     names = _run_names(runs)
     if not any(run_level_perplexity(r.rows) for r in runs):
         return None
@@ -157,6 +202,8 @@ def curves_figure(runs: list[RunSeed], main_target: float | None) -> bytes | Non
         for ax in axes.flat:
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(_plain_numbers())
+    for ax in axes.flat:
+        level_lines(ax, levels or {})
     for ax in axes[:, 0]:
         ax.set_ylabel("validation perplexity")
     handles, labels = axes[0, 0].get_legend_handles_labels()
@@ -165,7 +212,9 @@ def curves_figure(runs: list[RunSeed], main_target: float | None) -> bytes | Non
     return _png(fig)
 
 
-def merges_figure(runs: list[RunSeed], name: str | None) -> bytes | None:
+def merges_figure(
+    runs: list[RunSeed], name: str | None, levels: dict[str, float] | None = None
+) -> bytes | None:
     """Each trainer's perplexity against tokens for every seed of ``name``, merges marked."""
     seeds = sorted((r for r in runs if r.run == name), key=lambda r: r.seed)
     seeds = [r for r in seeds if merges(r.rows)][:4]
@@ -196,13 +245,19 @@ def merges_figure(runs: list[RunSeed], name: str | None) -> bytes | None:
         # Thousands, so that the ticks of three narrow panels do not run together.
         ax.xaxis.set_major_formatter(lambda x, _pos: f"{x / 1000:g}k")
         ax.legend(fontsize=7, loc="upper right")
+    for ax in axes.flat:
+        level_lines(ax, levels or {})
     axes.flat[0].set_ylabel("validation perplexity")
     fig.tight_layout()
     return _png(fig)
 
 
 def ladder_figure(
-    runs: list[RunSeed], table: dict, targets: tuple[float, ...], quantities: dict[str, str]
+    runs: list[RunSeed],
+    table: dict,
+    targets: tuple[float, ...],
+    quantities: dict[str, str],
+    references: dict[str, float] | None = None,
 ) -> bytes | None:
     """Median (min–max) of each quantity to target, against the target, per run."""
     if not targets:
@@ -225,6 +280,7 @@ def ladder_figure(
             if xs:
                 ax.errorbar(xs, mids, yerr=errs, color=colors[name], marker="o", markersize=3,
                             capsize=2, linewidth=1, label=name)  # fmt: skip
+        level_lines(ax, {k: v for k, v in (references or {}).items() if k != "uniform"}, True)
         ax.invert_xaxis()
         ax.set_xlabel("target perplexity (harder to the right)")
         ax.set_ylabel(label)
@@ -243,7 +299,7 @@ def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) ->
     if not mine:
         return None
     plt, sns = _pyplot()
-    against = [a for a in ("diloco", "best") if any(c.against == a for c in mine)]
+    against = [a for a in ("diloco", "best", "ddp") if any(c.against == a for c in mine)]
     fig, axes = plt.subplots(1, len(against), figsize=(WIDTH_IN, 4.0), squeeze=False, sharey=True)
     clocks = list(dict.fromkeys(c.clock for c in mine))
     colors = dict(zip(clocks, sns.color_palette("colorblind", len(clocks)), strict=False))
@@ -258,17 +314,17 @@ def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) ->
                 if not line:
                     continue
                 x = [c.bandwidth_gbit_s for c in line]
-                y = [c.interval.estimate for c in line]
+                y = [c.effect.estimate for c in line]
                 ax.plot(x, y, style, color=colors[clock], label=f"{labels[clock]}, {sharing}")
-                lo = [c.interval.low for c in line]
-                hi = [c.interval.high for c in line]
+                lo = [c.effect.interval.low if c.effect.interval else None for c in line]
+                hi = [c.effect.interval.high if c.effect.interval else None for c in line]
                 if all(v is not None and math.isfinite(v) for v in lo + hi):
                     ax.fill_between(x, lo, hi, color=colors[clock], alpha=0.12, linewidth=0)
                 for c in line:
                     if c.own:
                         ax.scatter(
                             c.bandwidth_gbit_s,
-                            c.interval.estimate,
+                            c.effect.estimate,
                             s=80,
                             marker="*",
                             color="black",
@@ -281,9 +337,9 @@ def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) ->
         ax.yaxis.set_major_formatter(_plain_numbers())
         ax.yaxis.set_minor_formatter(_plain_numbers())
         ax.set_xlabel("bandwidth (Gbit/s)")
-        ax.set_title(
-            "AdLoCo / DiLoCo" if which == "diloco" else "AdLoCo / best baseline", fontsize=10
-        )
+        titles = {"diloco": "AdLoCo / DiLoCo", "best": "AdLoCo / best baseline",
+                  "ddp": "AdLoCo / ddp anchor"}  # fmt: skip
+        ax.set_title(titles[which], fontsize=10)
     axes.flat[0].set_ylabel("time-to-target ratio (below 1: AdLoCo faster)")
     handles, names = axes.flat[0].get_legend_handles_labels()
     unique = dict(zip(names, handles, strict=True))
@@ -373,7 +429,9 @@ def trainers_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:
     return _png(fig)
 
 
-def ablations_figure(runs: list[RunSeed], roles: Roles, main_target: float | None) -> bytes | None:
+def ablations_figure(
+    runs: list[RunSeed], roles: Roles, main_target: float | None, rule: str = "stays"
+) -> bytes | None:
     """Per seed: simulated time to the main target and final perplexity, AdLoCo and ablations."""
     if roles.adloco is None or not roles.ablations:
         return None
@@ -384,7 +442,11 @@ def ablations_figure(runs: list[RunSeed], roles: Roles, main_target: float | Non
     for ax, key in zip(axes, ("time", "final"), strict=True):
         for i, name in enumerate(names):
             if key == "time":
-                values = to_target(runs, name, main_target, "sim_time_s") if main_target else []
+                values = (
+                    list(to_target(runs, name, main_target, "sim_time_s", rule).values())
+                    if main_target
+                    else []
+                )
             else:
                 values = [
                     r.summary.get("final_val_perplexity") or math.nan
@@ -403,10 +465,74 @@ def ablations_figure(runs: list[RunSeed], roles: Roles, main_target: float | Non
         ax.set_yticks(range(len(names)), names)
         ax.set_ylim(len(names) - 0.5, -0.5)
         ax.set_xlabel(
-            f"simulated time to perplexity {main_target:g} (s)"
+            f"simulated time to perplexity {main_target:.4g} (s)"
             if key == "time" and main_target
             else "final validation perplexity (same token budget)"
         )
+    fig.tight_layout()
+    return _png(fig)
+
+
+def noise_figure(rows: list[dict], name: str | None) -> bytes | None:
+    """B_simple of run ``name`` by round and against perplexity, with the batch the test asked for.
+
+    Every trainer's estimate of every seed is a dot; the line is the median
+    per round. Rounds whose estimate was undetermined (‖∇F‖² ≤ 0) are crosses
+    on the bottom edge, so they are seen, not dropped.
+    """
+    mine = [r for r in rows if r["run"] == name]
+    if not mine:
+        return None
+    plt, _ = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH_IN, 3.6))
+    done = [r for r in mine if r["determined"]]
+    undetermined = [r for r in mine if not r["determined"]]
+    rounds = sorted({r["round"] for r in mine})
+    by_round = {k: [r["noise_scale"] for r in done if r["round"] == k] for k in rounds}
+    asked = {
+        k: [r["requested_global"] for r in mine
+            if r["round"] == k and isinstance(r["requested_global"], (int, float))]
+        for k in rounds
+    }  # fmt: skip
+    ax = axes[0]
+    ax.scatter([r["round"] for r in done], [r["noise_scale"] for r in done], s=8, alpha=0.35,
+               color="tab:blue", label="B_simple (each seed, trainer)")  # fmt: skip
+    line = [(k, median(v)) for k, v in by_round.items() if v]
+    if line:
+        ax.plot(*zip(*line, strict=True), color="tab:blue", label="B_simple, median")
+    smoothed = [(r["round"], r["smoothed_noise_scale"]) for r in mine
+                if isinstance(r["smoothed_noise_scale"], (int, float))]  # fmt: skip
+    if smoothed:
+        ax.scatter(*zip(*smoothed, strict=True), s=8, marker="s", color="tab:purple",
+                   alpha=0.5, label="smoothed estimate")  # fmt: skip
+    asked_line = [(k, median(v)) for k, v in asked.items() if v]
+    if asked_line:
+        ax.plot(*zip(*asked_line, strict=True), color="tab:green", linestyle="--",
+                label="batch the test asked for, median")  # fmt: skip
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_plain_numbers())
+    if undetermined:
+        ax.scatter([r["round"] for r in undetermined], [0.02] * len(undetermined),
+                   transform=ax.get_xaxis_transform(), marker="x", color="firebrick", s=18,
+                   label=f"undetermined (‖∇F‖² ≤ 0): {len(undetermined)}")  # fmt: skip
+    ax.set_xlabel("round")
+    ax.set_ylabel("sequences")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=7, loc="upper left")
+    ax = axes[1]
+    pts = [(r["val_perplexity"], r["noise_scale"]) for r in done
+           if isinstance(r["val_perplexity"], (int, float))]  # fmt: skip
+    if pts:
+        ax.scatter(*zip(*pts, strict=True), s=8, alpha=0.35, color="tab:blue")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(_plain_numbers())
+        ax.xaxis.set_minor_formatter(_plain_numbers())
+        ax.yaxis.set_major_formatter(_plain_numbers())
+        ax.invert_xaxis()
+    ax.set_xlabel("run-level validation perplexity of the round (falling to the right)")
+    ax.set_ylabel("B_simple (sequences)")
+    fig.suptitle(f"{name}: noise scale along the run", fontsize=10)
     fig.tight_layout()
     return _png(fig)
 

@@ -12,180 +12,63 @@ time-dependent is written, so the same results give the same page.
 
 from __future__ import annotations
 
-import base64
-import html
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from adloco.report.claims import (
-    INCONCLUSIVE,
-    NOT_SUPPORTED,
-    NOT_TESTABLE,
     QUANTITY_WORDS,
-    SUPPORTED,
-    Claim,
     Comparison,
     fmt,
+    fmt_p,
     fmt_ratio,
 )
+from adloco.report.html_evidence import (
+    headline_section,
+    noise_section,
+    rules_section,
+    targets_section,
+    tuning_section,
+)
 from adloco.report.inputs import Calibration, Variance
-from adloco.report.ladder import Ladder
-from adloco.report.mechanisms import Check
-from adloco.report.regimes import CLOCK_LABELS, ClockModel, RegimeCell
-from adloco.report.settings import ReportSettings, Roles
-from adloco.report.stats import Spread
+from adloco.report.page import (
+    CSS,
+    PAGE_WIDTH_PX,
+    Page,
+    esc,
+    figure,
+    number,
+    spread_cell,
+    table,
+    verdict,
+)
+from adloco.report.regimes import CLOCK_LABELS, ClockModel
 
-PAGE_WIDTH_PX = 1200  # content width; with the margins the page needs 1232 px
-
-CSS = f"""
-body {{ font-family: system-ui, sans-serif; font-size: 15px; max-width: {PAGE_WIDTH_PX}px;
-       margin: 1.5em auto; padding: 0 16px; color: #222; line-height: 1.45; }}
-h1 {{ font-size: 1.6em; }} h2 {{ border-bottom: 1px solid #ddd; margin-top: 1.8em; }}
-table {{ border-collapse: collapse; margin: 0.6em 0; font-size: 13px; max-width: 100%; }}
-th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top;
-         overflow-wrap: break-word; }}
-th {{ background: #f2f2f2; }}
-td.n, th.n {{ text-align: right; }} td.n {{ white-space: nowrap; }}
-td small {{ display: block; white-space: normal; color: #666; font-size: 11px; }}
-figure {{ margin: 0.8em 0; }}
-img {{ max-width: 100%; height: auto; border: 1px solid #eee; }}
-figcaption {{ color: #444; font-size: 13px; }}
-.verdict {{ font-weight: bold; padding: 0 4px; border-radius: 3px; white-space: nowrap; }}
-.supported, .holds {{ background: #d6f5d6; }} .not-supported, .fails {{ background: #f9d6d6; }}
-.inconclusive, .unclear {{ background: #fff3c4; }} .not-testable {{ background: #eee; }}
-.own {{ outline: 2px solid #333; outline-offset: -2px; }}
-.note {{ color: #555; font-size: 13px; }}
-details > summary {{ cursor: pointer; color: #235; }}
-nav a {{ margin-right: 0.8em; }}
-"""
-
-VERDICT_CSS = {
-    SUPPORTED: "supported",
-    NOT_SUPPORTED: "not-supported",
-    INCONCLUSIVE: "inconclusive",
-    NOT_TESTABLE: "not-testable",
-}
-
-
-def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def human_bytes(value: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= size:
-            return f"{value / size:.3g} {unit}"
-    return f"{int(value)} B"
-
-
-def number(value: Any, quantity: str = "") -> str:
-    """A value in the unit of its quantity: bytes in KiB/MiB/GiB, seconds, counts, else 4 digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return esc(value)
-    if math.isinf(value):
-        return "never"
-    if "bytes" in quantity:
-        return human_bytes(value)
-    if quantity.endswith("_s"):
-        return f"{value:.3g} s"
-    return esc(fmt(float(value)))
-
-
-def verdict(text: str) -> str:
-    return f"<span class='verdict {VERDICT_CSS.get(text, 'not-testable')}'>{esc(text)}</span>"
-
-
-def table(header: list[str], rows: Iterable[list[str]], numeric: Iterable[int] = ()) -> str:
-    """A table; cells are HTML already. Columns in ``numeric`` are right-aligned, unbroken."""
-    right = set(numeric)
-
-    def attrs(i: int) -> str:
-        return " class='n'" if i in right else ""
-
-    head = "".join(f"<th{attrs(i)}>{h}</th>" for i, h in enumerate(header))
-    body = "".join(
-        "<tr>" + "".join(f"<td{attrs(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def figure(png: bytes | None, alt: str, caption: str, missing: str) -> str:
-    """An embedded PNG with a one-line caption saying what to look at."""
-    if png is None:
-        return f"<p class='note'>Not drawn: {esc(missing)}.</p>"
-    data = base64.b64encode(png).decode("ascii")
-    return (
-        f"<figure><img alt='{esc(alt)}' src='data:image/png;base64,{data}'>"
-        f"<figcaption>{caption}</figcaption></figure>"
-    )
-
-
-def spread_cell(s: Spread, quantity: str) -> str:
-    """Median over seeds with its range below; censored seeds shown, never averaged."""
-    if s.seeds == 0:
-        return "–"
-    if s.reached == 0:
-        return f"&gt; budget<small>0/{s.seeds} seeds reached</small>"
-    mid = number(s.median, quantity) if math.isfinite(s.median) else "&gt; budget"
-    high = number(s.high, quantity) if math.isfinite(s.high) else "&gt; budget"
-    if s.seeds == 1:
-        return mid
-    reached = "" if s.reached == s.seeds else f" · {s.reached}/{s.seeds} reached"
-    return f"{mid}<small>{number(s.low, quantity)} – {high}{reached}</small>"
-
-
-@dataclass
-class Page:
-    """Everything the page shows, computed by :func:`adloco.report.build_report`."""
-
-    config_path: str
-    version: str
-    run_names: list[str]
-    seeds: list[int]
-    roles: Roles
-    settings: ReportSettings
-    ladder: Ladder
-    claims: list[Claim]
-    ladder_table: dict
-    regimes: list[RegimeCell]
-    clock_models: list[ClockModel]
-    own_clock: dict[str, Any]
-    clock_reason: str
-    per_run: list[dict[str, Any]]
-    merges: list[dict[str, Any]]
-    checks: list[Check]
-    figures: dict[str, bytes | None]
-    variance: Variance
-    calibrations: list[Calibration]
-
+__all__ = ["PAGE_WIDTH_PX", "PER_RUN", "Page", "regime_summary", "render_page"]
 
 # --- the answer and the verdicts ---------------------------------------------------------
 
 
 def _effect(c: Comparison) -> tuple[str, str]:
-    i = c.interval
-    if i is None:
+    e = c.effect
+    if e is None:
         return "–", "–"
-    if c.effect_kind == "difference":
-        est = f"{i.estimate:+.3g} ppl"
-        ci = "–" if i.low is None else f"[{i.low:+.3g}, {i.high:+.3g}]"
-        return est, ci
-    # A ratio of 0 or ∞ is a censored median: one side never reaches the target.
-    if i.estimate == 0:
-        return "→ 0", f"{esc(c.against)} never reaches"
-    if math.isinf(i.estimate):
-        return "→ ∞", f"{esc(c.subject)} never reaches"
-    est = f"{fmt_ratio(i.estimate)}×"
-    ci = "n/a (1 seed)" if i.low is None else f"[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]"
-    return est, ci
+    # A ratio of 0 or ∞ is a censored median: one side never gets there.
+    if e.estimate == 0:
+        return "→ 0", f"{esc(c.baseline)} never gets there"
+    if math.isinf(e.estimate):
+        return "→ ∞", f"{esc(c.subject)} never gets there"
+    est = f"{fmt_ratio(e.estimate)}×"
+    i = e.interval
+    if i is None:
+        return est, "– (unpaired)"
+    if i.kind == "none":
+        return est, "n/a (1 seed)"
+    return est, f"[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]<small>{esc(i.name())}</small>"
 
 
 def _what(c: Comparison) -> str:
+    if c.quantity == "perplexity_at_time":
+        return f"perplexity at {fmt(c.time_s)} s"
     if c.quantity == "final_val_perplexity":
         return "final perplexity"
     return f"{QUANTITY_WORDS[c.quantity]} to {fmt(c.target)}"
@@ -194,17 +77,28 @@ def _what(c: Comparison) -> str:
 def _against(c: Comparison) -> str:
     if c.against == "best baseline":
         return f"best baseline<small>{esc(c.baseline)}</small>"
+    if c.against == "ddp anchor":
+        return f"ddp anchor<small>{esc(c.baseline)} (shown, not a claim)</small>"
     return esc(c.against)
+
+
+def _seeds(c: Comparison) -> str:
+    e = c.effect
+    if e is None:
+        return "–"
+    if e.pairing == "seed":
+        return f"{len(e.seeds)} paired"
+    return f"{len(c.subject_values)}/{len(c.against_values)}"
 
 
 def comparison_rows(comparisons: list[Comparison]) -> list[list[str]]:
     rows = []
     for c in comparisons:
-        est, ci = _effect(c)
-        n = f"{len(c.subject_values)}/{len(c.against_values)}"
+        est, interval = _effect(c)
+        p = fmt_p(c.effect.test.p_less) if c.effect else "–"
         rows.append(
-            [f"{c.claim}", _against(c), esc(_what(c)), est, ci, n, verdict(c.verdict),
-             esc(c.reason)]
+            [f"{c.claim}", _against(c), esc(_what(c)), est, interval, p, _seeds(c),
+             verdict(c.verdict), esc(c.reason)]
         )  # fmt: skip
     return rows
 
@@ -214,11 +108,22 @@ COMPARISON_HEADER = [
     "AdLoCo against",
     "measured",
     "AdLoCo / other",
-    "CI",
+    "interval of the median",
+    "p (AdLoCo less)",
     "seeds",
     "verdict",
     "why",
 ]
+
+
+def _per_seed_text(c: Comparison) -> str:
+    """Each seed's two values and their ratio, as one line."""
+    unit = "_s" if c.quantity == "sim_time_s" else ""
+    parts = []
+    for s in sorted(set(c.subject_values) | set(c.against_values)):
+        a, b = c.subject_values.get(s), c.against_values.get(s)
+        parts.append(f"{s}: {number(a, unit)} / {number(b, unit)}")
+    return "; ".join(parts)
 
 
 def regime_summary(p: Page) -> str:
@@ -245,8 +150,8 @@ def regime_summary(p: Page) -> str:
             tail = f" (AdLoCo slower at {len(fails)} of {len(line)})" if fails else ""
             parts.append(f"{CLOCK_LABELS[clock]}, {sharing.replace('_', ' ')}: {where}{tail}")
     return (
-        f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.ladder.main)} with the "
-        f"{round(p.settings.confidence * 100)} % CI below 1 — " + "; ".join(parts) + "."
+        f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.ladder.main)} by the exact "
+        f"paired test at level {p.settings.test_level:g} — " + "; ".join(parts) + "."
     )
 
 
@@ -256,23 +161,43 @@ def _bw(gbit: float) -> str:
     return f"{gbit * 1000:.3g} Mbit/s"
 
 
+def _seed_counts(p: Page) -> str:
+    counts = {}
+    for name, seeds in p.seeds.items():
+        counts.setdefault(len(seeds), []).append(name)
+    return "; ".join(f"{n} seed{'s' * (n != 1)}: {', '.join(names)}" for n, names in counts.items())
+
+
 def answer_section(p: Page) -> str:
     items = []
     for c in p.claims:
         items.append(f"<li>{esc(c.statement)} {verdict(c.verdict)}<br>{esc(c.reason)}</li>")
-    seeds = len(p.seeds)
-    seed_note = (
-        "One seed per run: every verdict that needs a spread over seeds is inconclusive."
-        if seeds == 1
-        else f"{seeds} seeds per run; effects are ratios of medians over seeds with "
-        f"{round(p.settings.confidence * 100)} % bootstrap intervals "
-        f"({p.settings.bootstrap_samples} samples, seed {p.settings.bootstrap_seed})."
+    s = p.settings
+    warnings = []
+    if p.ladder.source == "derived":
+        warnings.append(
+            "The targets were derived from the runs after the fact, not fixed before them: "
+            "a target read off the runs' own curves favours the run it was read from."
+        )
+    if p.ladder.main in p.ladder.untestable:
+        why = p.ladder.untestable[p.ladder.main]
+        warnings.append(f"The main target is not testable: {why}.")
+    if p.ladder.caveat:
+        warnings.append("Targets unchecked against token statistics: " + p.ladder.caveat + ".")
+    reach = "stays at or below it" if s.reached == "stays" else "first gets to it"
+    note = (
+        f"Seeds per run — {_seed_counts(p)}. Comparisons pair runs on the seeds both have "
+        f"(report.pairing: {s.pairing}); the effect is the median paired ratio, its interval "
+        "the order-statistic interval named by its exact coverage; the verdict comes from the "
+        f"exact sign-flip test ({s.paired_test}) at one-sided level {s.test_level:g}. A run "
+        f"reaches a target when it {reach} (report.reached: {s.reached})."
     )
     return (
         "<h2 id='answer'>The answer</h2>"
-        f"<ol>{''.join(items)}</ol>"
+        + "".join(f"<p class='verdict not-testable'>{esc(w)}</p>" for w in warnings)
+        + f"<ol>{''.join(items)}</ol>"
         f"<p>{esc(regime_summary(p))}</p>"
-        f"<p class='note'>{esc(seed_note)} Main target: perplexity {fmt(p.ladder.main)} "
+        f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "
         f"({esc(p.ladder.note)}). Clock of the runs: {esc(p.own_clock.get('text', ''))}.</p>"
     )
 
@@ -284,26 +209,39 @@ def claims_section(p: Page) -> str:
         for c in p.claims
         if not c.comparisons
     ]
-    main_rows = [c for c in heads if c.headline or c.target == p.ladder.main]
+    main_rows = [c for c in heads if c.headline or c.target in (p.ladder.main, None)]
     rest = [c for c in heads if c not in main_rows]
+    per_seed = table(
+        ["#", "AdLoCo against", "measured", "seed: AdLoCo / other"],
+        [[str(c.claim), _against(c), esc(_what(c)), esc(_per_seed_text(c))] for c in main_rows],
+    )
     return (
         "<h2 id='claims'>Verdicts on the paper's claims</h2>"
-        "<p class='note'>AdLoCo / other: ratio of the medians over seeds (below 1: AdLoCo "
-        "needs less); for final perplexity, the difference ablation − AdLoCo (above 0: the "
-        "ablation is worse). Supported: the whole CI is on AdLoCo's side; not supported: the "
-        "whole CI is on the other side or at 1; inconclusive: the CI contains 1 (or 0), or "
-        "one seed. The best baseline is chosen per target and per bootstrap sample.</p>"
+        "<p class='note'>AdLoCo / other: the median over paired seeds of the ratio AdLoCo / "
+        "other (below 1: AdLoCo needs less, or ends lower); a seed that never reaches the "
+        "target is censored and its ratio is 0 or ∞. Interval: the order-statistic interval of "
+        "that median, named by its exact coverage (with few seeds, the range over seeds). p: "
+        "the exact one-sided p-value of the sign-flip test that AdLoCo needs less. Supported: "
+        f"p ≤ {p.settings.test_level:g}; not supported: p ≤ {p.settings.test_level:g} the other "
+        "way, or the interval not below 1; inconclusive otherwise; not testable: a target at "
+        "or above the unigram perplexity, a clock linear in tokens, or neither run getting "
+        "there. The best baseline is the one with the lowest median, chosen on these data. "
+        "The ddp anchor is compared but is not a baseline of the claims: it shows the quality "
+        "that low-communication methods trade away.</p>"
         + "".join(missing)
         + (
-            "<h3>At the main target</h3>"
-            + table(COMPARISON_HEADER, comparison_rows(main_rows), numeric=(0, 3, 4, 5))
+            "<h3>At the main target, and at equal simulated time</h3>"
+            + table(COMPARISON_HEADER, comparison_rows(main_rows), numeric=(0, 3, 5))
+            + "<details><summary>Each seed's values of these comparisons</summary>"
+            + per_seed
+            + "</details>"
             if main_rows
             else ""
         )
         + (
-            "<details><summary>The same at every other target of the ladder "
+            "<details><summary>The same at every other target "
             f"({len(rest)} comparisons)</summary>"
-            + table(COMPARISON_HEADER, comparison_rows(rest), numeric=(0, 3, 4, 5))
+            + table(COMPARISON_HEADER, comparison_rows(rest), numeric=(0, 3, 5))
             + "</details>"
             if rest
             else ""
@@ -322,13 +260,22 @@ LADDER_QUANTITIES = {
 }
 
 
+def _target_header(p: Page, target: float) -> str:
+    head = f"ppl ≤ {fmt(target)}"
+    if p.ladder.source == "base":
+        head += f"<small>{esc(p.ladder.level_text(target))}</small>"
+    if target == p.ladder.main:
+        head += " (main)"
+    if target in p.ladder.untestable:
+        head += "<small>not testable: at or above unigram</small>"
+    return head
+
+
 def ladder_section(p: Page) -> str:
     if not p.ladder.targets:
         return f"<h2 id='ladder'>Target ladder</h2><p>{esc(p.ladder.note)}.</p>"
     targets = p.ladder.targets
-    header = ["run", "role"] + [
-        f"ppl ≤ {fmt(t)}" + (" (main)" if t == p.ladder.main else "") for t in targets
-    ]
+    header = ["run", "role"] + [_target_header(p, t) for t in targets]
     parts = []
     for q, title in LADDER_QUANTITIES.items():
         rows = [
@@ -337,13 +284,20 @@ def ladder_section(p: Page) -> str:
             for name in p.run_names
         ]
         parts.append(f"<h3>{esc(title)}</h3>" + table(header, rows, numeric=range(2, len(header))))
+    rule = (
+        "at the first evaluated round from which every later evaluation of its run-level "
+        "perplexity (lowest among its active trainers) is at or below it"
+        if p.settings.reached == "stays"
+        else "at the first evaluated round whose run-level perplexity (lowest among its active "
+        "trainers) is at or below it"
+    )
     return (
         "<h2 id='ladder'>Target ladder</h2>"
         f"<p class='note'>Targets: {esc(', '.join(fmt(t) for t in targets))} "
-        f"({esc(p.ladder.note)}). A run reaches a target at the first evaluated round whose "
-        "run-level perplexity (lowest among its active trainers) is at or below it. Each cell: "
-        "median over seeds, below it min – max; a seed that never reaches the target within "
-        "the token budget is censored (&gt; budget) and counted, never averaged in.</p>"
+        f"({esc(p.ladder.note)}). A run reaches a target {rule} (report.reached: "
+        f"{esc(p.settings.reached)}). Each cell: median over seeds, below it min – max; a seed "
+        "that never reaches the target within the token budget is censored (&gt; budget) and "
+        "counted, never averaged in.</p>"
         + figure(
             p.figures.get("ladder"),
             "time and communications to each target",
@@ -376,12 +330,14 @@ def _regime_table(p: Page, against: str) -> str:
             if c is None:
                 row.append("–")
                 continue
-            i = c.interval
+            i = c.effect.interval
             ci = (
-                "" if i.low is None else f"<small>[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]</small>"
+                ""
+                if i is None or i.kind == "none"
+                else f"<small>[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]</small>"
             )
             cls = c.holds + (" own" if c.own else "")
-            row.append(f"<span class='{cls}'>{fmt_ratio(i.estimate)}</span>{ci}")
+            row.append(f"<span class='{cls}'>{fmt_ratio(c.effect.estimate)}</span>{ci}")
         rows.append(row)
     header = ["clock", "slot sharing"] + [esc(_bw(b)) for b in bws]
     # Highlight classes sit on the span; the cell colour comes from the same class.
@@ -390,7 +346,11 @@ def _regime_table(p: Page, against: str) -> str:
         body = body.replace(
             f"<td class='n'><span class='{cls}", f"<td class='n {cls}'><span class='{cls}"
         )
-    title = "against DiLoCo" if against == "diloco" else "against the best baseline of each cell"
+    title = {
+        "diloco": "against DiLoCo",
+        "best": "against the best baseline of each cell",
+        "ddp": "against the ddp anchor",
+    }[against]
     return f"<h3>AdLoCo / baseline time to perplexity {fmt(p.ladder.main)}, {title}</h3>" + body
 
 
@@ -407,9 +367,10 @@ def regimes_section(p: Page) -> str:
         "<p class='note'>No retraining: each run's simulated time is recomputed from the work "
         "its metrics rows record (adloco.clock.recompute_sim_time_s) under each clock model, "
         "slot-sharing policy and bandwidth (latency as configured); the round at which a run "
-        "reaches the target does not change. Cell: ratio of medians over seeds, AdLoCo / "
-        "baseline, CI below; green: CI below 1 (the claim holds), red: CI at or above 1, "
-        "yellow: unclear or one seed. The outlined cell is the runs' own setting.</p>"
+        "reaches the target does not change. Cell: median paired ratio AdLoCo / baseline over "
+        "seeds, its order-statistic interval below; green: the exact paired test says AdLoCo "
+        "is faster (the claim holds), red: it says slower, or the interval is not below 1, "
+        "yellow: unclear. The outlined cell is the runs' own setting.</p>"
         f"<ul class='note'>{models}</ul>"
         + figure(
             p.figures.get("regimes"),
@@ -420,6 +381,7 @@ def regimes_section(p: Page) -> str:
         )
         + _regime_table(p, "diloco")
         + _regime_table(p, "best")
+        + _regime_table(p, "ddp")
     )
 
 
@@ -451,6 +413,10 @@ def per_run_section(p: Page) -> str:
         for key, _, unit in PER_RUN:
             row.append(spread_cell(entry[key], unit or key))
         rows.append(row)
+    # The yardsticks of the final perplexity, as rows of the same column.
+    for name, value in p.levels().items():
+        kind = "the base model" if name == "base model" else "validation reference"
+        rows.append([esc(name), kind, "–", number(value)] + ["–"] * (len(PER_RUN) - 1))
     header = ["run", "role", "seeds"] + [label for _, label, _ in PER_RUN]
     merge_rows = [
         [
@@ -497,7 +463,8 @@ def per_run_section(p: Page) -> str:
             p.figures.get("curves"),
             "perplexity curves",
             "Lower is better at every x: compare where the lines cross the dotted main target; "
-            "bands are min–max over seeds, triangles are merges.",
+            "bands are min–max over seeds, triangles are merges; dashed lines are the reference "
+            "perplexities and the base model.",
             "no run logged a perplexity",
         )
         + merges_html
@@ -679,6 +646,7 @@ def method_section(p: Page) -> str:
                 for label, key, v in (
                     ("AdLoCo", "adloco", p.roles.adloco),
                     ("DiLoCo", "diloco", p.roles.diloco),
+                    ("ddp anchor", "ddp", p.roles.ddp),
                     ("baselines", "baselines", p.roles.baselines),
                     ("ablations", "ablations", p.roles.ablations),
                     ("variants", "variants", p.roles.variants),
@@ -698,9 +666,14 @@ def render_page(p: Page) -> str:
         for k, v in (
             ("answer", "Answer"),
             ("claims", "Verdicts"),
+            ("seeds", "Seeds"),
+            ("rules", "Rules"),
+            ("targets", "Targets"),
             ("ladder", "Target ladder"),
             ("regimes", "Regimes"),
             ("runs", "Per run"),
+            ("noise", "Noise scale"),
+            ("tuning", "Tuning"),
             ("mechanisms", "Mechanisms"),
             ("variance", "Variance"),
             ("calibration", "Calibration"),
@@ -712,14 +685,19 @@ def render_page(p: Page) -> str:
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>AdLoCo report</title><style>{CSS}</style></head><body>"
         "<h1>AdLoCo against DiLoCo: report</h1>"
-        f"<p class='note'>Runs {esc(', '.join(p.run_names))}; seeds "
-        f"{esc(', '.join(map(str, p.seeds)))}; configuration {esc(p.config_path)}.</p>"
+        f"<p class='note'>Runs {esc(', '.join(p.run_names))}; {esc(_seed_counts(p))}; "
+        f"configuration {esc(p.config_path)}.</p>"
         f"<nav>{nav}</nav>"
         + answer_section(p)
         + claims_section(p)
+        + headline_section(p)
+        + rules_section(p)
+        + targets_section(p)
         + ladder_section(p)
         + regimes_section(p)
         + per_run_section(p)
+        + noise_section(p)
+        + tuning_section(p)
         + mechanisms_section(p)
         + variance_section(p.variance, p.figures.get("deviations"), p.figures.get("variance"))
         + calibration_section(p.calibrations, p.clock_models)

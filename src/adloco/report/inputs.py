@@ -1,7 +1,8 @@
 """Read what the report is built from: runs, calibration and variance results.
 
-The report is the last stage of the pipeline. It reads every configured run and
-seed (``results/<experiment>/runs/<run>/seed<seed>/metrics.jsonl`` and ``summary.json``), the
+The report is the last stage of the pipeline. It reads every configured run
+for each of its seeds (:func:`run_seeds`;
+``results/<experiment>/runs/<run>/seed<seed>/metrics.jsonl`` and ``summary.json``), the
 calibration file of every configured device and the variance stage's folder, as
 documented in docs/DESIGN.md ("Run outputs"). A missing or malformed required
 file raises FileNotFoundError or ValueError naming the file; optional fields
@@ -130,14 +131,24 @@ def load_run_seed(
     return RunSeed(run, seed, settings.method, rows, summary, folder, settings)
 
 
+def run_seeds(config: dict, name: str) -> list[int]:
+    """The seeds run ``name`` is trained with: its own ``seeds``, else the config's.
+
+    Headline runs may have more seeds than ablations; the report pairs runs on
+    the seeds both have. (Kept in one place: the configuration module will own it.)
+    """
+    return list(config["runs"][name].get("seeds", config["seeds"]))
+
+
 def load_runs(runs_dir: Path, config: dict) -> list[RunSeed]:
-    """Every configured run for every configured seed, in configuration order."""
+    """Every configured run for each of its seeds, in configuration order."""
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: runs folder not found")
+    seeds = {run: run_seeds(config, run) for run in config["runs"]}
     missing = [
         runs_dir / run / f"seed{seed}" / "metrics.jsonl"
         for run in config["runs"]
-        for seed in config["seeds"]
+        for seed in seeds[run]
         if not (runs_dir / run / f"seed{seed}" / "metrics.jsonl").is_file()
     ]
     if missing:
@@ -147,7 +158,7 @@ def load_runs(runs_dir: Path, config: dict) -> list[RunSeed]:
     return [
         load_run_seed(runs_dir, config, run, seed, settings[run])
         for run in config["runs"]
-        for seed in config["seeds"]
+        for seed in seeds[run]
     ]
 
 

@@ -7,9 +7,11 @@ The round at which a run reaches a target does not depend on the clock; only
 the time of that round does. For each clock model (:func:`clock_models`),
 each policy of :data:`adloco.clock.SLOT_SHARING` and each bandwidth of
 ``report.bandwidths_gbit_s`` (latency from ``cluster.network``), this module
-recomputes the time to target of every seed of the AdLoCo run and of every
-baseline, and gives the ratio of medians AdLoCo / DiLoCo and AdLoCo / best
-baseline with its bootstrap interval (:func:`adloco.report.stats.bootstrap_ratio`).
+recomputes the time to target of every seed of the AdLoCo run, of every
+baseline and of the ddp anchor, and compares them as the claims do
+(:func:`adloco.report.claims.measure` and ``judge``: the median paired ratio
+AdLoCo / DiLoCo, AdLoCo / best baseline and AdLoCo / ddp, with its
+order-statistic interval and the exact paired test).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from adloco.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
+from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, Effect, judge, measure
 from adloco.report.inputs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
-from adloco.report.stats import Interval, bootstrap_ratio, median
+from adloco.report.stats import median
 from adloco.report.summary import round_to_target
 
 
@@ -126,40 +129,46 @@ class RegimeCell:
     clock: str
     sharing: str
     bandwidth_gbit_s: float
-    against: str  # "diloco" (the DiLoCo baseline) or "best" (the best baseline of this cell)
+    against: str  # "diloco" (the DiLoCo baseline), "best" (the best baseline of this cell), "ddp"
     baseline: str  # the run compared with; for "best", the best baseline by median
-    interval: Interval
+    effect: Effect  # AdLoCo / baseline time to target, paired by seed
+    verdict: str  # the claim's verdict in this cell (adloco.report.claims.judge)
     adloco_median_s: float
     baseline_median_s: float
     own: bool  # the clock, sharing and bandwidth the runs were trained under
+    saturation_batch: int | None = None  # roofline sweeps: the curve's saturation batch
 
     @property
     def holds(self) -> str:
         """ "holds", "fails" or "unclear" for AdLoCo faster than the baseline."""
-        i = self.interval
-        if i.low is None or i.high is None or math.isnan(i.low) or math.isnan(i.high):
-            return "unclear"
-        if i.high < 1:
-            return "holds"
-        if i.low >= 1:
-            return "fails"
-        return "unclear"
+        return {SUPPORTED: "holds", NOT_SUPPORTED: "fails"}.get(self.verdict, "unclear")
 
     def as_dict(self) -> dict[str, Any]:
+        e = self.effect
+        interval = e.interval
+
+        def clean(v):
+            return None if v is None or not math.isfinite(v) else v
+
         return {
             "target_perplexity": self.target,
             "clock": self.clock,
+            "saturation_batch": self.saturation_batch,
             "slot_sharing": self.sharing,
             "bandwidth_gbit_s": self.bandwidth_gbit_s,
             "against": self.against,
             "baseline": self.baseline,
-            "adloco_median_s": None if math.isinf(self.adloco_median_s) else self.adloco_median_s,
-            "baseline_median_s": None
-            if math.isinf(self.baseline_median_s)
-            else self.baseline_median_s,
-            "own_setting": self.own,
+            "adloco_median_s": clean(self.adloco_median_s),
+            "baseline_median_s": clean(self.baseline_median_s),
+            "ratio_estimate": None if math.isnan(e.estimate) else e.estimate,
+            "ratio_low": None if interval is None else interval.as_dict()["low"],
+            "ratio_high": None if interval is None else interval.as_dict()["high"],
+            "ratio_interval": None if interval is None else interval.name(),
+            "pairs": len(e.seeds),
+            "p_adloco_faster": e.test.p_less,
+            "p_adloco_slower": e.test.p_greater,
             "claim": self.holds,
-            **{f"ratio_{k}": v for k, v in self.interval.as_dict().items()},
+            "own_setting": self.own,
         }
 
 
@@ -170,15 +179,63 @@ def times_to_target(
     curves: Mapping[str, StepTimeCurve],
     network: Network,
     sharing: str,
-) -> dict[float, list[float]]:
-    """Target -> per seed (seed order) the recomputed time to target; inf when never reached."""
-    out: dict[float, list[float]] = {t: [] for t in targets}
+    rule: str = "stays",
+) -> dict[float, dict[int, float]]:
+    """Target -> seed -> the recomputed time to target; inf when never reached."""
+    out: dict[float, dict[int, float]] = {t: {} for t in targets}
     for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
-        clock = recompute_sim_time_s(r.rows, curves, network, sharing)
+        rounds = {t: round_to_target(r.rows, t, rule) for t in targets}
+        last = max((k for k in rounds.values() if k is not None), default=None)
+        # Time to target needs the rounds up to the last one reached, not the whole run.
+        rows = [x for x in r.rows if last is not None and x["round"] <= last]
+        clock = recompute_sim_time_s(rows, curves, network, sharing) if rows else {}
         for t in targets:
-            round_ = round_to_target(r.rows, t)
-            out[t].append(math.inf if round_ is None else clock[round_])
+            out[t][r.seed] = math.inf if rounds[t] is None else clock[rounds[t]]
     return out
+
+
+def recomputable(runs: list[RunSeed], names: list[str]) -> bool:
+    """Whether every row of the runs ``names`` records what the clock charged."""
+    return all(
+        "slot_work" in row and "sync" in row for r in runs if r.run in names for row in r.rows
+    )
+
+
+def compared_groups(roles: Roles) -> dict[str, list[str]]:
+    """The cell kinds: against DiLoCo, against the best baseline, against the ddp anchor."""
+    groups = {
+        "diloco": [roles.diloco] if roles.diloco else [],
+        "best": roles.all_baselines(),
+        "ddp": [roles.ddp] if roles.ddp else [],
+    }
+    return {k: v for k, v in groups.items() if v}
+
+
+def sweep_cells(
+    times: dict[str, dict[float, dict[int, float]]],
+    roles: Roles,
+    targets: tuple[float, ...],
+    settings: ReportSettings,
+    where: dict[str, Any],
+) -> list[RegimeCell]:
+    """The cells of one clock setting: ``times`` is run -> target -> seed -> seconds."""
+    cells = []
+    for t in targets:
+        ad = times[roles.adloco][t]
+        for against, names in compared_groups(roles).items():
+            medians = {n: median(list(times[n][t].values())) for n in names}
+            best = min(names, key=lambda n: medians[n])
+            effect = measure(ad, times[best][t], settings)
+            label = best if len(names) == 1 else f"the best baseline ({best})"
+            verdict, _ = judge(effect, roles.adloco, label, "simulated time", settings)
+            cells.append(
+                RegimeCell(
+                    t, where["clock"], where["sharing"], where["bandwidth_gbit_s"], against,
+                    best, effect, verdict, median(list(ad.values())), medians[best],
+                    where.get("own", False), where.get("saturation_batch"),
+                )
+            )  # fmt: skip
+    return cells
 
 
 def regime_cells(
@@ -189,12 +246,10 @@ def regime_cells(
     models: list[ClockModel],
     settings: ReportSettings,
 ) -> list[RegimeCell]:
-    """Every (target, clock, sharing, bandwidth) against DiLoCo and against the best baseline."""
-    baselines = roles.all_baselines()
-    if roles.adloco is None or not baselines or not targets:
-        return []
-    compared = [r for r in runs if r.run in (roles.adloco, *baselines)]
-    if any("slot_work" not in row or "sync" not in row for r in compared for row in r.rows):
+    """Every (target, clock, sharing, bandwidth) against DiLoCo, the best baseline and ddp."""
+    groups = compared_groups(roles)
+    names = list(dict.fromkeys([roles.adloco, *(n for g in groups.values() for n in g)]))
+    if roles.adloco is None or not groups or not targets or not recomputable(runs, names):
         return []  # rows written before the clock recorded its work cannot be recomputed
     latency = float(config["cluster"]["network"]["latency_s"])
     own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
@@ -207,49 +262,26 @@ def regime_cells(
             for bw in sweep_bandwidths(config, settings):
                 network = Network(bw * 1e9 / 8, latency)
                 times = {
-                    name: times_to_target(runs, name, targets, model.curves, network, sharing)
-                    for name in [roles.adloco, *baselines]
+                    n: times_to_target(
+                        runs, n, targets, model.curves, network, sharing, settings.reached
+                    )
+                    for n in names
                 }
                 own = (
                     model.key == "run"
                     and sharing == own_sharing
                     and math.isclose(bw, own_bw, rel_tol=1e-9)
                 )
-                for t in targets:
-                    ad = times[roles.adloco][t]
-                    groups = {"diloco": [roles.diloco] if roles.diloco else [], "best": baselines}
-                    for against, names in groups.items():
-                        if not names:
-                            continue
-                        medians = {n: median(times[n][t]) for n in names}
-                        best = min(names, key=lambda n: medians[n])
-                        interval = bootstrap_ratio(
-                            ad,
-                            [times[n][t] for n in names],
-                            settings.bootstrap_samples,
-                            settings.bootstrap_seed,
-                            settings.confidence,
-                        )
-                        cells.append(
-                            RegimeCell(
-                                t,
-                                model.key,
-                                sharing,
-                                bw,
-                                against,
-                                best,
-                                interval,
-                                median(ad),
-                                medians[best],
-                                own,
-                            )
-                        )
+                where = {"clock": model.key, "sharing": sharing, "bandwidth_gbit_s": bw,
+                         "own": own}  # fmt: skip
+                cells.extend(sweep_cells(times, roles, targets, settings, where))
     return cells
 
 
 REGIME_COLUMNS = [
     "target_perplexity",
     "clock",
+    "saturation_batch",
     "slot_sharing",
     "bandwidth_gbit_s",
     "against",
@@ -259,9 +291,10 @@ REGIME_COLUMNS = [
     "ratio_estimate",
     "ratio_low",
     "ratio_high",
-    "ratio_confidence",
-    "ratio_bootstrap_samples",
-    "ratio_undetermined_samples",
+    "ratio_interval",
+    "pairs",
+    "p_adloco_faster",
+    "p_adloco_slower",
     "claim",
     "own_setting",
 ]

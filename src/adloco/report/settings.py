@@ -2,11 +2,14 @@
 
 ``adloco report`` reads the ``report`` section (schema:
 ``src/adloco/schemas/config.schema.yaml``) once, here: which run the paper's
-claims are about (``adloco``), the DiLoCo baseline (``diloco``), the other
-baselines and the ablations (listed, or detected from the runs' settings),
-the perplexity targets, the bandwidths of the regime sweep and the bootstrap.
-Every other module of the report takes a :class:`ReportSettings` and a
-:class:`Roles`, so a role is decided in one place and stated on the page.
+claims are about (``adloco``), the DiLoCo baseline (``diloco``), the
+synchronous data-parallel anchor (``ddp``), the other baselines and the
+ablations (listed, or detected from the runs' settings), the targets (fixed
+before the runs), the stated rules the verdicts rest on (when a run reaches
+a target, the pairing, the test, the equal-time rule), the tuning record and
+the regime sweep. Every other module of the report takes a
+:class:`ReportSettings` and a :class:`Roles`, so a role or a rule is decided
+in one place and stated on the page.
 """
 
 from __future__ import annotations
@@ -23,47 +26,102 @@ OFF = {"batch_test": "none", "merge": "none"}  # switch is off when it is not "s
 # The regime sweep's default: 10 Mbit/s to 100 Gbit/s, two points a decade.
 DEFAULT_BANDWIDTHS_GBIT_S = tuple(10 ** (e / 2) for e in range(-4, 5))
 
+# The stated rules, each with its alternative: the page shows the verdicts under both.
+RULES = {
+    "reached": ("stays", "first"),
+    "pairing": ("seed", "none"),
+    "paired_test": ("signed_rank", "sign"),
+    "equal_time": ("fastest", "slowest"),
+}
+
+
+def other_choice(rule: str, value: str) -> str:
+    """The alternative of a two-valued rule."""
+    first, second = RULES[rule]
+    return second if value == first else first
+
+
+@dataclass(frozen=True)
+class TargetSettings:
+    """``report.targets``: how the target perplexities are fixed."""
+
+    relative_to: str  # base, absolute or derived
+    levels: tuple[float, ...]  # fractions of the base perplexity, or perplexities
+    main: float | None  # one of levels; None: the hardest
+    derived_levels: int
+    derived_runs: tuple[str, ...] | None
+
+    @classmethod
+    def from_section(cls, section: dict | None) -> TargetSettings:
+        section = section or {}
+        relative_to = section.get("relative_to", "base")
+        levels = tuple(float(v) for v in section.get("levels", (0.95, 0.9, 0.85)))
+        main = section.get("main")
+        main = float(main) if main is not None else None
+        if relative_to == "base":
+            outside = [v for v in levels + ((main,) if main is not None else ()) if v >= 1]
+            if outside:
+                raise ConfigError(
+                    f"report.targets.levels: {outside[0]:g} is not a fraction below 1 of the base "
+                    "model's perplexity (relative_to: base); use relative_to: absolute for "
+                    "perplexities"
+                )
+        if relative_to != "derived" and main is not None and main not in levels:
+            raise ConfigError(
+                f"report.targets.main: {main:g} is not one of report.targets.levels "
+                f"({', '.join(f'{v:g}' for v in levels)})"
+            )
+        runs = section.get("derived_runs")
+        return cls(
+            relative_to,
+            tuple(sorted(set(levels), reverse=True)),
+            main,
+            int(section.get("derived_levels", 4)),
+            tuple(runs) if runs else None,
+        )
+
 
 @dataclass(frozen=True)
 class ReportSettings:
     """The ``report`` section of the configuration, defaults filled in."""
 
-    targets: tuple[float, ...] | None  # None: derive a ladder from the runs
-    target_levels: int
-    target_runs: tuple[str, ...] | None  # None: the AdLoCo run and the DiLoCo baseline
-    main_target: float | None  # None: the lowest (hardest) target of the ladder
-    bandwidths_gbit_s: tuple[float, ...]
-    bootstrap_samples: int
-    bootstrap_seed: int
+    targets: TargetSettings
+    reached: str  # stays or first (adloco.report.summary.REACH_RULES)
+    pairing: str  # seed or none
+    paired_test: str  # signed_rank or sign
+    equal_time: str  # fastest or slowest
+    test_level: float
     confidence: float
+    tuning: str | None
+    tuning_groups: dict[str, tuple[str, ...]] | None
+    bandwidths_gbit_s: tuple[float, ...]
+    saturation_batches: tuple[int, ...] | None
 
     @classmethod
     def from_config(cls, config: dict) -> ReportSettings:
         section = config.get("report") or {}
-        targets = section.get("targets")
-        legacy = section.get("target_perplexity")
-        if legacy is not None:
-            if targets is not None:
-                raise ConfigError(
-                    "report.target_perplexity: replaced by report.targets; set only report.targets"
-                )
-            # The old single target is a one-level ladder.
-            targets = [legacy]
         bandwidths = section.get("bandwidths_gbit_s")
+        saturation = section.get("saturation_batches")
+        groups = section.get("tuning_groups")
         return cls(
-            targets=tuple(sorted({float(t) for t in targets}, reverse=True)) if targets else None,
-            target_levels=int(section.get("target_levels", 4)),
-            target_runs=tuple(section["target_runs"]) if section.get("target_runs") else None,
-            main_target=(
-                float(section["main_target"]) if section.get("main_target") is not None else None
-            ),
+            targets=TargetSettings.from_section(section.get("targets")),
+            reached=section.get("reached", "stays"),
+            pairing=section.get("pairing", "seed"),
+            paired_test=section.get("paired_test", "signed_rank"),
+            equal_time=section.get("equal_time", "fastest"),
+            test_level=float(section.get("test_level", 0.05)),
+            confidence=float(section.get("confidence", 0.95)),
+            tuning=section.get("tuning"),
+            tuning_groups={k: tuple(v) for k, v in groups.items()} if groups else None,
             bandwidths_gbit_s=tuple(sorted(float(b) for b in bandwidths))
             if bandwidths
             else DEFAULT_BANDWIDTHS_GBIT_S,
-            bootstrap_samples=int(section.get("bootstrap_samples", 2000)),
-            bootstrap_seed=int(section.get("bootstrap_seed", 0)),
-            confidence=float(section.get("confidence", 0.95)),
+            saturation_batches=tuple(sorted({int(s) for s in saturation})) if saturation else None,
         )
+
+    def rules(self) -> dict[str, str]:
+        """The stated rules as configured."""
+        return {rule: getattr(self, rule) for rule in RULES}
 
 
 @dataclass
@@ -77,6 +135,10 @@ class Roles:
     variants: list[str]  # other AdLoCo runs: shown, not part of the claims
     ablation_labels: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # role -> "config" or how detected
+    # The synchronous data-parallel anchor: the quality every DiLoCo-family method trades
+    # for fewer communications. Compared and shown, but not a baseline AdLoCo must beat:
+    # the paper's claims are about low-communication training.
+    ddp: str | None = None
 
     def all_baselines(self) -> list[str]:
         """DiLoCo first, then the other baselines."""
@@ -91,6 +153,8 @@ class Roles:
             return "AdLoCo (claims)"
         if name == self.diloco:
             return "DiLoCo baseline"
+        if name == self.ddp:
+            return "data-parallel anchor"
         if name in self.baselines:
             return "baseline"
         if name in self.ablations:
@@ -103,6 +167,7 @@ class Roles:
         return {
             "adloco": self.adloco,
             "diloco": self.diloco,
+            "ddp": self.ddp,
             "baselines": self.baselines,
             "ablations": self.ablations,
             "variants": self.variants,
@@ -142,10 +207,12 @@ def assign_roles(config: dict, settings: dict[str, RunSettings]) -> Roles:
     (:func:`adloco.config.resolve_run`). Detection, for a role left null:
     AdLoCo is the run named ``adloco``, else the first adloco run with a batch
     test, merging and switch mode all on, else the first adloco run; DiLoCo the
-    run named ``diloco``, else the first diloco run; the other baselines every
+    run named ``diloco``, else the first diloco run; the data-parallel anchor
+    the run named ``ddp``, else the first ddp run; the other baselines every
     other run of method diloco or localsgd; the ablations every other adloco
     run that turns off one of the components the AdLoCo run has on (batch
-    test, merging, switch mode). Remaining adloco runs are variants.
+    test, merging, switch mode). Remaining adloco runs are variants. A run of
+    any other method plays no role (it is shown, never compared).
     """
     section = config.get("report") or {}
     names = list(settings)
@@ -189,6 +256,17 @@ def assign_roles(config: dict, settings: dict[str, RunSettings]) -> Roles:
         elif candidates:
             diloco, sources["diloco"] = candidates[0], "first diloco run"
 
+    ddp = section.get("ddp")
+    if ddp is not None:
+        check("ddp", ddp, ("ddp",))
+        sources["ddp"] = "report.ddp"
+    else:
+        candidates = by_method.get("ddp", [])
+        if "ddp" in candidates:
+            ddp, sources["ddp"] = "ddp", "the run named ddp"
+        elif candidates:
+            ddp, sources["ddp"] = candidates[0], "first ddp run"
+
     baselines = section.get("baselines")
     if baselines is not None:
         baselines = [check("baselines", b, ("diloco", "localsgd")) for b in baselines]
@@ -219,4 +297,4 @@ def assign_roles(config: dict, settings: dict[str, RunSettings]) -> Roles:
     if adloco is not None:
         labels = {a: _label(settings[a], settings[adloco]) for a in ablations}
     variants = [n for n in by_method.get("adloco", []) if n != adloco and n not in ablations]
-    return Roles(adloco, diloco, baselines, ablations, variants, labels, sources)
+    return Roles(adloco, diloco, baselines, ablations, variants, labels, sources, ddp)

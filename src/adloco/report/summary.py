@@ -2,12 +2,15 @@
 
 Built on the rows read by :mod:`adloco.report.inputs`. The run-level
 perplexity at a round is the lowest validation perplexity among that round's
-trainer rows (the model a user would deploy then). A run reaches a target at
-the first evaluated round whose run-level perplexity is at or below it; the
-tokens, communications, bytes and simulated time "to target" are the run's
-cumulative values at the end of that round. ``summary.csv`` has one row per
-run and seed, with these values at the main target of the ladder
-(:mod:`adloco.report.ladder`).
+trainer rows (the model a user would deploy then). When a run reaches a
+target is a stated rule (``report.reached``, :data:`REACH_RULES`): by
+default it *stays*, reaching the target at the first evaluation from which
+every later evaluation is at or below it, so a transient dip that the run
+climbs back out of does not count; ``first`` takes the first evaluation at or
+below it. The tokens, communications, bytes and simulated time "to target"
+are the run's cumulative values at the end of that round. ``summary.csv`` has
+one row per run and seed, with these values at the main target
+(:mod:`adloco.report.targets`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ SUMMARY_COLUMNS = (
     *WORK_KEYS,
     "eval_stderr_pct",
     "target_perplexity",
+    "reach_rule",
     "round_to_target",
     "tokens_to_target",
     "communications_to_target",
@@ -69,19 +73,36 @@ def run_level_perplexity(rows: list[dict[str, Any]]) -> dict[int, float]:
     return dict(sorted(out.items()))
 
 
-def round_to_target(rows: list[dict[str, Any]], target: float) -> int | None:
-    """First evaluated round whose run-level perplexity is at or below ``target``."""
-    for round_, ppl in run_level_perplexity(rows).items():
-        if ppl <= target:
-            return round_
-    return None
+REACH_RULES = ("stays", "first")
 
 
-def reach(rows: list[dict[str, Any]], target: float | None) -> dict[str, Any] | None:
-    """Round, tokens, communications, bytes and simulated time when the run first reaches target."""
+def round_to_target(rows: list[dict[str, Any]], target: float, rule: str = "stays") -> int | None:
+    """The evaluated round at which the run reaches ``target`` under ``rule``; None: never.
+
+    stays: the first evaluated round from which every later evaluation is at
+    or below the target (None when the last evaluation is above it); first:
+    the first evaluated round at or below it.
+    """
+    if rule not in REACH_RULES:
+        raise ValueError(f"reach rule must be one of {REACH_RULES}, got {rule!r}")
+    curve = run_level_perplexity(rows)
+    if rule == "first":
+        return next((k for k, ppl in curve.items() if ppl <= target), None)
+    reached = None
+    for round_ in reversed(curve):
+        if curve[round_] > target:
+            break
+        reached = round_
+    return reached
+
+
+def reach(
+    rows: list[dict[str, Any]], target: float | None, rule: str = "stays"
+) -> dict[str, Any] | None:
+    """Round, tokens, communications, bytes and simulated time when the run reaches target."""
     if target is None:
         return None
-    round_ = round_to_target(rows, target)
+    round_ = round_to_target(rows, target, rule)
     if round_ is None:
         return None
     out: dict[str, Any] = {"round": round_}
@@ -171,16 +192,33 @@ def eval_stderr_pct(rows: list[dict[str, Any]]) -> float | None:
     return 100.0 * math.expm1(min(scored)[1])
 
 
-def summary_rows(runs: list[RunSeed], target: float | None) -> list[dict[str, Any]]:
+def perplexity_at_time(rows: list[dict[str, Any]], time_s: float) -> float | None:
+    """Run-level perplexity of the last evaluation at or before simulated time ``time_s``.
+
+    The model a user holds at that time; a run that finished earlier keeps
+    its final model. None when the run had not been evaluated yet.
+    """
+    times = round_values(rows, "sim_time_s")
+    held = None
+    for round_, ppl in run_level_perplexity(rows).items():
+        if times.get(round_, float("inf")) <= time_s * (1 + 1e-12):
+            held = ppl
+    return held
+
+
+def summary_rows(
+    runs: list[RunSeed], target: float | None, rule: str = "stays"
+) -> list[dict[str, Any]]:
     """One row per run and seed: summary.json fields, optimizer work, to the main target."""
     out = []
     for r in runs:
-        reached = reach(r.rows, target)
+        reached = reach(r.rows, target, rule)
         row = {"run": r.run, "seed": r.seed, "method": r.method}
         row.update({k: r.summary.get(k) for k in SUMMARY_KEYS})
         row.update(optimizer_work(r.rows))
         row["eval_stderr_pct"] = eval_stderr_pct(r.rows)
         row["target_perplexity"] = target
+        row["reach_rule"] = rule
         row["round_to_target"] = reached["round"] if reached else None
         for name in TO_TARGET:
             row[f"{name}_to_target"] = reached[name] if reached else None

@@ -1,0 +1,276 @@
+"""Page sections showing what the verdicts rest on: seeds, rules, targets, B_simple, tuning.
+
+Part of ``adloco report``'s page (:mod:`adloco.report.html` places them):
+
+- *Each seed of the headline runs*: the per-seed values the paired tests use;
+- *Rules*: each headline verdict under the configured rules and with each
+  rule switched to its alternative (:mod:`adloco.report.sensitivity`);
+- *Targets, references and the base model*: every target beside the
+  validation split's uniform, unigram and bigram perplexities and the base
+  model, with the unigram rule's verdict;
+- *Noise scale along the run*: B_simple from the AdLoCo runs' statistics;
+- *Tuning*: the inner-learning-rate grid of each method and the chosen value.
+"""
+
+from __future__ import annotations
+
+import math
+
+from adloco.report.claims import QUANTITY_WORDS, Comparison, fmt, fmt_ratio
+from adloco.report.page import Page, esc, figure, number, table, verdict
+from adloco.report.references import REFERENCE_LEVELS
+from adloco.report.settings import RULES
+
+HEADLINE_TITLES = {
+    "sim_time_s": "Simulated time to the main target",
+    "communications": "Communications to the main target",
+    "perplexity_at_time": "Perplexity at the equal simulated time",
+}
+
+
+def _value(value: float | None, quantity: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if math.isinf(value):
+        return "never" if quantity != "perplexity_at_time" else "–"
+    return number(value, "_s" if quantity == "sim_time_s" else "")
+
+
+def headline_section(p: Page) -> str:
+    h = p.headline
+    title = "<h2 id='seeds'>Each seed of the headline runs</h2>"
+    if h is None:
+        return title + "<p class='note'>No headline runs (no AdLoCo run or no target).</p>"
+    adloco = h.runs[0]
+    others = h.runs[1:]
+    header = (
+        ["seed"]
+        + [f"{esc(n)}<small>{esc(p.roles.role_of(n))}</small>" for n in h.runs]
+        + [f"{esc(adloco)} / {esc(n)}" for n in others]
+    )
+    parts = []
+    for q, by_run in h.values.items():
+        rows = []
+        for s in h.seeds:
+            row = [str(s)]
+            row += [_value(by_run[n].get(s), q) for n in h.runs]
+            for n in others:
+                a, b = by_run[adloco].get(s), by_run[n].get(s)
+                if a is None or b is None or math.isnan(a) or math.isnan(b):
+                    row.append("–")
+                elif math.isinf(a) and math.isinf(b):
+                    row.append("tie (neither)")
+                else:
+                    row.append(fmt_ratio(a / b if not math.isinf(b) else 0.0))
+            rows.append(row)
+        when = (
+            f" ({fmt(h.time_s)} s, report.equal_time: {esc(p.settings.equal_time)})"
+            if q == "perplexity_at_time"
+            else f" (perplexity {fmt(p.ladder.main)})"
+        )
+        parts.append(
+            f"<h3>{HEADLINE_TITLES[q]}{when}</h3>"
+            + table(header, rows, numeric=range(1, len(header)))
+        )
+    return (
+        title + "<p class='note'>The values the paired tests rest on: AdLoCo, DiLoCo, the best "
+        "baseline (lowest median time to the main target) and the ddp anchor, seed by seed; "
+        'a run without that seed shows –. "never": the seed never reaches the target '
+        f"(or does not stay below it, report.reached: {esc(p.settings.reached)}). The equal "
+        "simulated time is when the "
+        + ("first" if p.settings.equal_time == "fastest" else "last")
+        + " seed of these runs finishes; each run's perplexity then is that of its last "
+        "evaluation before it.</p>" + "".join(parts)
+    )
+
+
+def _rule_comparisons(p: Page) -> list[Comparison]:
+    """The headline comparisons and the equal-time one against DiLoCo."""
+    out = []
+    for claim in p.claims:
+        for c in claim.comparisons:
+            if c.headline or (c.quantity == "perplexity_at_time" and c.against == p.roles.diloco):
+                out.append(c)
+    return out
+
+
+def rules_section(p: Page) -> str:
+    title = "<h2 id='rules'>How the verdicts depend on the stated rules</h2>"
+    comparisons = _rule_comparisons(p)
+    if not comparisons:
+        return title + "<p class='note'>No comparisons.</p>"
+    s = p.settings
+    header = ["#", "comparison", "as configured"] + [
+        f"{esc(rule)}: {esc(alt)}<small>instead of {esc(getattr(s, rule))}</small>"
+        for rule, alt in ((r, c) for r, c in _alternatives(p))
+    ]
+    rows = []
+    for c in comparisons:
+        what = QUANTITY_WORDS[c.quantity]
+        label = f"{what} against {c.against}" + (f" at {fmt(c.target)}" if c.target else "")
+        row = [str(c.claim), esc(label), verdict(c.verdict)]
+        for rule, _ in _alternatives(p):
+            alt = c.alternatives.get(rule)
+            cell = verdict(alt["verdict"]) if alt else "–"
+            if alt and alt["verdict"] != c.verdict:
+                cell += "<small>changes</small>"
+            row.append(cell)
+        rows.append(row)
+    return (
+        title + "<p class='note'>Four choices could change a verdict, so each is a rule of "
+        "<code>report:</code>: when a run reaches a target (<code>reached</code>: stays at or "
+        "below it, or first gets there), whether seeds are paired (<code>pairing</code>), the "
+        "statistic of the exact test (<code>paired_test</code>: signed ranks or signs) and "
+        "the equal-time rule (<code>equal_time</code>). Each column switches one rule to its "
+        "alternative and keeps the others as configured.</p>" + table(header, rows, numeric=(0,))
+    )
+
+
+def _alternatives(p: Page) -> list[tuple[str, str]]:
+    s = p.settings
+    return [(rule, next(v for v in RULES[rule] if v != getattr(s, rule))) for rule in RULES]
+
+
+def targets_section(p: Page) -> str:
+    refs = p.references
+    title = "<h2 id='targets'>Targets, reference perplexities and the base model</h2>"
+    rows = []
+    for name in REFERENCE_LEVELS:
+        if name in refs.levels:
+            rows.append([esc(name), "validation reference", number(refs.levels[name]), "", ""])
+    if p.base is not None:
+        b = p.base.fields
+        stderr = b.get("val_loss_stderr")
+        detail = ", ".join(
+            part
+            for part in (
+                f"± {100 * math.expm1(stderr):.2g} % (evaluation s.e.)"
+                if isinstance(stderr, (int, float))
+                else "",
+                f"{fmt(b['tokens'])} tokens" if isinstance(b.get("tokens"), (int, float)) else "",
+                f"{fmt(b['steps'])} steps" if isinstance(b.get("steps"), (int, float)) else "",
+            )
+            if part
+        )
+        rows.append(["base model", esc(detail or "every run starts here"),
+                     number(p.base.val_perplexity), "", ""])  # fmt: skip
+    unigram, bigram = refs.levels.get("unigram"), refs.levels.get("bigram")
+    for t in p.ladder.targets:
+        why = p.ladder.untestable.get(t)
+        status = (
+            verdict("not testable")
+            if why
+            else ("testable" if unigram is not None else "unchecked (no references)")
+        )
+        vs = " · ".join(
+            f"{fmt_ratio(t / v)}× {n}" for n, v in (("unigram", unigram), ("bigram", bigram)) if v
+        )
+        label = "target" + (" (main)" if t == p.ladder.main else "")
+        rows.append([label, esc(p.ladder.level_text(t)), number(t), esc(vs) or "–", status])
+    details = refs.details
+    source = (
+        f"Reference perplexities of the {esc(details.get('split', 'validation'))} split, counted "
+        f"on {esc(', '.join(details.get('counts_from') or ['train']))} "
+        f"({esc(fmt(details.get('predicted_tokens')))} predicted tokens; unigram smoothing "
+        f"{esc(details.get('unigram_smoothing', '?'))}, bigram smoothing "
+        f"{esc(details.get('bigram_smoothing', '?'))})."
+        if not refs.note
+        else f"Reference perplexities unavailable: {esc(refs.note)}; the unigram rule could "
+        "not be applied, and every verdict says so."
+    )
+    base = (
+        ""
+        if p.base is not None
+        else "<p class='note'>No base model given (adloco report --base): the runs of this "
+        "experiment do not start from one.</p>"
+    )
+    return (
+        title
+        + "<p class='note'>A target at or above the validation unigram perplexity is reached by "
+        "learning token frequencies alone: verdicts there are not testable. "
+        + source
+        + "</p>"
+        + base
+        + table(
+            ["level", "what", "perplexity", "target / reference", "status"], rows, numeric=(2,)
+        )  # fmt: skip
+    )
+
+
+def noise_section(p: Page) -> str:
+    title = "<h2 id='noise'>The noise scale along the AdLoCo runs</h2>"
+    rows = [
+        [
+            esc(n["run"]),
+            str(n["estimates"]),
+            str(n["undetermined"]),
+            number(n["b_simple_early"]),
+            number(n["b_simple_late"]),
+            number(n["asked_early"]),
+            number(n["asked_late"]),
+            number(n["dof"]),
+        ]
+        for n in p.noise
+    ]
+    return (
+        title + "<p class='note'>B_simple = tr Σ / ‖∇F‖² from each tested round's statistics (the "
+        "engine's <code>noise_scale</code>, else computed from <code>trace_cov</code> and "
+        "<code>grad_sqnorm</code>); it grows as the loss falls, so the batch the norm test "
+        "should ask for (B_simple / η²) grows along the run. Undetermined: rounds whose "
+        "estimate of ‖∇F‖² was not positive, counted, not dropped. Early and late: medians "
+        "over the first and the last third of the rounds. noise_scale.csv lists every "
+        "estimate.</p>"
+        + figure(
+            p.figures.get("noise_scale"),
+            "noise scale along the AdLoCo run",
+            "Follow the median line as the perplexity falls: where it rises, the test should "
+            "ask for a larger batch; the dashed line is what it asked for.",
+            "no AdLoCo run logged batch-test statistics",
+        )
+        + (
+            table(
+                [
+                    "run",
+                    "estimates",
+                    "undetermined",
+                    "B_simple early",
+                    "B_simple late",
+                    "batch asked early",
+                    "batch asked late",
+                    "median dof",
+                ],
+                rows,
+                numeric=range(1, 8),
+            )  # fmt: skip
+            if rows
+            else ""
+        )
+    )
+
+
+def tuning_section(p: Page) -> str:
+    title = "<h2 id='tuning'>Tuning: each method's inner learning rate</h2>"
+    if p.tuning is None:
+        return title + (
+            "<p class='note'>No tuning record (report.tuning is null): the inner learning "
+            "rates are as configured.</p>"
+        )
+    rows = []
+    for entry in p.tuning:
+        grid = "; ".join(
+            f"{lr:g}: {fmt(value) if value is not None else 'n/a'}" for lr, value in entry["grid"]
+        )
+        configured = "–" if entry["configured"] is None else f"{entry['configured']:g}"
+        flag = " <span class='verdict fails'>differs</span>" if entry["differs"] else ""
+        rows.append([esc(entry["run"]), esc(grid), f"{entry['chosen']:g}", configured + flag])
+    return (
+        title + f"<p class='note'>From {esc(p.tuning_path)}: each method's runs of the tuning "
+        "experiment differ only in the inner learning rate; the chosen value has the lowest "
+        "median final validation perplexity over its seeds (a tie goes to the smaller rate). "
+        "Beside it, the value this configuration trains with, flagged where they differ.</p>"
+        + table(
+            ["run", "inner lr: median final perplexity", "chosen", "configured"],
+            rows,
+            numeric=(2, 3),
+        )  # fmt: skip
+    )

@@ -1,0 +1,128 @@
+"""Reference levels a perplexity is judged against: token statistics and the base model.
+
+Part of ``adloco report``. A target perplexity means something only where a
+model must learn more than token frequencies to reach it. The tokenize stage
+writes the validation split's reference perplexities into the data folder's
+``manifest.json`` (``reference_perplexity``: uniform over the vocabulary, and
+unigram and bigram models counted on the train split); a target at or above
+the unigram level is *not testable* (:func:`untestable_reason`). Data
+tokenized before that key existed has none: the page says the references are
+unavailable, and every verdict says the rule could not be applied.
+
+The base model (``adloco pretrain``: ``results/<experiment>/base/base.json``
+and its ``metrics.jsonl``) is where every run starts; its validation
+perplexity is a line on the perplexity plots and the unit of targets fixed as
+fractions of it (:mod:`adloco.report.targets`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adloco.io import read_json_object
+from adloco.records import is_number
+
+# The reference levels, from the highest perplexity to the lowest.
+REFERENCE_LEVELS = ("uniform", "unigram", "bigram")
+
+
+@dataclass(frozen=True)
+class References:
+    """The validation split's reference perplexities, or why there are none."""
+
+    levels: dict[str, float]  # uniform, unigram, bigram: those the manifest gives
+    details: dict[str, Any]  # split, counts_from, predicted_tokens, smoothing
+    note: str  # why there are none (empty when there are)
+
+    @property
+    def unigram(self) -> float | None:
+        return self.levels.get("unigram")
+
+    @classmethod
+    def unavailable(cls, why: str) -> References:
+        return cls({}, {}, why)
+
+
+def load_references(data_dir: Path | None) -> References:
+    """``reference_perplexity`` of the tokenized data folder's manifest.json."""
+    if data_dir is None:
+        return References.unavailable("no tokenized data folder given (adloco report --data)")
+    path = Path(data_dir) / "manifest.json"
+    manifest = read_json_object(path, f"{path}: manifest not found (tokenize the data first)")
+    section = manifest.get("reference_perplexity")
+    if section is None:
+        return References.unavailable(
+            f"{path} has no reference_perplexity (data tokenized before the references were "
+            "computed; tokenize again)"
+        )
+    if not isinstance(section, dict):
+        raise ValueError(f"{path}: reference_perplexity must be an object")
+    levels = {}
+    for name in REFERENCE_LEVELS:
+        value = section.get(name)
+        if value is None:
+            continue
+        if not is_number(value) or value <= 0:
+            raise ValueError(f"{path}: reference_perplexity.{name} must be a positive number")
+        levels[name] = float(value)
+    details = {k: v for k, v in section.items() if k not in REFERENCE_LEVELS}
+    if "unigram" not in levels:
+        return References(levels, details, f"{path}: reference_perplexity has no unigram level")
+    return References(levels, details, "")
+
+
+def untestable_reason(target: float, references: References) -> str:
+    """Why ``target`` cannot test a claim (at or above the unigram level), else ""."""
+    unigram = references.unigram
+    if unigram is None or target < unigram:
+        return ""
+    return (
+        f"the target {target:.4g} is at or above the validation unigram perplexity "
+        f"{unigram:.4g}: a model reaches it by learning token frequencies alone, so "
+        "reaching it sooner says nothing about training a language model"
+    )
+
+
+def unchecked_caveat(references: References) -> str:
+    """What a verdict must add when the unigram rule could not be applied, else ""."""
+    if references.unigram is not None:
+        return ""
+    return f"the unigram rule could not be applied: {references.note}"
+
+
+@dataclass(frozen=True)
+class Base:
+    """The base model every run starts from (``adloco pretrain``)."""
+
+    folder: Path
+    val_perplexity: float
+    fields: dict[str, Any]  # base.json as written
+    curve: list[dict[str, Any]] = field(default_factory=list)  # metrics.jsonl rows
+
+
+def load_base(base_dir: Path | None) -> Base | None:
+    """base.json (required in a given folder) and metrics.jsonl (shown when present)."""
+    if base_dir is None:
+        return None
+    folder = Path(base_dir)
+    path = folder / "base.json"
+    fields = read_json_object(path, f"{path}: base model not found (run `adloco pretrain`)")
+    ppl = fields.get("val_perplexity")
+    if not is_number(ppl) or not ppl > 0:
+        raise ValueError(f"{path}: val_perplexity must be a positive number, got {ppl!r}")
+    curve = []
+    metrics = folder / "metrics.jsonl"
+    if metrics.is_file():
+        for number, line in enumerate(metrics.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{metrics}:{number}: not valid JSON: {exc}") from exc
+            if isinstance(row, dict):
+                curve.append(row)
+    return Base(folder, float(ppl), fields, curve)
