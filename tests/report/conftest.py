@@ -1,23 +1,28 @@
 """Builders for the report tests: small result trees written from compact specs.
 
 A run is given as rounds, each a list of trainer rows in shorthand
-(``ppl``, ``req``, ``eff``, ``mode``, ``events``, ``trainer``); cumulative
-fields (tokens_total, communications, sim_time_s) are filled the way the
-engine fills them, so each test can state its expected numbers by hand.
+(``ppl``, ``req``, ``eff``, ``mode``, ``events``, ``trainer``, ``stats``);
+cumulative fields (tokens_total, communications, sim_time_s) are filled the
+way the engine fills them, so each test can state its expected numbers by
+hand. A run whose seeds differ from the others' gets its own ``seeds``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 import yaml
 
+import adloco.config
+import adloco.report.inputs
 from adloco.report.claims import evaluate_claims
 from adloco.report.inputs import load_runs
-from adloco.report.ladder import build_ladder
+from adloco.report.references import References
 from adloco.report.settings import ReportSettings, assign_roles
+from adloco.report.targets import build_ladder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENGINE_FIXTURE = FIXTURES / "engine"  # real engine runs, three seeds (make_engine_fixture.py)
@@ -92,7 +97,7 @@ def make_rows(
                     "val_perplexity": t.get("ppl"),
                     "sim_time_s": sim_s_per_round * index,
                     "wall_time_s": 0.1 * index,
-                    "stats": None,
+                    "stats": t.get("stats"),
                     "events": t.get("events", []),
                 }
             )
@@ -111,6 +116,7 @@ class Workspace:
         self.runs_dir = root / "runs"
         self.settings: dict[str, dict] = {}
         self.seeds: set[int] = set()
+        self.run_seeds: dict[str, list[int]] = {}
 
     def run(
         self,
@@ -120,6 +126,7 @@ class Workspace:
         sim_s_per_round: float | dict[int, float] = 1.0,
     ) -> None:
         self.settings[name] = settings
+        self.run_seeds[name] = sorted(per_seed)
         for seed, rounds in per_seed.items():
             self.seeds.add(seed)
             sim = sim_s_per_round[seed] if isinstance(sim_s_per_round, dict) else sim_s_per_round
@@ -146,12 +153,39 @@ class Workspace:
             }
             (folder / "summary.json").write_text(json.dumps(summary))
 
-    def write(self, targets: list[float] | None = None, **report) -> Path:
+    def write(
+        self,
+        targets: list[float] | None = None,
+        main: float | None = None,
+        derived_levels: int | None = None,
+        derived_runs: list[str] | None = None,
+        targets_section: dict | None = None,
+        **report,
+    ) -> Path:
+        """The config: absolute ``targets`` (None: derived from the runs) and ``report`` keys.
+
+        ``targets_section``: report.targets as written, instead of the above.
+        """
+        if targets_section is not None:
+            chosen = targets_section
+        elif targets is None:
+            chosen = {"relative_to": "derived"}
+            if derived_levels is not None:
+                chosen["derived_levels"] = derived_levels
+            if derived_runs is not None:
+                chosen["derived_runs"] = derived_runs
+        else:
+            chosen = {"relative_to": "absolute", "levels": targets, "main": main}
+        seeds = sorted(self.seeds)
+        runs = {
+            name: {**s, "seeds": self.run_seeds[name]} if self.run_seeds[name] != seeds else s
+            for name, s in self.settings.items()
+        }
         config = {
             **BASE_CONFIG,
-            "seeds": sorted(self.seeds),
-            "runs": self.settings,
-            "report": {"targets": targets, "bootstrap_samples": 1000, **report},
+            "seeds": seeds,
+            "runs": runs,
+            "report": {"targets": chosen, **report},
         }
         path = self.root / "config.yaml"
         path.write_text(yaml.safe_dump(config))
@@ -161,18 +195,87 @@ class Workspace:
         (self.root / "calibration").mkdir(exist_ok=True)
         return path
 
-    def load(self, targets: list[float] | None = None, **report):
+    def load(self, targets: list[float] | None = None, references=None, base=None, **report):
         from adloco.config import load_config
 
         config = load_config(self.write(targets, **report))
         runs = load_runs(self.runs_dir, config)
         settings = ReportSettings.from_config(config)
         roles = assign_roles(config, {r.run: r.settings for r in runs})
-        return runs, roles, build_ladder(runs, roles, settings), settings
+        refs = references or References.unavailable("none in this test")
+        return runs, roles, build_ladder(runs, roles, settings, base, refs), settings
 
-    def claims(self, targets: list[float] | None = None, clock_reason: str = "", **report):
-        runs, roles, ladder, settings = self.load(targets, **report)
+    def claims(
+        self, targets: list[float] | None = None, clock_reason: str = "", references=None, **report
+    ):
+        runs, roles, ladder, settings = self.load(targets, references, **report)
         return {c.number: c for c in evaluate_claims(runs, roles, ladder, settings, clock_reason)}
+
+    def manifest(self, **reference) -> Path:
+        """A tokenized data folder whose manifest has ``reference_perplexity`` (none if empty)."""
+        folder = self.root / "data"
+        folder.mkdir(exist_ok=True)
+        manifest = {"format_version": 1, "vocab_size": 512}
+        if reference:
+            manifest["reference_perplexity"] = {
+                "split": "validation",
+                "counts_from": ["train"],
+                "predicted_tokens": 1000,
+                "unigram_smoothing": "add-one",
+                "bigram_smoothing": "interpolated with the unigram",
+                **reference,
+            }
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+        return folder
+
+    def base(self, val_perplexity: float, curve: list[dict] | None = None) -> Path:
+        """A base model folder: base.json and, when given, its metrics.jsonl."""
+        folder = self.root / "base"
+        folder.mkdir(exist_ok=True)
+        fields = {
+            "val_perplexity": val_perplexity,
+            "val_loss": math.log(val_perplexity),
+            "val_loss_stderr": 0.01,
+            "tokens": 100000,
+            "steps": 500,
+            "model_dir": "model",
+            "model_sha256": {"model.safetensors": "0" * 64},
+        }
+        (folder / "base.json").write_text(json.dumps(fields))
+        if curve is not None:
+            (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in curve))
+        return folder
+
+
+@pytest.fixture
+def lead_contract(monkeypatch):
+    """Runs of method ddp and runs with their own seeds, as the lead's config change allows.
+
+    The report is written against that contract (docs/report.md). Until
+    adloco.config knows ``method: ddp`` and ``runs.<name>.seeds``, this patches
+    both in for the test; once it does, the patches are no-ops.
+    """
+    if "ddp" not in adloco.config.METHOD_RULES:
+        monkeypatch.setitem(
+            adloco.config.METHOD_RULES,
+            "ddp",
+            {"initial_trainers": 1, "batch_test": "none", "merge": "none"},
+        )
+    method = adloco.config._parsed_schema()["$defs"]["train_fields"]["method"]
+    if "ddp" not in method["enum"]:
+        monkeypatch.setitem(method, "enum", [*method["enum"], "ddp"])
+    original = adloco.config.resolve_run
+    try:
+        original({"runs": {"x": {"method": "diloco", "seeds": [0]}}, "train": {}}, "x")
+    except adloco.config.ConfigError:
+
+        def resolve_run(config, name):
+            runs = {**config["runs"], name: dict(config["runs"][name])}
+            runs[name].pop("seeds", None)
+            return original({**config, "runs": runs}, name)
+
+        monkeypatch.setattr(adloco.config, "resolve_run", resolve_run)
+        monkeypatch.setattr(adloco.report.inputs, "resolve_run", resolve_run)
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 Runs are written by the ``workspace`` fixture (tests/report/conftest.py): one
 row per trainer per round, one communication per row, ``sim_s_per_round``
-simulated seconds per round, 100 tokens per row.
+simulated seconds per round (per seed when a dict), 100 tokens per row.
 """
 
 from __future__ import annotations
@@ -11,36 +11,55 @@ import math
 
 import pytest
 
+import adloco.config
 from adloco.report.claims import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTABLE, SUPPORTED
 from adloco.report.mechanisms import mechanism_checks
+from adloco.report.sensitivity import attach_alternatives
+
+EIGHT = tuple(range(8))
 
 
-def diloco(ws, seeds=(0, 1, 2), sim=1.0):
-    # Reaches 60 at round 3 in every seed: 3 communications, 3 * sim seconds.
+def diloco(ws, seeds=EIGHT, sim=1.0):
+    # Reaches 60 at round 3 and stays in every seed: 3 communications, 3 * sim seconds.
     ws.run("diloco", {"method": "diloco"}, {s: ws.single([100, 80, 60]) for s in seeds}, sim)
 
 
-def adloco_fast(ws, seeds=(0, 1, 2), sim=None):
-    # Reaches 60 at round 1 (min(90, 55)) in every seed: 2 communications.
+def adloco_fast(ws, seeds=EIGHT, sim=None):
+    # Reaches 60 at round 1 (min(90, 55)) and stays in every seed: 2 communications.
     sim = sim or {s: 1.0 + 0.1 * s for s in seeds}
     ws.run("adloco", ws.FULL_ADLOCO, {s: ws.pair([90, 50], [55, 50]) for s in seeds}, sim)
 
 
-def test_supported_with_three_seeds(workspace):
+def test_supported_with_eight_paired_seeds(workspace):
     diloco(workspace)
     adloco_fast(workspace)
     claims = workspace.claims([60])
     time, comms = claims[1], claims[2]
-    # Time: adloco 1.0, 1.1, 1.2 s (median 1.1) against 3 s: ratio 1.1 / 3; every resample
-    # of adloco's seeds stays between 1.0 and 1.2, so the interval is [1/3, 0.4].
     head = time.headline[0]
-    assert head.interval.estimate == pytest.approx(1.1 / 3)
-    assert (head.interval.low, head.interval.high) == (pytest.approx(1 / 3), pytest.approx(0.4))
-    assert time.verdict == SUPPORTED
+    # Seed s: adloco 1 + 0.1 s seconds against 3: every paired ratio below 1, so the sign
+    # pattern is the most extreme of 2^8: p = 1/256.
+    assert head.effect.seeds == EIGHT
+    assert head.effect.ratios == pytest.approx(tuple((1 + 0.1 * s) / 3 for s in EIGHT))
+    # Median of the eight ratios: between seeds 3 and 4, (1.3 / 3 * 1.4 / 3) ** 0.5.
+    assert head.effect.estimate == pytest.approx(math.sqrt(1.3 * 1.4) / 3)
+    assert head.effect.test.p_less == 1 / 256
+    # Eight seeds: the range covers the median with 1 - 2/256.
+    assert (head.effect.interval.low, head.effect.interval.high) == pytest.approx((1 / 3, 1.7 / 3))
+    assert head.effect.interval.kind == "range over seeds"
+    assert time.verdict == SUPPORTED and "p = 0.00391 ≤ 0.05" in head.reason
     # Communications: 2 against 3 in every seed.
-    assert comms.headline[0].interval.estimate == pytest.approx(2 / 3)
+    assert comms.headline[0].effect.estimate == pytest.approx(2 / 3)
     assert comms.verdict == SUPPORTED
-    assert "below 1" in comms.reason
+
+
+def test_three_seeds_cannot_reach_the_level_and_say_so(workspace):
+    diloco(workspace, seeds=(0, 1, 2))
+    adloco_fast(workspace, seeds=(0, 1, 2))
+    claims = workspace.claims([60])
+    head = claims[1].headline[0]
+    assert head.effect.test.p_less == 1 / 8  # all three faster: the best the test can do
+    assert claims[1].verdict == INCONCLUSIVE
+    assert "cannot go below p = 0.125" in head.reason
 
 
 def test_one_seed_is_inconclusive_and_says_why(workspace):
@@ -49,40 +68,58 @@ def test_one_seed_is_inconclusive_and_says_why(workspace):
     claims = workspace.claims([60])
     assert claims[1].verdict == INCONCLUSIVE
     assert "single seed" in claims[1].reason
-    assert claims[1].headline[0].interval.estimate == pytest.approx(1 / 3)
+    assert claims[1].headline[0].effect.estimate == pytest.approx(1 / 3)
+    assert claims[1].headline[0].effect.interval.kind == "none"
 
 
-def test_slower_is_not_supported(workspace):
+def test_slower_in_every_seed_is_not_supported(workspace):
     diloco(workspace, sim=1.0)
-    adloco_fast(workspace, sim={0: 4.0, 1: 5.0, 2: 6.0})
+    adloco_fast(workspace, sim={s: 4.0 + 0.1 * s for s in EIGHT})
     claims = workspace.claims([60])
-    assert claims[1].verdict == NOT_SUPPORTED  # 5 s against 3 s: CI [4/3, 2]
+    head = claims[1].headline[0]
+    assert head.effect.test.p_greater == 1 / 256
+    assert claims[1].verdict == NOT_SUPPORTED and "against it" in head.reason
     assert claims[2].verdict == SUPPORTED  # still fewer communications
 
 
-def test_overlapping_seeds_are_inconclusive(workspace):
+def test_equal_in_every_seed_is_not_supported(workspace):
+    diloco(workspace)
+    # Two communications a round, reaching at round 2 and staying: 4 against diloco's 3;
+    # diloco with 2 rounds of 2 trainers is not possible, so compare communications 3 vs 3.
+    workspace.run(
+        "adloco", workspace.FULL_ADLOCO, {s: workspace.single([100, 80, 60]) for s in EIGHT}
+    )
+    head = workspace.claims([60])[2].headline[0]
+    # Every pair ties (3 against 3): no sign to test, the interval [1, 1] is not below 1.
+    assert head.effect.test.ties == 8 and head.effect.estimate == 1.0
+    assert head.verdict == NOT_SUPPORTED and "not below 1" in head.reason
+
+
+def test_mixed_seeds_are_inconclusive(workspace):
     diloco(workspace, sim=1.0)  # 3 s in every seed
-    adloco_fast(workspace, sim={0: 2.0, 1: 3.5, 2: 2.5})  # 2, 3.5 and 2.5 s
-    claims = workspace.claims([60])
-    head = claims[1].headline[0]
-    assert head.interval.low < 1 < head.interval.high
-    assert claims[1].verdict == INCONCLUSIVE and "contains 1" in claims[1].reason
+    times = [2.0, 3.5, 2.5, 3.2, 2.9, 3.4, 2.8, 3.1]
+    adloco_fast(workspace, sim=dict(zip(EIGHT, times, strict=True)))
+    head = workspace.claims([60])[1].headline[0]
+    assert head.effect.test.p_less > 0.05 and head.effect.test.p_greater > 0.05
+    assert head.verdict == INCONCLUSIVE and "neither ≤ 0.05" in head.reason
 
 
 def test_censored_baseline_supports_and_both_censored_is_not_testable(workspace):
-    workspace.run("diloco", {"method": "diloco"}, {s: workspace.single([100, 90]) for s in (0, 1)})
+    workspace.run("diloco", {"method": "diloco"}, {s: workspace.single([100, 90]) for s in EIGHT})
     workspace.run(
-        "adloco", workspace.FULL_ADLOCO, {s: workspace.pair([90, 50], [95, 55]) for s in (0, 1)}
+        "adloco", workspace.FULL_ADLOCO, {s: workspace.pair([90, 50], [95, 55]) for s in EIGHT}
     )
     claims = workspace.claims([60, 40])
     at_60 = next(c for c in claims[1].comparisons if c.target == 60 and c.against == "diloco")
-    assert at_60.verdict == SUPPORTED and at_60.interval.estimate == 0.0
-    assert "diloco does not reach the target" in at_60.reason
+    # diloco never gets to 60: every log ratio is -inf, ratio 0, p = 1/256.
+    assert at_60.effect.estimate == 0.0 and at_60.effect.test.p_less == 1 / 256
+    assert at_60.verdict == SUPPORTED
     at_40 = claims[1].headline[0]  # main target: the hardest, 40
     assert at_40.target == 40 and at_40.verdict == NOT_TESTABLE
+    assert at_40.effect.both_censored == 8 and "neither run gets there" in at_40.reason
 
 
-def test_missing_diloco_or_target_is_not_testable(workspace):
+def test_missing_diloco_is_not_testable(workspace):
     adloco_fast(workspace)
     claims = workspace.claims([60])
     assert claims[1].verdict == NOT_TESTABLE and "no DiLoCo run" in claims[1].reason
@@ -93,6 +130,8 @@ def test_linear_clock_makes_the_time_claim_not_testable(workspace):
     adloco_fast(workspace)
     claims = workspace.claims([60], clock_reason="the runs' clock charges compute by tokens")
     assert claims[1].verdict == NOT_TESTABLE and "by tokens" in claims[1].reason
+    equal_time = next(c for c in claims[1].comparisons if c.quantity == "perplexity_at_time")
+    assert equal_time.verdict == NOT_TESTABLE
     assert claims[2].verdict == SUPPORTED  # communications do not depend on the clock
 
 
@@ -103,19 +142,58 @@ def test_best_baseline_and_every_baseline_are_compared(workspace):
     workspace.run(
         "diloco-max-batch",
         {"method": "diloco", "initial_batch": 8},
-        {s: workspace.single([70, 60]) for s in (0, 1, 2)},
+        {s: workspace.single([70, 60]) for s in EIGHT},
     )
     claims = workspace.claims([60])
     best = next(c for c in claims[2].comparisons if c.against == "best baseline")
     assert best.baseline == "diloco-max-batch"
-    assert best.interval.estimate == pytest.approx(1.0)  # 2 against 2 communications
+    assert best.effect.estimate == pytest.approx(1.0)  # 2 against 2 communications
     assert best.verdict == NOT_SUPPORTED
     assert claims[2].verdict == SUPPORTED  # the headline stays against DiLoCo
 
 
-def test_ablations(workspace):
+def test_a_dip_that_returns_does_not_reach_and_the_rule_table_shows_it(workspace):
+    # AdLoCo dips to 55 at round 1 and is back at 80 at round 2, under 60 again at round 3.
+    # DiLoCo gets to 60 at round 2 and stays. First crossing: adloco 1 s against 2 s
+    # (supported); staying below: adloco 3 s against 2 s (not supported).
+    workspace.run("diloco", {"method": "diloco"}, {s: workspace.single([70, 60, 58]) for s in EIGHT})
+    workspace.run(
+        "adloco", workspace.FULL_ADLOCO, {s: workspace.single([55, 80, 59]) for s in EIGHT}
+    )
+    runs, roles, ladder, settings = workspace.load([60])
+    from adloco.report.claims import evaluate_claims
+
+    claims = evaluate_claims(runs, roles, ladder, settings)
+    attach_alternatives(claims, runs, roles, ladder, settings)
+    head = claims[0].headline[0]
+    assert head.subject_values == {s: 3.0 for s in EIGHT}
+    assert head.verdict == NOT_SUPPORTED
+    assert head.alternatives["reached"] == {"value": "first", "verdict": SUPPORTED}
+    assert set(head.alternatives) == {"reached", "pairing", "paired_test", "equal_time"}
+
+
+def test_pairing_by_seed_against_the_unpaired_alternative(workspace):
+    # Seeds differ a lot (seed s is 1 + s times slower for both), AdLoCo is 10 % faster in
+    # every one: paired, p = 1/256; unpaired, the two samples overlap almost entirely.
+    slow = {s: 1.0 + s for s in EIGHT}
+    diloco(workspace, sim={s: slow[s] / 3 * 3 for s in EIGHT})  # reaches at round 3: 3 (1 + s)
+    adloco_fast(workspace, sim={s: 2.7 * slow[s] for s in EIGHT})  # round 1: 2.7 (1 + s)
+    runs, roles, ladder, settings = workspace.load([60])
+    from adloco.report.claims import evaluate_claims
+
+    claims = evaluate_claims(runs, roles, ladder, settings)
+    attach_alternatives(claims, runs, roles, ladder, settings)
+    head = claims[0].headline[0]
+    assert head.verdict == SUPPORTED and head.effect.estimate == pytest.approx(0.9)
+    assert head.alternatives["pairing"] == {"value": "none", "verdict": INCONCLUSIVE}
+    unpaired = evaluate_claims(runs, roles, ladder, settings.__class__(
+        **{**settings.__dict__, "pairing": "none"}))[0].headline[0]  # fmt: skip
+    assert unpaired.effect.pairing == "none" and unpaired.effect.test.p_less > 0.05
+
+
+def test_ablations_with_fewer_seeds_pair_on_the_common_ones(workspace, lead_contract):
     adloco_fast(workspace)
-    # Slower ablation (reaches 60 at round 2, 2 s a round) and ending higher (60 vs 50).
+    # Slower ablation on seeds 0-2 only (reaches 60 at round 2, 2 s a round), ending higher.
     workspace.run(
         "adloco-no-merge",
         {**workspace.FULL_ADLOCO, "merge": "none"},
@@ -125,21 +203,92 @@ def test_ablations(workspace):
     claims = workspace.claims([60])
     abl = claims[3]
     time = next(c for c in abl.comparisons if c.headline)
-    # adloco median 1.1 s against 4 s.
-    assert time.interval.estimate == pytest.approx(1.1 / 4)
+    assert time.effect.seeds == (0, 1, 2)
+    # adloco 1.0, 1.1, 1.2 s against 4 s each: median paired ratio 1.1 / 4; n = 3 cannot
+    # reach p <= 0.05 (smallest 1/8).
+    assert time.effect.estimate == pytest.approx(1.1 / 4)
+    assert time.verdict == INCONCLUSIVE and "3 paired seeds" in time.reason
     final = next(c for c in abl.comparisons if c.quantity == "final_val_perplexity")
-    assert final.interval.estimate == pytest.approx(10.0)  # 60 - 50
-    assert final.verdict == SUPPORTED
-    assert abl.verdict == SUPPORTED and "1 supported" in abl.reason
+    assert final.effect.estimate == pytest.approx(50 / 60)
+    assert "1 inconclusive" in abl.reason
+
+
+def test_ddp_is_an_anchor_compared_but_not_a_baseline(workspace, lead_contract):
+    diloco(workspace)
+    adloco_fast(workspace)
+    # ddp: one trainer, gets to 60 at round 2 in every seed, 10 s a round.
+    workspace.run("ddp", {"method": "ddp"}, {s: workspace.single([70, 60]) for s in EIGHT}, 10.0)
+    runs, roles, ladder, settings = workspace.load([60])
+    assert roles.ddp == "ddp" and roles.role_of("ddp") == "data-parallel anchor"
+    assert "ddp" not in roles.all_baselines()
+    from adloco.report.claims import evaluate_claims
+
+    claims = evaluate_claims(runs, roles, ladder, settings)
+    anchor = next(c for c in claims[0].comparisons if c.against == "ddp anchor")
+    assert anchor.baseline == "ddp" and anchor.subject_values[0] == 1.0
+    assert anchor.against_values == {s: 20.0 for s in EIGHT}
+    assert not anchor.headline and anchor.verdict == SUPPORTED
+    # ddp is not among the baselines: with DiLoCo alone there is no "best baseline" row.
+    assert not any(c.against == "best baseline" for c in claims[0].comparisons)
+
+
+def test_unknown_method_plays_no_role(workspace, lead_contract):
+    from adloco.config import load_config
+    from adloco.report.settings import assign_roles
+
+    diloco(workspace, seeds=(0,))
+    workspace.run("anchor", {"method": "ddp"}, {0: workspace.single([70, 60])})
+    config = load_config(workspace.write([60]))
+    settings = {n: adloco.config.resolve_run(config, n) for n in config["runs"]}
+    fake = {**settings, "mystery": settings["diloco"].__class__(
+        **{**settings["diloco"].__dict__, "name": "mystery", "method": "mystery"})}  # fmt: skip
+    roles = assign_roles(config, fake)
+    assert roles.ddp == "anchor" and roles.role_of("mystery") == ""
+
+
+def test_equal_simulated_time_compares_perplexities(workspace):
+    # diloco: 100, 80, 60 at 1, 2, 3 s; adloco: 90/55 then 50/50 at 0.5, 1.0 s (seed-free).
+    diloco(workspace, sim=1.0)
+    adloco_fast(workspace, sim={s: 0.5 for s in EIGHT})
+    claims = workspace.claims([60])
+    at_time = next(
+        c for c in claims[1].comparisons
+        if c.quantity == "perplexity_at_time" and c.against == "diloco"
+    )  # fmt: skip
+    # Fastest rule: adloco finishes first, at 1.0 s; diloco then holds its round-1 model, 100.
+    assert at_time.time_s == 1.0
+    assert at_time.subject_values == {s: 50.0 for s in EIGHT}
+    assert at_time.against_values == {s: 100.0 for s in EIGHT}
+    assert at_time.effect.estimate == pytest.approx(0.5) and at_time.verdict == SUPPORTED
+    slowest = workspace.claims([60], equal_time="slowest")[1]
+    late = next(c for c in slowest.comparisons if c.quantity == "perplexity_at_time")
+    # Slowest rule: at 3 s both have finished; final models 50 against 60.
+    assert late.time_s == 3.0 and late.against_values[0] == 60.0
+
+
+def test_claims_json_has_each_seed(workspace):
+    diloco(workspace, seeds=(0, 1))
+    adloco_fast(workspace, seeds=(0, 1))
+    workspace.run("diloco", {"method": "diloco"},
+                  {0: workspace.single([100, 80, 60]), 1: workspace.single([100, 90])})  # fmt: skip
+    head = workspace.claims([60])[1].headline[0].as_dict()
+    assert head["per_seed"] == [
+        {"seed": 0, "subject": 1.0, "against": 3.0, "subject_censored": False,
+         "against_censored": False, "ratio": pytest.approx(1 / 3)},
+        {"seed": 1, "subject": 1.1, "against": None, "subject_censored": False,
+         "against_censored": True, "ratio": 0.0},
+    ]  # fmt: skip
+    assert head["effect_pairs"] == 2 and head["effect_p_adloco_less"] == 1 / 4
 
 
 def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
     from adloco.config import load_config
     from adloco.report.claims import evaluate_claims
+    from adloco.report.exact import sign_flip_test
     from adloco.report.inputs import load_runs
-    from adloco.report.ladder import build_ladder, to_target
+    from adloco.report.ladder import to_target
     from adloco.report.settings import ReportSettings, assign_roles
-    from adloco.report.stats import median
+    from adloco.report.targets import build_ladder
 
     config = load_config(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
@@ -151,13 +300,15 @@ def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
         head = claims[number - 1].headline[0]
         ad = to_target(runs, "adloco", ladder.main, quantity)
         di = to_target(runs, "diloco", ladder.main, quantity)
-        assert all(math.isfinite(v) for v in ad + di)  # the derived ladder is reachable
-        assert head.interval.estimate == pytest.approx(median(ad) / median(di))
+        logs = sorted(math.log(ad[s] / di[s]) for s in ad)
+        assert head.effect.estimate == pytest.approx(math.exp(logs[1]))
+        test = sign_flip_test([math.log(ad[s] / di[s]) for s in ad])
+        assert head.effect.test == test
         expected = (
             SUPPORTED
-            if head.interval.high < 1
+            if test.p_less <= 0.05
             else NOT_SUPPORTED
-            if head.interval.low >= 1
+            if test.p_greater <= 0.05 or head.effect.interval.low >= 1
             else INCONCLUSIVE
         )
         assert head.verdict == expected

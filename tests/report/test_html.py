@@ -19,16 +19,35 @@ from adloco.report import FIGURE_NAMES, build_report
 from adloco.report.html import PAGE_WIDTH_PX
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SECTIONS = ("answer", "claims", "ladder", "regimes", "runs", "mechanisms", "variance",
-            "calibration", "method")  # fmt: skip
+SECTIONS = ("answer", "claims", "seeds", "rules", "targets", "ladder", "regimes", "runs",
+            "noise", "tuning", "mechanisms", "variance", "calibration", "method")  # fmt: skip
 MAX_COLUMNS = 12
+
+
+def references_and_base(root: Path) -> tuple[Path, Path]:
+    """A data folder whose manifest has reference perplexities, and a base model folder."""
+    data, base = root / "data", root / "base"
+    data.mkdir(parents=True)
+    base.mkdir(parents=True)
+    reference = {"split": "validation", "counts_from": ["train"], "predicted_tokens": 960,
+                 "uniform": 256.0, "unigram": 120.0, "bigram": 55.0,
+                 "unigram_smoothing": "add-one", "bigram_smoothing": "add-one"}  # fmt: skip
+    (data / "manifest.json").write_text(json.dumps({"reference_perplexity": reference}))
+    (base / "base.json").write_text(
+        json.dumps({"val_perplexity": 64.0, "val_loss": 4.16, "val_loss_stderr": 0.01,
+                    "tokens": 9600, "steps": 40})  # fmt: skip
+    )
+    return data, base
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, engine_fixture):
     out = tmp_path_factory.mktemp("report")
+    data, base = references_and_base(tmp_path_factory.mktemp("inputs"))
     f = engine_fixture
-    doc = build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", out)
+    doc = build_report(
+        f / "config.yaml", f / "runs", f / "calibration", f / "variance", out, data, base
+    )
     return out, doc, (out / "index.html").read_text()
 
 
@@ -103,9 +122,16 @@ def test_claims_json_is_machine_readable(report):
     assert doc["targets"] and doc["target_perplexity"] == min(doc["targets"])
     assert [c["number"] for c in doc["claims"]] == [1, 2, 3]
     head = next(c for c in doc["claims"][0]["comparisons"] if c["headline"])
-    assert {"effect_estimate", "effect_low", "effect_high", "verdict", "reason"} <= set(head)
-    assert head["effect_low"] <= head["effect_estimate"] <= head["effect_high"]
-    assert len(head["subject_per_seed"]) == 3
+    assert {"effect_estimate", "effect_interval", "verdict", "reason", "per_seed"} <= set(head)
+    interval = head["effect_interval"]
+    assert interval["low"] <= head["effect_estimate"] <= interval["high"]
+    assert interval["kind"] == "range over seeds" and interval["coverage"] == 0.75
+    assert [s["seed"] for s in head["per_seed"]] == [0, 1, 2]
+    assert head["effect_p_adloco_less"] in (1 / 8, 2 / 8, 3 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0)
+    assert set(head["under_alternative_rules"]) == {"reached", "pairing", "paired_test",
+                                                    "equal_time"}  # fmt: skip
+    assert doc["reference_perplexity"]["unigram"] == 120.0 and doc["base"]["val_perplexity"] == 64
+    assert doc["headline"]["runs"][0] == "adloco" and doc["rules"]["reached"] == "stays"
     assert {m["mechanism"] for m in doc["mechanisms"]} == {
         "batch grows", "trainers merge", "switch mode engages"
     }  # fmt: skip
@@ -116,7 +142,10 @@ def test_claims_json_is_machine_readable(report):
 def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture):
     out, _, page = report
     f = engine_fixture
-    build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", tmp_path)
+    data, base = references_and_base(tmp_path / "inputs")
+    build_report(
+        f / "config.yaml", f / "runs", f / "calibration", f / "variance", tmp_path, data, base
+    )
     assert (tmp_path / "index.html").read_text() == page
     assert (tmp_path / "regimes.csv").read_bytes() == (out / "regimes.csv").read_bytes()
 
@@ -126,7 +155,8 @@ def test_hand_made_tree_with_missing_optional_files(fixtures_dir, tmp_path):
     build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", tmp_path)
     page = (tmp_path / "index.html").read_text()
     # One seed: verdicts are inconclusive and the page says why.
-    assert "One seed per run" in page and "inconclusive" in page
+    assert "1 seed: diloco, adloco, adloco-no-merge" in page and "inconclusive" in page
+    assert "Reference perplexities unavailable" in page and "No base model given" in page
     # Rows without slot_work cannot be recomputed: no regime figure, and the page says so.
     assert "Not drawn: no regime cells" in page
     for _, width, _ in min_table_widths(page):

@@ -87,9 +87,21 @@ def test_explicit_roles_win_and_are_checked():
 
 def test_settings_defaults():
     s = ReportSettings.from_config({"report": {}})
-    assert s.targets is None and s.target_levels == 4 and s.main_target is None
-    assert s.bandwidths_gbit_s == DEFAULT_BANDWIDTHS_GBIT_S
-    assert (s.bootstrap_samples, s.bootstrap_seed, s.confidence) == (2000, 0, 0.95)
+    assert (s.targets.relative_to, s.targets.levels, s.targets.main) == (
+        "base", (0.95, 0.9, 0.85), None
+    )
+    assert s.bandwidths_gbit_s == DEFAULT_BANDWIDTHS_GBIT_S and s.saturation_batches is None
+    assert s.rules() == {
+        "reached": "stays", "pairing": "seed", "paired_test": "signed_rank",
+        "equal_time": "fastest",
+    }  # fmt: skip
+    assert (s.test_level, s.confidence, s.tuning, s.tuning_groups) == (0.05, 0.95, None, None)
+
+
+def test_schema_defaults_match_the_settings_defaults():
+    # The schema fills a config's report section; the settings read the same values.
+    config = validate({**copy.deepcopy(BASE_CONFIG), "runs": {"d": {"method": "diloco"}}})
+    assert ReportSettings.from_config(config) == ReportSettings.from_config({"report": {}})
 
 
 def test_the_three_configs_validate_their_report_section():

@@ -524,10 +524,7 @@ def noise_figure(rows: list[dict], name: str | None) -> bytes | None:
            if isinstance(r["val_perplexity"], (int, float))]  # fmt: skip
     if pts:
         ax.scatter(*zip(*pts, strict=True), s=8, alpha=0.35, color="tab:blue")
-        ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(_plain_numbers())
-        ax.xaxis.set_minor_formatter(_plain_numbers())
         ax.yaxis.set_major_formatter(_plain_numbers())
         ax.invert_xaxis()
     ax.set_xlabel("run-level validation perplexity of the round (falling to the right)")

@@ -194,7 +194,7 @@ def answer_section(p: Page) -> str:
     )
     return (
         "<h2 id='answer'>The answer</h2>"
-        + "".join(f"<p class='verdict not-testable'>{esc(w)}</p>" for w in warnings)
+        + "".join(f"<p class='warning'>{esc(w)}</p>" for w in warnings)
         + f"<ol>{''.join(items)}</ol>"
         f"<p>{esc(regime_summary(p))}</p>"
         f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "

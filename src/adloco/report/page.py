@@ -46,7 +46,8 @@ th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-a
          overflow-wrap: break-word; }}
 th {{ background: #f2f2f2; }}
 td.n, th.n {{ text-align: right; }} td.n {{ white-space: nowrap; }}
-td small {{ display: block; white-space: normal; color: #666; font-size: 11px; }}
+td small, th small {{ display: block; white-space: normal; color: #666; font-size: 11px;
+                     font-weight: normal; }}
 figure {{ margin: 0.8em 0; }}
 img {{ max-width: 100%; height: auto; border: 1px solid #eee; }}
 figcaption {{ color: #444; font-size: 13px; }}
@@ -55,6 +56,7 @@ figcaption {{ color: #444; font-size: 13px; }}
 .inconclusive, .unclear {{ background: #fff3c4; }} .not-testable {{ background: #eee; }}
 .own {{ outline: 2px solid #333; outline-offset: -2px; }}
 .note {{ color: #555; font-size: 13px; }}
+.warning {{ background: #fff3c4; padding: 4px 8px; border-left: 4px solid #c90; }}
 details > summary {{ cursor: pointer; color: #235; }}
 nav a {{ margin-right: 0.8em; }}
 """

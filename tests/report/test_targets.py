@@ -1,0 +1,120 @@
+"""Targets fixed before the runs (fractions of the base, perplexities), derived ones, the unigram rule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from adloco.config import ConfigError
+from adloco.report.references import References, load_base, load_references
+from adloco.report.settings import ReportSettings, TargetSettings
+from adloco.report.targets import ceil_significant
+
+
+def test_ceil_significant():
+    assert ceil_significant(47.23) == 47.3
+    assert ceil_significant(1234.0) == 1240.0
+    assert ceil_significant(60.0) == 60.0
+
+
+def runs(ws):
+    ws.run(
+        "diloco", {"method": "diloco"}, {0: ws.single([100, 80, 60]), 1: ws.single([110, 90, 70])}
+    )
+    ws.run("adloco", ws.FULL_ADLOCO,
+           {0: ws.pair([90, 50], [95, 55]), 1: ws.pair([95, 65], [99, 66])})  # fmt: skip
+    ws.run("localsgd", {"method": "localsgd"}, {0: ws.single([120, 95]), 1: ws.single([120, 96])})
+
+
+def test_targets_are_fractions_of_the_base_perplexity(workspace):
+    runs(workspace)
+    base = load_base(workspace.base(120.0))
+    _, _, ladder, _ = workspace.load(
+        references=None,
+        base=base,
+        targets_section={"relative_to": "base", "levels": [0.9, 0.75, 0.5], "main": 0.75},
+    )
+    # 0.9, 0.75, 0.5 of 120: 108, 90, 60 — the main 0.75 x 120.
+    assert ladder.targets == pytest.approx((108.0, 90.0, 60.0))
+    assert ladder.main == pytest.approx(90.0) and ladder.source == "base"
+    assert ladder.level_text(ladder.main) == "0.75 × base"
+    assert "fixed before the runs" in ladder.note and "120" in ladder.note
+
+
+def test_base_targets_without_a_base_model_are_one_clear_error(workspace):
+    runs(workspace)
+    with pytest.raises(ConfigError, match="relative_to: base needs the base model"):
+        workspace.load(targets_section={"relative_to": "base", "levels": [0.9]})
+
+
+def test_base_levels_must_be_fractions_and_main_one_of_them():
+    with pytest.raises(ConfigError, match="1.5 is not a fraction below 1"):
+        TargetSettings.from_section({"relative_to": "base", "levels": [0.9, 1.5]})
+    with pytest.raises(ConfigError, match="0.8 is not one of report.targets.levels"):
+        TargetSettings.from_section({"relative_to": "base", "levels": [0.9], "main": 0.8})
+    default = ReportSettings.from_config({}).targets
+    assert (default.relative_to, default.levels, default.main) == ("base", (0.95, 0.9, 0.85), None)
+
+
+def test_derived_targets_are_an_explicit_option_and_said_so(workspace):
+    runs(workspace)
+    _, _, ladder, _ = workspace.load(derived_levels=2)
+    # Hardest: the highest best among adloco and diloco seeds = max(60, 70, 50, 65) = 70.
+    # Easiest bound: the lowest first evaluation = min(100, 110, 90, 95) = 90.
+    # Two levels: 70 * (90/70)^(0/2) = 70 and 70 * (90/70)^(1/2) = 79.37 -> 79.4.
+    assert ladder.targets == (79.4, 70.0)
+    assert ladder.main == 70.0 and ladder.source == "derived"
+    assert "not fixed before them" in ladder.note and "adloco, diloco" in ladder.note
+
+
+def test_unknown_derived_run_is_named(workspace):
+    runs(workspace)
+    with pytest.raises(ConfigError, match="report.targets.derived_runs: no run named nope"):
+        workspace.load(derived_runs=["nope"])
+
+
+def test_a_target_at_or_above_unigram_is_not_testable(workspace):
+    runs(workspace)
+    refs = load_references(workspace.manifest(uniform=512.0, unigram=90.0, bigram=40.0))
+    assert refs.levels == {"uniform": 512.0, "unigram": 90.0, "bigram": 40.0}
+    assert refs.details["counts_from"] == ["train"] and not refs.note
+    _, _, ladder, _ = workspace.load([95, 90, 60], references=refs)
+    # 95 and 90 are at or above the unigram level 90; 60 is below it.
+    assert set(ladder.untestable) == {95.0, 90.0}
+    assert "unigram perplexity 90" in ladder.untestable[90.0] and not ladder.caveat
+    claims = workspace.claims([95, 60], main=95, references=refs)
+    head = claims[1].headline[0]
+    assert head.verdict == "not testable" and "token frequencies" in head.reason
+    at_60 = next(c for c in claims[1].comparisons if c.target == 60 and c.against == "diloco")
+    assert at_60.verdict != "not testable"
+
+
+def test_missing_references_are_said_and_every_verdict_says_so(workspace):
+    runs(workspace)
+    refs = load_references(workspace.manifest())  # a manifest from before the references
+    assert refs.levels == {} and "no reference_perplexity" in refs.note
+    assert load_references(None).note.startswith("no tokenized data folder")
+    _, _, ladder, _ = workspace.load([60], references=refs)
+    assert ladder.untestable == {} and "could not be applied" in ladder.caveat
+    claims = workspace.claims([60], references=refs)
+    assert "the unigram rule could not be applied" in claims[1].headline[0].reason
+
+
+def test_malformed_references_and_base_name_the_file(workspace):
+    folder = workspace.manifest(unigram=-3.0)
+    with pytest.raises(ValueError, match="reference_perplexity.unigram must be a positive"):
+        load_references(folder)
+    base = workspace.base(50.0)
+    (base / "base.json").write_text('{"val_perplexity": "x"}')
+    with pytest.raises(ValueError, match="base.json: val_perplexity must be a positive number"):
+        load_base(base)
+    with pytest.raises(FileNotFoundError, match="run `adloco pretrain`"):
+        load_base(workspace.root / "nowhere")
+
+
+def test_base_curve_is_read(workspace):
+    base = load_base(workspace.base(42.0, curve=[{"step": 1, "val_perplexity": 80.0}]))
+    assert base.val_perplexity == 42.0 and base.curve == [{"step": 1, "val_perplexity": 80.0}]
+    assert math.isclose(base.fields["val_loss"], math.log(42.0))
+    assert References.unavailable("x").unigram is None
