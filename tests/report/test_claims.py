@@ -156,7 +156,9 @@ def test_a_dip_that_returns_does_not_reach_and_the_rule_table_shows_it(workspace
     # AdLoCo dips to 55 at round 1 and is back at 80 at round 2, under 60 again at round 3.
     # DiLoCo gets to 60 at round 2 and stays. First crossing: adloco 1 s against 2 s
     # (supported); staying below: adloco 3 s against 2 s (not supported).
-    workspace.run("diloco", {"method": "diloco"}, {s: workspace.single([70, 60, 58]) for s in EIGHT})
+    workspace.run(
+        "diloco", {"method": "diloco"}, {s: workspace.single([70, 60, 58]) for s in EIGHT}
+    )
     workspace.run(
         "adloco", workspace.FULL_ADLOCO, {s: workspace.single([55, 80, 59]) for s in EIGHT}
     )

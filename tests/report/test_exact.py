@@ -1,4 +1,4 @@
-"""The exact tests and the order-statistic interval, against hand-enumerated cases and brute force."""
+"""The exact tests and the order-statistic interval, against hand enumeration and brute force."""
 
 from __future__ import annotations
 

@@ -34,8 +34,15 @@ def references_and_base(root: Path) -> tuple[Path, Path]:
                  "unigram_smoothing": "add-one", "bigram_smoothing": "add-one"}  # fmt: skip
     (data / "manifest.json").write_text(json.dumps({"reference_perplexity": reference}))
     (base / "base.json").write_text(
-        json.dumps({"val_perplexity": 64.0, "val_loss": 4.16, "val_loss_stderr": 0.01,
-                    "tokens": 9600, "steps": 40})  # fmt: skip
+        json.dumps(
+            {
+                "val_perplexity": 64.0,
+                "val_loss": 4.16,
+                "val_loss_stderr": 0.01,
+                "tokens": 9600,
+                "steps": 40,
+            }
+        )  # fmt: skip
     )
     return data, base
 

@@ -138,3 +138,27 @@ def test_cli_reports_a_missing_input_in_one_line(tree, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "adloco report: error:" in err and "variance folder not found" in err
     assert not (tmp_path / "out" / "index.html").exists()
+
+
+def test_each_run_is_read_for_its_own_seeds(workspace, lead_contract):
+    from adloco.report.inputs import run_seeds
+
+    ws = workspace
+    ws.run("diloco", {"method": "diloco"}, {s: ws.single([100, 60]) for s in range(8)})
+    ws.run("adloco-no-merge", {**ws.FULL_ADLOCO, "merge": "none"},
+           {s: ws.single([100, 60]) for s in (0, 1, 2)})  # fmt: skip
+    config = load_config(ws.write([60]))
+    assert config["runs"]["adloco-no-merge"]["seeds"] == [0, 1, 2]
+    assert run_seeds(config, "diloco") == list(range(8))  # the config's seeds
+    assert run_seeds(config, "adloco-no-merge") == [0, 1, 2]
+    runs = load_runs(ws.runs_dir, config)
+    assert [(r.run, r.seed) for r in runs if r.run == "adloco-no-merge"] == [
+        ("adloco-no-merge", 0), ("adloco-no-merge", 1), ("adloco-no-merge", 2)
+    ]  # fmt: skip
+    assert sum(r.run == "diloco" for r in runs) == 8
+    # A missing seed of a run's own list is named.
+    import shutil
+
+    shutil.rmtree(ws.runs_dir / "adloco-no-merge" / "seed2")
+    with pytest.raises(FileNotFoundError, match=r"adloco-no-merge/seed2/metrics.jsonl"):
+        load_runs(ws.runs_dir, config)

@@ -88,7 +88,9 @@ def test_explicit_roles_win_and_are_checked():
 def test_settings_defaults():
     s = ReportSettings.from_config({"report": {}})
     assert (s.targets.relative_to, s.targets.levels, s.targets.main) == (
-        "base", (0.95, 0.9, 0.85), None
+        "base",
+        (0.95, 0.9, 0.85),
+        None,
     )
     assert s.bandwidths_gbit_s == DEFAULT_BANDWIDTHS_GBIT_S and s.saturation_batches is None
     assert s.rules() == {

@@ -107,3 +107,41 @@ def test_eval_stderr_pct_of_the_best_final_trainer():
     ]
     assert eval_stderr_pct(rows) == 100 * math.expm1(0.02)
     assert eval_stderr_pct([{"round": 1, "trainer": 0, "val_perplexity": 5.0}]) is None
+
+
+def dip_and_return() -> list[dict]:
+    """The issue's case: 661 at round 1, back at 823 at round 2, then down for good."""
+    ppl = {1: 661.0, 2: 823.0, 3: 700.0, 4: 640.0, 5: 610.0}
+    return [
+        {"round": k, "trainer": 0, "val_perplexity": p, "tokens_total": 100 * k,
+         "communications": k, "bytes_total": 10 * k, "sim_time_s": 2.0 * k}
+        for k, p in ppl.items()
+    ]  # fmt: skip
+
+
+def test_a_run_reaches_a_target_when_it_stays_below_it():
+    from adloco.report.summary import round_to_target
+
+    rows = dip_and_return()
+    # Target 670: the first crossing is round 1 (661), but round 2 (823) and round 3 (700)
+    # climb back above it; from round 4 on every evaluation is below: reached at round 4.
+    assert round_to_target(rows, 670.0, "first") == 1
+    assert round_to_target(rows, 670.0, "stays") == 4
+    assert reach(rows, 670.0)["sim_time_s"] == 8.0  # "stays" is the default
+    # A target the last evaluation is above is never reached under "stays".
+    assert round_to_target(rows, 620.0, "first") == 5
+    assert round_to_target(rows, 600.0, "stays") is None
+    # 823 is the highest: every evaluation is at or below it from round 1.
+    assert round_to_target(rows, 823.0, "stays") == 1
+    with pytest.raises(ValueError, match="reach rule"):
+        round_to_target(rows, 1.0, "sometimes")
+
+
+def test_perplexity_at_time_is_the_last_evaluation_before_it():
+    from adloco.report.summary import perplexity_at_time
+
+    rows = dip_and_return()  # evaluations at 2, 4, 6, 8, 10 s
+    assert perplexity_at_time(rows, 1.9) is None  # not evaluated yet
+    assert perplexity_at_time(rows, 2.0) == 661.0
+    assert perplexity_at_time(rows, 5.0) == 823.0
+    assert perplexity_at_time(rows, 99.0) == 610.0  # finished: its final model

@@ -1,4 +1,4 @@
-"""Targets fixed before the runs (fractions of the base, perplexities), derived ones, the unigram rule."""
+"""Targets fixed before the runs (base fractions, perplexities), derived ones, the unigram rule."""
 
 from __future__ import annotations
 

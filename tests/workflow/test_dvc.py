@@ -104,7 +104,14 @@ def expected_outputs(config: dict) -> dict[str, list[str]]:
         + [variance / "deviations.png"],
         "report": [
             report / name
-            for name in ("index.html", "ladder.csv", "regimes.csv", "claims.json", "summary.csv")
+            for name in (
+                "index.html",
+                "ladder.csv",
+                "regimes.csv",
+                "noise_scale.csv",
+                "claims.json",
+                "summary.csv",
+            )  # fmt: skip
         ]
         + [report / "curves.csv", report / "figures"],
     }

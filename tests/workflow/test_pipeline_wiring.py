@@ -82,6 +82,7 @@ elif stage == "report":
     (out / "claims.json").write_text(json.dumps({{"target_perplexity": 12.5}}))
     (out / "ladder.csv").write_text("target_perplexity,run\\n12.5,diloco\\n")
     (out / "regimes.csv").write_text("clock,bandwidth_gbit_s\\nmeasured,1.0\\n")
+    (out / "noise_scale.csv").write_text("run,seed,round,noise_scale\\nadloco,0,1,12.0\\n")
     (out / "figures").mkdir(exist_ok=True)
     (out / "figures" / "perplexity.png").write_bytes(b"png")
 """

@@ -190,7 +190,7 @@ def test_config_on_the_command_line_is_refused():
         ("runs", "adloco", {"method": "adloco", "eta": 2.0}, "runs.adloco.eta"),
         ("train", "merge_count", 3, "train.merge_count: run adloco merges 3 trainers"),
         ("train", "inner_lr", float("nan"), "train.inner_lr: nan is not a finite number"),
-        ("report", "target_perplexity", float("inf"), "report.target_perplexity: inf is not"),
+        ("report", "test_level", float("inf"), "report.test_level: inf is not"),
         ("train", "inner_lr", "1e-4", "(YAML reads 1e-4 as a string: write 1.0e-4,"),
     ],
 )

@@ -119,6 +119,8 @@ EXPERIMENT = config.get("experiment", "default")
 CALIBRATION_DIR = str(paths.calibration_dir(EXPERIMENT))
 VARIANCE_DIR = str(paths.variance_dir(EXPERIMENT))
 REPORT_DIR = str(paths.report_dir(EXPERIMENT))
+# The base model every run starts from (adloco pretrain).
+BASE_DIR = str(paths.base_dir(EXPERIMENT))
 LOG_DIR = str(paths.logs_dir(EXPERIMENT))
 DATA_LOG_DIR = str(paths.data_logs_dir(DATASET))
 RUNS = list(config["runs"])
@@ -204,6 +206,28 @@ def run_summaries():
 def run_metrics():
     return [run_file("metrics.jsonl", run, seed) for run in RUNS for seed in SEEDS]
 
+
+
+def report_base_input():
+    """The base model's base.json, when the runs start from it (model.source: base)."""
+    return [f"{BASE_DIR}/base.json"] if config["model"].get("source") == "base" else []
+
+
+def report_base_arg():
+    # A list, so that `{params.base:q}` quotes the folder alone and is empty without one.
+    return ["--base", BASE_DIR] if config["model"].get("source") == "base" else []
+
+
+def report_tuning_input():
+    """The tuning record report.tuning names (config/tuning.json), when it names one."""
+    tuning = config.get("report", {}).get("tuning")
+    return [tuning] if tuning else []
+
+
+def report_tuning_output():
+    """tuning.json, written by a tuning experiment's report (report.tuning_groups)."""
+    groups = config.get("report", {}).get("tuning_groups")
+    return [f"{REPORT_DIR}/tuning.json"] if groups else []
 
 
 def tokenize_raw_arg():

@@ -1,10 +1,13 @@
-# Report: every run's metrics and summary, the calibration and the variance
-# analysis -> results/<experiment>/report/: index.html (figures embedded), summary.csv (one
-# row per run and seed), curves.csv (perplexity per round), ladder.csv (time,
-# tokens, communications and bytes to each target), regimes.csv (time-to-target
-# ratios across clocks and bandwidths), claims.json (verdicts) and
-# figures/*.png. Light work, so it runs where Snakemake runs, never as a
-# cluster job.
+# Report: every run's metrics and summary, the calibration, the variance
+# analysis, the data's reference perplexities (its manifest), the base model
+# (when the runs start from one) and the tuning record (when report.tuning
+# names one) -> results/<experiment>/report/: index.html (figures embedded),
+# summary.csv (one row per run and seed), curves.csv (perplexity per round),
+# ladder.csv (time, tokens, communications and bytes to each target),
+# regimes.csv (time-to-target ratios across clocks and bandwidths),
+# noise_scale.csv (B_simple along the AdLoCo runs), claims.json (verdicts),
+# figures/*.png and, in a tuning experiment (report.tuning_groups), tuning.json.
+# Light work, so it runs where Snakemake runs, never as a cluster job.
 
 
 localrules:
@@ -17,6 +20,9 @@ rule report:
         metrics=run_metrics(),
         calibration=calibration_files(),
         variance=rules.variance.output,
+        manifest=MANIFEST,
+        base=report_base_input(),
+        tuning=report_tuning_input(),
     output:
         html=report(
             f"{REPORT_DIR}/index.html",
@@ -48,6 +54,12 @@ rule report:
             caption="../report/summary.rst",
             category="Report",
         ),
+        noise=report(
+            f"{REPORT_DIR}/noise_scale.csv",
+            caption="../report/summary.rst",
+            category="Report",
+        ),
+        tuning=report_tuning_output(),
         # A figure without data is left out, hence a folder, not a file list.
         figures=report(
             directory(f"{REPORT_DIR}/figures"),
@@ -63,6 +75,8 @@ rule report:
         # results/<experiment>/runs/<run>/seed<seed>/summary.json: three levels up.
         runs=input_folder("summaries", up=3),
         calibration=input_folder("calibration"),
+        data=input_folder("manifest"),
+        base=report_base_arg(),
         out=output_folder("html"),
     log:
         f"{LOG_DIR}/report.log",
@@ -75,4 +89,4 @@ rule report:
     shell:
         "adloco report --config {params.config:q} --runs {params.runs:q}"
         " --calibration {params.calibration:q} --variance {params.variance:q}"
-        " --out {params.out:q} > {log:q} 2>&1"
+        " --data {params.data:q} {params.base:q} --out {params.out:q} > {log:q} 2>&1"
