@@ -211,6 +211,19 @@ class Workspace:
         runs, roles, ladder, settings = self.load(targets, references, **report)
         return {c.number: c for c in evaluate_claims(runs, roles, ladder, settings, clock_reason)}
 
+    def two_seed_runs(self) -> None:
+        """diloco, adloco and localsgd, two seeds each, with hand-checkable curves.
+
+        diloco: best 60 (seed 0) and 70 (seed 1), first evaluations 100 and 110;
+        adloco: best 50 and 65, first (run-level) 90 and 95; localsgd stalls at 95.
+        """
+        self.run("diloco", {"method": "diloco"},
+                 {0: single([100, 80, 60]), 1: single([110, 90, 70])})  # fmt: skip
+        self.run("adloco", FULL_ADLOCO,
+                 {0: pair([90, 50], [95, 55]), 1: pair([95, 65], [99, 66])})  # fmt: skip
+        self.run("localsgd", {"method": "localsgd"},
+                 {0: single([120, 95]), 1: single([120, 96])})  # fmt: skip
+
     def manifest(self, **reference) -> Path:
         """A tokenized data folder whose manifest has ``reference_perplexity`` (none if empty)."""
         folder = self.root / "data"

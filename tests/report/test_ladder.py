@@ -10,20 +10,8 @@ from adloco.report.summary import reach
 INF = math.inf
 
 
-def two_seeds(ws):
-    # diloco: best 60 (seed 0) and 70 (seed 1); first evaluations 100 and 110.
-    ws.run(
-        "diloco", {"method": "diloco"}, {0: ws.single([100, 80, 60]), 1: ws.single([110, 90, 70])}
-    )
-    # adloco: best 50 and 65, first (run-level) 90 and 95.
-    ws.run("adloco", ws.FULL_ADLOCO,
-           {0: ws.pair([90, 50], [95, 55]), 1: ws.pair([95, 65], [99, 66])})  # fmt: skip
-    # localsgd stalls at 95.
-    ws.run("localsgd", {"method": "localsgd"}, {0: ws.single([120, 95]), 1: ws.single([120, 96])})
-
-
 def test_censored_seeds_are_counted_not_averaged(workspace):
-    two_seeds(workspace)
+    workspace.two_seed_runs()
     runs, roles, ladder, _ = workspace.load([79.4, 70.0])
     table = ladder_table(runs, ladder)
     # localsgd never gets to 70 or 79.4: censored in both seeds.
@@ -39,7 +27,7 @@ def test_censored_seeds_are_counted_not_averaged(workspace):
 
 
 def test_configured_targets_and_main_target(workspace):
-    two_seeds(workspace)
+    workspace.two_seed_runs()
     runs, roles, ladder, _ = workspace.load([80, 65, 60], main=65)
     assert ladder.targets == (80.0, 65.0, 60.0) and ladder.main == 65.0
     assert ladder.source == "absolute" and "fixed before the runs" in ladder.note

@@ -18,17 +18,8 @@ def test_ceil_significant():
     assert ceil_significant(60.0) == 60.0
 
 
-def runs(ws):
-    ws.run(
-        "diloco", {"method": "diloco"}, {0: ws.single([100, 80, 60]), 1: ws.single([110, 90, 70])}
-    )
-    ws.run("adloco", ws.FULL_ADLOCO,
-           {0: ws.pair([90, 50], [95, 55]), 1: ws.pair([95, 65], [99, 66])})  # fmt: skip
-    ws.run("localsgd", {"method": "localsgd"}, {0: ws.single([120, 95]), 1: ws.single([120, 96])})
-
-
 def test_targets_are_fractions_of_the_base_perplexity(workspace):
-    runs(workspace)
+    workspace.two_seed_runs()
     base = load_base(workspace.base(120.0))
     _, _, ladder, _ = workspace.load(
         references=None,
@@ -43,7 +34,7 @@ def test_targets_are_fractions_of_the_base_perplexity(workspace):
 
 
 def test_base_targets_without_a_base_model_are_one_clear_error(workspace):
-    runs(workspace)
+    workspace.two_seed_runs()
     with pytest.raises(ConfigError, match="relative_to: base needs the base model"):
         workspace.load(targets_section={"relative_to": "base", "levels": [0.9]})
 
@@ -58,7 +49,7 @@ def test_base_levels_must_be_fractions_and_main_one_of_them():
 
 
 def test_derived_targets_are_an_explicit_option_and_said_so(workspace):
-    runs(workspace)
+    workspace.two_seed_runs()
     _, _, ladder, _ = workspace.load(derived_levels=2)
     # Hardest: the highest best among adloco and diloco seeds = max(60, 70, 50, 65) = 70.
     # Easiest bound: the lowest first evaluation = min(100, 110, 90, 95) = 90.
@@ -69,13 +60,13 @@ def test_derived_targets_are_an_explicit_option_and_said_so(workspace):
 
 
 def test_unknown_derived_run_is_named(workspace):
-    runs(workspace)
+    workspace.two_seed_runs()
     with pytest.raises(ConfigError, match="report.targets.derived_runs: no run named nope"):
         workspace.load(derived_runs=["nope"])
 
 
 def test_a_target_at_or_above_unigram_is_not_testable(workspace):
-    runs(workspace)
+    workspace.two_seed_runs()
     refs = load_references(workspace.manifest(uniform=512.0, unigram=90.0, bigram=40.0))
     assert refs.levels == {"uniform": 512.0, "unigram": 90.0, "bigram": 40.0}
     assert refs.details["counts_from"] == ["train"] and not refs.note
@@ -91,7 +82,7 @@ def test_a_target_at_or_above_unigram_is_not_testable(workspace):
 
 
 def test_missing_references_are_said_and_every_verdict_says_so(workspace):
-    runs(workspace)
+    workspace.two_seed_runs()
     refs = load_references(workspace.manifest())  # a manifest from before the references
     assert refs.levels == {} and "no reference_perplexity" in refs.note
     assert load_references(None).note.startswith("no tokenized data folder")

@@ -61,18 +61,25 @@ class Calibration:
     path: Path | None
 
 
+def read_json_lines(path: Path) -> list[tuple[int, Any]]:
+    """(line number, value) of each non-empty line; invalid JSON names the file and line."""
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not valid JSON: {exc}") from exc
+    return out
+
+
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Parse metrics.jsonl; every line must be a JSON object with the required keys."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: metrics file not found (has this run been trained?)")
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not valid JSON: {exc}") from exc
+    for number, row in read_json_lines(path):
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{number}: expected a JSON object per line")
         for key in REQUIRED_ROW_KEYS:

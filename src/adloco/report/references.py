@@ -17,13 +17,13 @@ fractions of it (:mod:`adloco.report.targets`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adloco.io import read_json_object
 from adloco.records import is_number
+from adloco.report.inputs import read_json_lines
 
 # The reference levels, from the highest perplexity to the lowest.
 REFERENCE_LEVELS = ("uniform", "unigram", "bigram")
@@ -113,16 +113,7 @@ def load_base(base_dir: Path | None) -> Base | None:
     ppl = fields.get("val_perplexity")
     if not is_number(ppl) or not ppl > 0:
         raise ValueError(f"{path}: val_perplexity must be a positive number, got {ppl!r}")
-    curve = []
     metrics = folder / "metrics.jsonl"
-    if metrics.is_file():
-        for number, line in enumerate(metrics.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{metrics}:{number}: not valid JSON: {exc}") from exc
-            if isinstance(row, dict):
-                curve.append(row)
+    rows = read_json_lines(metrics) if metrics.is_file() else []
+    curve = [row for _, row in rows if isinstance(row, dict)]
     return Base(folder, float(ppl), fields, curve)

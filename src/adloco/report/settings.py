@@ -245,27 +245,23 @@ def assign_roles(config: dict, settings: dict[str, RunSettings]) -> Roles:
         elif candidates:
             adloco, sources["adloco"] = candidates[0], "first adloco run"
 
-    diloco = section.get("diloco")
-    if diloco is not None:
-        check("diloco", diloco, ("diloco",))
-        sources["diloco"] = "report.diloco"
-    else:
-        candidates = by_method.get("diloco", [])
-        if "diloco" in candidates:
-            diloco, sources["diloco"] = "diloco", "the run named diloco"
-        elif candidates:
-            diloco, sources["diloco"] = candidates[0], "first diloco run"
+    def one_of(key: str, method: str) -> str | None:
+        """``report.<key>``, else the run named ``method``, else the first run of it."""
+        value = section.get(key)
+        if value is not None:
+            sources[key] = f"report.{key}"
+            return check(key, value, (method,))
+        candidates = by_method.get(method, [])
+        if method in candidates:
+            sources[key] = f"the run named {method}"
+            return method
+        if candidates:
+            sources[key] = f"first {method} run"
+            return candidates[0]
+        return None
 
-    ddp = section.get("ddp")
-    if ddp is not None:
-        check("ddp", ddp, ("ddp",))
-        sources["ddp"] = "report.ddp"
-    else:
-        candidates = by_method.get("ddp", [])
-        if "ddp" in candidates:
-            ddp, sources["ddp"] = "ddp", "the run named ddp"
-        elif candidates:
-            ddp, sources["ddp"] = candidates[0], "first ddp run"
+    diloco = one_of("diloco", "diloco")
+    ddp = one_of("ddp", "ddp")
 
     baselines = section.get("baselines")
     if baselines is not None:
