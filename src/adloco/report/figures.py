@@ -511,6 +511,7 @@ def noise_figure(rows: list[dict], name: str | None) -> bytes | None:
                 label="batch the test asked for, median")  # fmt: skip
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(_plain_numbers())
+    ax.yaxis.set_minor_formatter(NullFormatter())
     if undetermined:
         ax.scatter([r["round"] for r in undetermined], [0.02] * len(undetermined),
                    transform=ax.get_xaxis_transform(), marker="x", color="firebrick", s=18,
@@ -526,6 +527,7 @@ def noise_figure(rows: list[dict], name: str | None) -> bytes | None:
         ax.scatter(*zip(*pts, strict=True), s=8, alpha=0.35, color="tab:blue")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(_plain_numbers())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.invert_xaxis()
     ax.set_xlabel("run-level validation perplexity of the round (falling to the right)")
     ax.set_ylabel("B_simple (sequences)")
