@@ -134,6 +134,47 @@ def _report_args(parser: argparse.ArgumentParser) -> None:
         "report.targets.relative_to is base)",
     )
     parser.add_argument("--out", required=True, help=f"output folder, {paths.report_dir(EXP)}")
+    _brought_args(parser)
+
+
+def _brought_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device",
+        action="append",
+        metavar="CALIBRATION_JSON",
+        help="a device to replay the runs on: a file `adloco calibrate` wrote on another "
+        "machine (its measured curve; repeatable)",
+    )
+    parser.add_argument(
+        "--roofline",
+        action="append",
+        metavar="NAME=SECONDS_PER_SEQUENCE,SATURATION_BATCH[,UPDATE_S]",
+        help="a device given as a roofline (repeatable)",
+    )
+    parser.add_argument(
+        "--network",
+        action="append",
+        metavar="NAME=GBIT_S,LATENCY_S",
+        help="a network to replay the runs on, beside the bandwidth sweep (repeatable)",
+    )
+
+
+def _regimes_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="configuration YAML")
+    parser.add_argument("--runs", required=True, help=f"folder of runs, {paths.runs_dir(EXP)}")
+    parser.add_argument(
+        "--calibration",
+        required=True,
+        help=f"folder of the runs' calibration JSON files, {paths.calibration_dir(EXP)}",
+    )
+    parser.add_argument(
+        "--base", default=None, help=f"the base model's folder, {paths.base_dir(EXP)}"
+    )
+    parser.add_argument(
+        "--data", default=None, help=f"tokenized data folder, {paths.tokenized_dir('<dataset>')}"
+    )
+    parser.add_argument("--out", required=True, help="output folder for the regime table")
+    _brought_args(parser)
 
 
 @dataclass(frozen=True)
@@ -197,6 +238,16 @@ STAGES: dict[str, Stage] = {
         "reference perplexities and the base model, and write "
         f"{paths.report_dir(EXP)}/index.html, claims.json and the tables beside it.",
         _report_args,
+    ),
+    "regimes": Stage(
+        "adloco.report.replay",
+        "replay the runs' time to target on other devices and networks, without retraining",
+        "Recompute every run's simulated time to the targets under brought devices (a "
+        "calibration file from another machine, or a roofline given as numbers) and networks, "
+        "the bandwidth sweep and the saturation map, and write only regimes.csv, regimes.json "
+        "and their figures. A device whose curve does not cover the pass sizes the runs "
+        "logged is refused.",
+        _regimes_args,
     ),
 }
 

@@ -1,7 +1,8 @@
 """Builders for the report tests: small result trees written from compact specs.
 
 A run is given as rounds, each a list of trainer rows in shorthand
-(``ppl``, ``req``, ``eff``, ``mode``, ``events``, ``trainer``, ``stats``);
+(``ppl``, ``req``, ``eff``, ``mode``, ``events``, ``trainer``, ``stats``,
+``slot_work``, ``sync``);
 cumulative fields (tokens_total, communications, sim_time_s) are filled the
 way the engine fills them, so each test can state its expected numbers by
 hand. A run whose seeds differ from the others' gets its own ``seeds``.
@@ -99,6 +100,8 @@ def make_rows(
                     "wall_time_s": 0.1 * index,
                     "stats": t.get("stats"),
                     "events": t.get("events", []),
+                    # What the clock charged, for the regime sweeps (absent unless given).
+                    **{k: t[k] for k in ("slot_work", "sync") if k in t},
                 }
             )
     return rows
@@ -160,11 +163,13 @@ class Workspace:
         derived_levels: int | None = None,
         derived_runs: list[str] | None = None,
         targets_section: dict | None = None,
+        cluster: dict | None = None,
         **report,
     ) -> Path:
         """The config: absolute ``targets`` (None: derived from the runs) and ``report`` keys.
 
-        ``targets_section``: report.targets as written, instead of the above.
+        ``targets_section``: report.targets as written, instead of the above;
+        ``cluster``: instead of the base config's.
         """
         if targets_section is not None:
             chosen = targets_section
@@ -183,6 +188,7 @@ class Workspace:
         }
         config = {
             **BASE_CONFIG,
+            **({"cluster": cluster} if cluster else {}),
             "seeds": seeds,
             "runs": runs,
             "report": {"targets": chosen, **report},

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from adloco import __version__
 from adloco.config import load_config
-from adloco.io import atomic_path, write_json_atomic, write_text_atomic
+from adloco.io import write_json_atomic, write_text_atomic
 from adloco.report import figures
 from adloco.report.claims import Context, evaluate_claims
 from adloco.report.headline import headline_table
@@ -47,7 +47,8 @@ from adloco.report.ladder import LADDER_COLUMNS, ladder_rows, ladder_table
 from adloco.report.mechanisms import mechanism_checks
 from adloco.report.noise import NOISE_COLUMNS, noise_rows, noise_summary
 from adloco.report.references import load_base, load_references
-from adloco.report.regimes import REGIME_COLUMNS, clock_models, is_linear, regime_cells
+from adloco.report.regimes import REGIME_COLUMNS, is_linear
+from adloco.report.replay import bring, compute_regimes, draw_regimes, regime_rows
 from adloco.report.sensitivity import attach_alternatives
 from adloco.report.settings import ReportSettings, assign_roles
 from adloco.report.stats import Spread
@@ -69,6 +70,7 @@ FIGURE_NAMES = (
     "noise_scale",
     "ladder",
     "regimes",
+    "regime_map",
     "merges",
     "batch",
     "trainers",
@@ -128,12 +130,17 @@ def build_report(
     out_dir: str | Path,
     data_dir: str | Path | None = None,
     base_dir: str | Path | None = None,
+    devices: list[str] | None = None,
+    rooflines: list[str] | None = None,
+    networks: list[str] | None = None,
 ) -> dict:
     """Read all inputs, write every output; return the document written to claims.json.
 
     ``data_dir``: the tokenized data folder (reference perplexities of its
     manifest); ``base_dir``: the base model's folder. Both optional: without
-    them the page says what it could not show or check.
+    them the page says what it could not show or check. ``devices``,
+    ``rooflines``, ``networks``: brought from elsewhere for the regime
+    section (:mod:`adloco.report.devices`).
     """
     config = load_config(config_path)
     settings = ReportSettings.from_config(config)
@@ -148,12 +155,16 @@ def build_report(
     ladder = build_ladder(runs, roles, settings, base, references)
     if ladder.main is None:
         log.warning("%s", ladder.note)
-    models = clock_models(config, Path(calibration_dir))
+    brought, brought_networks = bring(config, Path(calibration_dir), devices, rooflines, networks)
+    regimes = compute_regimes(
+        runs, roles, ladder, config, Path(calibration_dir), settings, brought, brought_networks
+    )
+    models = regimes.models
     clock, clock_reason = own_clock(config, models)
     claims = evaluate_claims(runs, roles, ladder, settings, clock_reason)
     attach_alternatives(claims, runs, roles, ladder, settings, clock_reason)
     headline = headline_table(Context(runs, roles, ladder, settings, clock_reason))
-    cells = regime_cells(runs, roles, ladder.targets, config, models, settings)
+    cells = regimes.cells
     checks = mechanism_checks(runs)
     summary = summary_rows(runs, ladder.main, settings.reached)
     table = ladder_table(runs, ladder, settings.reached)
@@ -177,7 +188,7 @@ def build_report(
             },
             references.levels,
         ),  # fmt: skip
-        "regimes": figures.regimes_figure(cells, ladder.main, {m.key: m.label for m in models}),
+        **draw_regimes(regimes, ladder.main),
         "merges": figures.merges_figure(runs, roles.adloco, levels),
         "batch": figures.batch_figure(runs, adloco_runs),
         "trainers": figures.trainers_figure(runs, names),
@@ -197,6 +208,7 @@ def build_report(
         headline=headline,
         ladder_table=table,
         regimes=cells,
+        regime_sweeps=regimes,
         clock_models=models,
         own_clock=clock,
         clock_reason=clock_reason,
@@ -220,7 +232,7 @@ def build_report(
     write_csv(out / "summary.csv", SUMMARY_COLUMNS, summary)
     write_csv(out / "curves.csv", CURVE_COLUMNS, curve_rows(runs))
     write_csv(out / "ladder.csv", LADDER_COLUMNS, ladder_rows(table, ladder, settings.reached))
-    write_csv(out / "regimes.csv", REGIME_COLUMNS, [c.as_dict() for c in cells])
+    write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
     write_csv(out / "noise_scale.csv", NOISE_COLUMNS, noise)
     if settings.tuning_groups:
         write_json_atomic(out / "tuning.json", tuning_record(config, runs, settings.tuning_groups))
@@ -248,19 +260,11 @@ def build_report(
         "headline": headline.as_dict() if headline else None,
         "claims": [c.as_dict() for c in claims],
         "regimes": regime_summary(page),
+        "regime_map": regimes.as_dict(),
         "mechanisms": [c.as_dict() for c in checks],
     }
     write_json_atomic(out / "claims.json", doc)
-    # The folder exists even when no figure could be drawn: the workflow declares it.
-    (out / "figures").mkdir(parents=True, exist_ok=True)
-    for name in FIGURE_NAMES:
-        path = out / "figures" / f"{name}.png"
-        if drawn[name] is None:
-            # A figure from an earlier report would no longer match the data.
-            path.unlink(missing_ok=True)
-            continue
-        with atomic_path(path) as tmp:
-            tmp.write_bytes(drawn[name])
+    figures.write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
     # Last, so an index.html on disk means the files beside it are complete.
     write_text_atomic(out / "index.html", render_page(page))
     for c in claims:
@@ -270,7 +274,8 @@ def build_report(
 
 def run(args: argparse.Namespace) -> int:
     build_report(
-        args.config, args.runs, args.calibration, args.variance, args.out, args.data, args.base
-    )
+        args.config, args.runs, args.calibration, args.variance, args.out, args.data, args.base,
+        args.device, args.roofline, args.network,
+    )  # fmt: skip
     log.info("wrote %s", Path(args.out) / "index.html")
     return 0

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import io
 import math
+from pathlib import Path
 from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.colors import TwoSlopeNorm
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
+from adloco.io import atomic_path
 from adloco.report.inputs import RunSeed, Variance
 from adloco.report.ladder import to_target
 from adloco.report.settings import Roles
@@ -51,6 +54,19 @@ def _png(fig) -> bytes:
     fig.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     plt.close(fig)
     return buffer.getvalue()
+
+
+def write_figures(folder: Path, drawn: dict[str, bytes | None]) -> None:
+    """Write each PNG atomically; remove one not drawn (it would no longer match the data)."""
+    # The folder exists even when no figure could be drawn: the workflow declares it.
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, png in drawn.items():
+        path = folder / f"{name}.png"
+        if png is None:
+            path.unlink(missing_ok=True)
+            continue
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(png)
 
 
 def _plain_numbers():
@@ -347,6 +363,95 @@ def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) ->
                fontsize=8)  # fmt: skip
     fig.tight_layout(rect=(0, 0, 1, 0.84))
     return _png(fig)
+
+
+def regime_map_figure(grid, found: list) -> bytes | None:
+    """AdLoCo / baseline time-to-target ratio over saturation batch and bandwidth.
+
+    One panel per slot-sharing policy and comparison (DiLoCo, best baseline):
+    colour the median paired ratio (blue below 1: AdLoCo faster), the solid
+    line where it crosses 1, the dashed lines where the ends of its interval
+    do (the band between them is the uncertainty over seeds), the star the
+    runs' own setting.
+    """
+    if not grid.cells:
+        return None
+    plt, _ = _pyplot()
+
+    policies = list(dict.fromkeys(c.sharing for c in grid.cells))
+    against = [a for a in ("diloco", "best") if any(c.against == a for c in grid.cells)]
+    fig, axes = plt.subplots(
+        len(policies), len(against), figsize=(WIDTH_IN, 3.3 * len(policies)), squeeze=False,
+        sharex=True, sharey=True,
+    )  # fmt: skip
+    bws = sorted({c.bandwidth_gbit_s for c in grid.cells})
+    sats = list(grid.saturations)
+    x_edges = _edges(bws)
+    y_edges = _edges([float(s) for s in sats])
+    logs = [
+        math.log2(c.effect.estimate)
+        for c in grid.cells
+        if c.effect.estimate > 0 and math.isfinite(c.effect.estimate)
+    ]
+    span = max([abs(v) for v in logs] + [0.1])
+    norm = TwoSlopeNorm(vcenter=0.0, vmin=-span, vmax=span)
+    mesh = None
+    for row, sharing in enumerate(policies):
+        for col, which in enumerate(against):
+            ax = axes[row, col]
+            z = np.full((len(sats), len(bws)), np.nan)
+            for c in grid.cells:
+                if (c.sharing, c.against) == (sharing, which) and c.effect.estimate > 0:
+                    value = math.log2(c.effect.estimate)
+                    if math.isfinite(value):
+                        z[sats.index(c.saturation_batch), bws.index(c.bandwidth_gbit_s)] = value
+            mesh = ax.pcolormesh(x_edges, y_edges, z, cmap="RdBu_r", norm=norm, shading="flat")
+            for line, style in (("median", "-"), ("low", "--"), ("high", "--")):
+                pts = sorted(
+                    (c.saturation_batch, c.bandwidth_gbit_s)
+                    for c in found
+                    if (c.sharing, c.against, c.line) == (sharing, which, line)
+                )
+                label = "ratio = 1" if line == "median" else "an end of its interval = 1"
+                if pts:
+                    ax.plot([b for _, b in pts], [s for s, _ in pts], style, color="black",
+                            linewidth=1.6 if line == "median" else 0.9, marker=".",
+                            label=label)  # fmt: skip
+            for c in grid.cells:
+                if c.own and (c.sharing, c.against) == (sharing, which):
+                    ax.scatter(c.bandwidth_gbit_s, c.saturation_batch, marker="*", s=140,
+                               color="gold", edgecolor="black", zorder=5,
+                               label="the runs' own setting")  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_yscale("log", base=2)
+            ax.yaxis.set_major_formatter(_plain_numbers())
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_yticks(sats)
+            title = "AdLoCo / DiLoCo" if which == "diloco" else "AdLoCo / best baseline"
+            ax.set_title(f"{title}, slots {sharing.replace('_', ' ')}", fontsize=9)
+            if row == len(policies) - 1:
+                ax.set_xlabel("bandwidth (Gbit/s)")
+            if col == 0:
+                ax.set_ylabel("saturation batch (sequences)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=3, frameon=False,
+               fontsize=8)  # fmt: skip
+    fig.subplots_adjust(top=1 - 0.35 / (3.3 * len(policies)), right=0.86, hspace=0.3)
+    bar = fig.colorbar(mesh, cax=fig.add_axes((0.89, 0.15, 0.015, 0.7)))
+    ticks = [t for t in range(-8, 9) if -span <= t <= span] or [0]
+    bar.set_ticks(ticks)
+    bar.set_ticklabels([f"{2.0**t:g}" for t in ticks])
+    bar.set_label("median paired ratio (below 1: AdLoCo faster)")
+    return _png(fig)
+
+
+def _edges(values: list[float]) -> list[float]:
+    """Cell edges on a log axis: geometric midpoints, and as far again beyond each end."""
+    if len(values) == 1:
+        return [values[0] / 2, values[0] * 2]
+    mids = [math.sqrt(a * b) for a, b in zip(values, values[1:], strict=False)]
+    return [values[0] ** 2 / mids[0], *mids, values[-1] ** 2 / mids[-1]]
 
 
 def batch_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:

@@ -29,11 +29,13 @@ from adloco.report.html_evidence import (
     targets_section,
     tuning_section,
 )
+from adloco.report.html_regimes import regime_summary, regimes_section
 from adloco.report.inputs import Calibration, Variance
 from adloco.report.page import (
     CSS,
     PAGE_WIDTH_PX,
     Page,
+    curve_text,
     esc,
     figure,
     number,
@@ -41,7 +43,7 @@ from adloco.report.page import (
     table,
     verdict,
 )
-from adloco.report.regimes import CLOCK_LABELS, ClockModel
+from adloco.report.regimes import ClockModel
 
 __all__ = ["PAGE_WIDTH_PX", "PER_RUN", "Page", "regime_summary", "render_page"]
 
@@ -124,41 +126,6 @@ def _per_seed_text(c: Comparison) -> str:
         a, b = c.subject_values.get(s), c.against_values.get(s)
         parts.append(f"{s}: {number(a, unit)} / {number(b, unit)}")
     return "; ".join(parts)
-
-
-def regime_summary(p: Page) -> str:
-    """One sentence: where, at the main target, the wall-clock claim holds against DiLoCo."""
-    cells = [c for c in p.regimes if c.target == p.ladder.main and c.against == "diloco"]
-    if not cells:
-        return "No regime sweep (no AdLoCo and DiLoCo runs, no target or no clock curves)."
-    parts = []
-    for clock in dict.fromkeys(c.clock for c in cells):
-        for sharing in dict.fromkeys(c.sharing for c in cells):
-            line = sorted(
-                (c for c in cells if c.clock == clock and c.sharing == sharing),
-                key=lambda c: c.bandwidth_gbit_s,
-            )
-            holds = [c.bandwidth_gbit_s for c in line if c.holds == "holds"]
-            fails = [c.bandwidth_gbit_s for c in line if c.holds == "fails"]
-            where = (
-                "at every bandwidth"
-                if len(holds) == len(line)
-                else "at no bandwidth"
-                if not holds
-                else f"at {_bw(min(holds))}–{_bw(max(holds))}"
-            )
-            tail = f" (AdLoCo slower at {len(fails)} of {len(line)})" if fails else ""
-            parts.append(f"{CLOCK_LABELS[clock]}, {sharing.replace('_', ' ')}: {where}{tail}")
-    return (
-        f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.ladder.main)} by the exact "
-        f"paired test at level {p.settings.test_level:g} — " + "; ".join(parts) + "."
-    )
-
-
-def _bw(gbit: float) -> str:
-    if gbit >= 1:
-        return f"{gbit:.3g} Gbit/s"
-    return f"{gbit * 1000:.3g} Mbit/s"
 
 
 def _seed_counts(p: Page) -> str:
@@ -307,87 +274,6 @@ def ladder_section(p: Page) -> str:
         )
         + "".join(parts)
     )
-
-
-def _regime_table(p: Page, against: str) -> str:
-    cells = [c for c in p.regimes if c.target == p.ladder.main and c.against == against]
-    if not cells:
-        return ""
-    bws = sorted({c.bandwidth_gbit_s for c in cells})
-    keys = list(dict.fromkeys((c.clock, c.sharing) for c in cells))
-    rows = []
-    for clock, sharing in keys:
-        row = [esc(CLOCK_LABELS[clock]), esc(sharing.replace("_", " "))]
-        for bw in bws:
-            c = next(
-                (
-                    x
-                    for x in cells
-                    if (x.clock, x.sharing, x.bandwidth_gbit_s) == (clock, sharing, bw)
-                ),
-                None,
-            )
-            if c is None:
-                row.append("–")
-                continue
-            i = c.effect.interval
-            ci = (
-                ""
-                if i is None or i.kind == "none"
-                else f"<small>[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]</small>"
-            )
-            cls = c.holds + (" own" if c.own else "")
-            row.append(f"<span class='{cls}'>{fmt_ratio(c.effect.estimate)}</span>{ci}")
-        rows.append(row)
-    header = ["clock", "slot sharing"] + [esc(_bw(b)) for b in bws]
-    # Highlight classes sit on the span; the cell colour comes from the same class.
-    body = table(header, rows, numeric=range(2, len(header)))
-    for cls in ("holds", "fails", "unclear"):
-        body = body.replace(
-            f"<td class='n'><span class='{cls}", f"<td class='n {cls}'><span class='{cls}"
-        )
-    title = {
-        "diloco": "against DiLoCo",
-        "best": "against the best baseline of each cell",
-        "ddp": "against the ddp anchor",
-    }[against]
-    return f"<h3>AdLoCo / baseline time to perplexity {fmt(p.ladder.main)}, {title}</h3>" + body
-
-
-def regimes_section(p: Page) -> str:
-    models = "".join(
-        f"<li><b>{esc(m.label)}</b>: "
-        + esc(m.note or ", ".join(f"{d}: {_curve_text(c)}" for d, c in (m.curves or {}).items()))
-        + "</li>"
-        for m in p.clock_models
-    )
-    return (
-        "<h2 id='regimes'>Regimes: where the wall-clock claim holds</h2>"
-        f"<p>{esc(regime_summary(p))}</p>"
-        "<p class='note'>No retraining: each run's simulated time is recomputed from the work "
-        "its metrics rows record (adloco.clock.recompute_sim_time_s) under each clock model, "
-        "slot-sharing policy and bandwidth (latency as configured); the round at which a run "
-        "reaches the target does not change. Cell: median paired ratio AdLoCo / baseline over "
-        "seeds, its order-statistic interval below; green: the exact paired test says AdLoCo "
-        "is faster (the claim holds), red: it says slower, or the interval is not below 1, "
-        "yellow: unclear. The outlined cell is the runs' own setting.</p>"
-        f"<ul class='note'>{models}</ul>"
-        + figure(
-            p.figures.get("regimes"),
-            "time-to-target ratio across bandwidths",
-            "Below the line at 1 AdLoCo is faster: look for the bandwidths where each clock's "
-            "band leaves 1; the star is the setting the runs were trained under.",
-            "no regime cells",
-        )
-        + _regime_table(p, "diloco")
-        + _regime_table(p, "best")
-        + _regime_table(p, "ddp")
-    )
-
-
-def _curve_text(c) -> str:
-    pts = ", ".join(f"{b}: {t:.3g} s" for b, t in zip(c.batches, c.fwd_bwd_s, strict=True))
-    return f"pass time by micro-batch {pts}; update {c.update_s:.3g} s"
 
 
 # --- per run, mechanisms -----------------------------------------------------------------
@@ -624,7 +510,7 @@ def calibration_section(calibrations: list[Calibration], models: list[ClockModel
     curve_rows = []
     for m in models:
         for device, curve in (m.curves or {}).items():
-            curve_rows.append([esc(m.label), esc(device), esc(_curve_text(curve))])
+            curve_rows.append([esc(m.label), esc(device), esc(curve_text(curve))])
     return (
         "<h2 id='calibration'>Calibration</h2>"
         "<p class='note'>Largest micro-batch per node slot, as training reads it, and the "

@@ -31,6 +31,7 @@ from adloco.report.inputs import Calibration, Variance
 from adloco.report.mechanisms import Check
 from adloco.report.references import Base, References
 from adloco.report.regimes import ClockModel, RegimeCell
+from adloco.report.replay import Regimes
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import Spread
 from adloco.report.targets import Ladder
@@ -154,6 +155,7 @@ class Page:
     headline: Headline | None
     ladder_table: dict
     regimes: list[RegimeCell]
+    regime_sweeps: Regimes | None
     clock_models: list[ClockModel]
     own_clock: dict[str, Any]
     clock_reason: str
@@ -175,3 +177,9 @@ class Page:
         if self.base is not None:
             out["base model"] = self.base.val_perplexity
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def curve_text(c) -> str:
+    """A step-time curve in words: pass time by micro-batch, update time."""
+    pts = ", ".join(f"{b}: {t:.3g} s" for b, t in zip(c.batches, c.fwd_bwd_s, strict=True))
+    return f"pass time by micro-batch {pts}; update {c.update_s:.3g} s"

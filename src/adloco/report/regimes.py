@@ -48,7 +48,8 @@ CLOCK_LABELS = {
 }
 
 
-def _record(cal_dir: Path, name: str) -> dict | None:
+def calibration_record(cal_dir: Path, name: str) -> dict | None:
+    """A device's calibration file, or None when absent or unreadable."""
     path = cal_dir / f"{name}.json"
     if not path.is_file():
         return None
@@ -67,7 +68,8 @@ def clock_models(config: dict, cal_dir: Path) -> list[ClockModel]:
     the runs were charged with; measured: ``step_time_measured``, the curve
     timed on the machine that ran the calibration.
     """
-    records = {d["name"]: (_record(cal_dir, d["name"]), d) for d in config["cluster"]["devices"]}
+    devices = config["cluster"]["devices"]
+    records = {d["name"]: (calibration_record(cal_dir, d["name"]), d) for d in devices}
     seq_len = config["data"].get("seq_len_tokens")
     out = []
     for key in ("linear", "run", "measured"):
@@ -124,12 +126,41 @@ def sweep_bandwidths(config: dict, settings: ReportSettings) -> tuple[float, ...
 
 
 @dataclass(frozen=True)
+class NetworkPoint:
+    """One network of a sweep: a swept bandwidth at the cluster's latency, or one brought."""
+
+    bandwidth_gbit_s: float
+    latency_s: float
+    name: str = ""  # a brought network's name; "" for the sweep
+
+    def network(self) -> Network:
+        return Network(self.bandwidth_gbit_s * 1e9 / 8, self.latency_s)
+
+    def label(self) -> str:
+        return self.name or bandwidth_text(self.bandwidth_gbit_s)
+
+
+def bandwidth_text(gbit: float) -> str:
+    if gbit >= 1:
+        return f"{gbit:.3g} Gbit/s"
+    return f"{gbit * 1000:.3g} Mbit/s"
+
+
+def sweep_networks(
+    config: dict, settings: ReportSettings, brought: tuple[NetworkPoint, ...] = ()
+) -> list[NetworkPoint]:
+    """The swept bandwidths at the cluster's latency, then every network brought."""
+    latency = float(config["cluster"]["network"]["latency_s"])
+    return [NetworkPoint(bw, latency) for bw in sweep_bandwidths(config, settings)] + list(brought)
+
+
+@dataclass(frozen=True)
 class RegimeCell:
     target: float
-    clock: str
+    clock: str  # a clock model's key (linear, run, measured, device:<name>, roofline)
     sharing: str
     bandwidth_gbit_s: float
-    against: str  # "diloco" (the DiLoCo baseline), "best" (the best baseline of this cell), "ddp"
+    against: str  # "diloco", "best" (the best baseline of this cell), "ddp", "baseline:<run>"
     baseline: str  # the run compared with; for "best", the best baseline by median
     effect: Effect  # AdLoCo / baseline time to target, paired by seed
     verdict: str  # the claim's verdict in this cell (adloco.report.claims.judge)
@@ -137,6 +168,8 @@ class RegimeCell:
     baseline_median_s: float
     own: bool  # the clock, sharing and bandwidth the runs were trained under
     saturation_batch: int | None = None  # roofline sweeps: the curve's saturation batch
+    latency_s: float | None = None
+    network: str = ""  # a brought network's name
 
     @property
     def holds(self) -> str:
@@ -156,6 +189,8 @@ class RegimeCell:
             "saturation_batch": self.saturation_batch,
             "slot_sharing": self.sharing,
             "bandwidth_gbit_s": self.bandwidth_gbit_s,
+            "latency_s": self.latency_s,
+            "network": self.network or None,
             "against": self.against,
             "baseline": self.baseline,
             "adloco_median_s": clean(self.adloco_median_s),
@@ -170,6 +205,9 @@ class RegimeCell:
             "claim": self.holds,
             "own_setting": self.own,
         }
+
+
+Times = dict[str, dict[float, dict[int, float]]]  # run -> target -> seed -> seconds
 
 
 def times_to_target(
@@ -202,17 +240,27 @@ def recomputable(runs: list[RunSeed], names: list[str]) -> bool:
 
 
 def compared_groups(roles: Roles) -> dict[str, list[str]]:
-    """The cell kinds: against DiLoCo, against the best baseline, against the ddp anchor."""
+    """The cell kinds: against DiLoCo, the best baseline, the ddp anchor, each other baseline.
+
+    Claim 1 compares AdLoCo with every one of them, so every setting does too.
+    """
     groups = {
         "diloco": [roles.diloco] if roles.diloco else [],
         "best": roles.all_baselines(),
         "ddp": [roles.ddp] if roles.ddp else [],
+        **{f"baseline:{b}": [b] for b in roles.baselines},
     }
     return {k: v for k, v in groups.items() if v}
 
 
+def compared_runs(roles: Roles) -> list[str]:
+    """AdLoCo and every run it is compared with in a regime cell."""
+    groups = compared_groups(roles)
+    return list(dict.fromkeys([roles.adloco, *(n for g in groups.values() for n in g)]))
+
+
 def sweep_cells(
-    times: dict[str, dict[float, dict[int, float]]],
+    times: Times,
     roles: Roles,
     targets: tuple[float, ...],
     settings: ReportSettings,
@@ -233,6 +281,7 @@ def sweep_cells(
                     t, where["clock"], where["sharing"], where["bandwidth_gbit_s"], against,
                     best, effect, verdict, median(list(ad.values())), medians[best],
                     where.get("own", False), where.get("saturation_batch"),
+                    where.get("latency_s"), where.get("network", ""),
                 )
             )  # fmt: skip
     return cells
@@ -245,35 +294,44 @@ def regime_cells(
     config: dict,
     models: list[ClockModel],
     settings: ReportSettings,
+    networks: list[NetworkPoint] | None = None,
 ) -> list[RegimeCell]:
-    """Every (target, clock, sharing, bandwidth) against DiLoCo, the best baseline and ddp."""
-    groups = compared_groups(roles)
-    names = list(dict.fromkeys([roles.adloco, *(n for g in groups.values() for n in g)]))
-    if roles.adloco is None or not groups or not targets or not recomputable(runs, names):
+    """Every (target, clock, sharing, network) against DiLoCo, the best baseline and ddp.
+
+    ``networks``: the swept bandwidths at the cluster's latency by default
+    (:func:`sweep_networks`), then any brought. Every cell compares AdLoCo
+    with each run of :func:`compared_groups`: every comparison of claim 1.
+    """
+    names = compared_runs(roles)
+    if roles.adloco is None or len(names) < 2 or not targets or not recomputable(runs, names):
         return []  # rows written before the clock recorded its work cannot be recomputed
-    latency = float(config["cluster"]["network"]["latency_s"])
+    networks = networks if networks is not None else sweep_networks(config, settings)
     own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
+    own_latency = float(config["cluster"]["network"]["latency_s"])
     own_sharing = config["cluster"].get("slot_sharing", "concurrent")
     cells = []
     for model in models:
         if model.curves is None:
             continue
         for sharing in SLOT_SHARING:
-            for bw in sweep_bandwidths(config, settings):
-                network = Network(bw * 1e9 / 8, latency)
+            for point in networks:
                 times = {
                     n: times_to_target(
-                        runs, n, targets, model.curves, network, sharing, settings.reached
+                        runs, n, targets, model.curves, point.network(), sharing, settings.reached
                     )
                     for n in names
                 }
                 own = (
                     model.key == "run"
                     and sharing == own_sharing
-                    and math.isclose(bw, own_bw, rel_tol=1e-9)
+                    and math.isclose(point.bandwidth_gbit_s, own_bw, rel_tol=1e-9)
+                    and math.isclose(point.latency_s, own_latency, rel_tol=1e-9)
                 )
-                where = {"clock": model.key, "sharing": sharing, "bandwidth_gbit_s": bw,
-                         "own": own}  # fmt: skip
+                where = {
+                    "clock": model.key, "sharing": sharing, "own": own,
+                    "bandwidth_gbit_s": point.bandwidth_gbit_s, "latency_s": point.latency_s,
+                    "network": point.name,
+                }  # fmt: skip
                 cells.extend(sweep_cells(times, roles, targets, settings, where))
     return cells
 
@@ -284,6 +342,8 @@ REGIME_COLUMNS = [
     "saturation_batch",
     "slot_sharing",
     "bandwidth_gbit_s",
+    "latency_s",
+    "network",
     "against",
     "baseline",
     "adloco_median_s",

@@ -1,0 +1,285 @@
+"""The page's regime section: where the wall-clock claim holds, on which device and network.
+
+Part of ``adloco report``'s page (:mod:`adloco.report.html` places it): the
+sentence of where the claim holds, the clock models, the bandwidth sweep's
+tables, the regime map (saturation batch against bandwidth) with its
+crossing lines, claim 1 on every brought device and network, and — per
+sweep — what it varies and what it cannot recompute. The numbers come from
+:mod:`adloco.report.replay`.
+"""
+
+from __future__ import annotations
+
+from adloco.report.claims import fmt, fmt_ratio
+from adloco.report.page import Page, curve_text, esc, figure, table, verdict
+from adloco.report.regimes import RegimeCell, bandwidth_text
+from adloco.report.replay import SWEEPS
+
+
+def _labels(p: Page) -> dict[str, str]:
+    return {m.key: m.label for m in p.clock_models}
+
+
+def regime_summary(p: Page) -> str:
+    """One sentence: where, at the main target, the wall-clock claim holds against DiLoCo."""
+    cells = [
+        c
+        for c in p.regimes
+        if c.target == p.ladder.main and c.against == "diloco" and not c.network
+    ]
+    if not cells:
+        return "No regime sweep (no AdLoCo and DiLoCo runs, no target or no clock curves)."
+    labels = _labels(p)
+    parts = []
+    for clock in dict.fromkeys(c.clock for c in cells):
+        for sharing in dict.fromkeys(c.sharing for c in cells):
+            line = sorted(
+                (c for c in cells if c.clock == clock and c.sharing == sharing),
+                key=lambda c: c.bandwidth_gbit_s,
+            )
+            holds = [c.bandwidth_gbit_s for c in line if c.holds == "holds"]
+            fails = [c.bandwidth_gbit_s for c in line if c.holds == "fails"]
+            where = (
+                "at every bandwidth"
+                if len(holds) == len(line)
+                else "at no bandwidth"
+                if not holds
+                else f"at {bandwidth_text(min(holds))}–{bandwidth_text(max(holds))}"
+            )
+            tail = f" (AdLoCo slower at {len(fails)} of {len(line)})" if fails else ""
+            parts.append(f"{labels[clock]}, {sharing.replace('_', ' ')}: {where}{tail}")
+    return (
+        f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.ladder.main)} by the exact "
+        f"paired test at level {p.settings.test_level:g} — " + "; ".join(parts) + "."
+    )
+
+
+def _cell(c: RegimeCell | None) -> str:
+    if c is None:
+        return "–"
+    i = c.effect.interval
+    ci = (
+        ""
+        if i is None or i.kind == "none"
+        else f"<small>[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]</small>"
+    )
+    cls = c.holds + (" own" if c.own else "")
+    return f"<span class='{cls}'>{fmt_ratio(c.effect.estimate)}</span>{ci}"
+
+
+def _coloured(body: str) -> str:
+    # Highlight classes sit on the span; the cell colour comes from the same class.
+    for cls in ("holds", "fails", "unclear"):
+        body = body.replace(
+            f"<td class='n'><span class='{cls}", f"<td class='n {cls}'><span class='{cls}"
+        )
+    return body
+
+
+def _regime_table(p: Page, against: str) -> str:
+    # Brought networks have a table of their own (claim 1 on brought devices and networks).
+    cells = [
+        c for c in p.regimes if c.target == p.ladder.main and c.against == against and not c.network
+    ]
+    if not cells:
+        return ""
+    points = sorted(
+        {(c.bandwidth_gbit_s, c.latency_s, c.network) for c in cells},
+        key=lambda k: (bool(k[2]), k[0], k[2]),
+    )
+    keys = list(dict.fromkeys((c.clock, c.sharing) for c in cells))
+    labels = _labels(p)
+    index = {(c.clock, c.sharing, c.bandwidth_gbit_s, c.latency_s, c.network): c for c in cells}
+    rows = [
+        [esc(labels[clock]), esc(sharing.replace("_", " "))]
+        + [_cell(index.get((clock, sharing, *point))) for point in points]
+        for clock, sharing in keys
+    ]
+    header = ["clock", "slot sharing"] + [
+        esc(name) + f"<small>{bandwidth_text(bw)}, {latency:g} s</small>"
+        if name
+        else esc(bandwidth_text(bw))
+        for bw, latency, name in points
+    ]
+    title = {
+        "diloco": "against DiLoCo",
+        "best": "against the best baseline of each cell",
+        "ddp": "against the ddp anchor",
+    }[against]
+    return (
+        f"<h3>AdLoCo / baseline time to perplexity {fmt(p.ladder.main)}, {title}</h3>"
+        + _coloured(table(header, rows, numeric=range(2, len(header))))
+    )
+
+
+def _map_section(p: Page) -> str:
+    r = p.regime_sweeps
+    title = "<h3>The regime map: how saturated the device is, against bandwidth</h3>"
+    if r is None or not r.grid.cells:
+        note = r.grid.note if r is not None else "no regime sweep"
+        return title + f"<p class='note'>No map: {esc(note)}.</p>"
+    grid = r.grid
+    own = (
+        f"the runs' own device saturates at {grid.own_saturation} sequences (the star)"
+        if grid.own_saturation
+        else "the runs' own curve is not a roofline, so it has no place on this axis"
+    )
+    rows = []
+    groups = [("concurrent", "diloco"), ("concurrent", "best"),
+              ("time_slicing", "diloco"), ("time_slicing", "best")]  # fmt: skip
+    for s in grid.saturations:
+        row = [str(s) + (" (runs')" if s == grid.own_saturation else "")]
+        for sharing, against in groups:
+            found = {
+                c.line: c.bandwidth_gbit_s
+                for c in r.crossings
+                if (c.sharing, c.against, c.saturation_batch) == (sharing, against, s)
+            }
+            if "median" not in found:
+                cells = [
+                    c for c in grid.cells
+                    if (c.sharing, c.against, c.saturation_batch) == (sharing, against, s)
+                ]  # fmt: skip
+                side = {c.holds for c in cells}
+                row.append(
+                    "AdLoCo faster at every bandwidth"
+                    if all(c.effect.estimate < 1 for c in cells)
+                    else "AdLoCo slower at every bandwidth"
+                    if all(c.effect.estimate >= 1 for c in cells)
+                    else "several crossings"
+                    if len(side) > 1
+                    else "–"
+                )
+                continue
+            band = " – ".join(bandwidth_text(found[k]) for k in ("high", "low") if k in found)
+            row.append(bandwidth_text(found["median"]) + (f"<small>{band}</small>" if band else ""))
+        rows.append(row)
+    header = ["saturation batch"] + [
+        f"{'DiLoCo' if a == 'diloco' else 'best baseline'}<small>slots "
+        f"{s.replace('_', ' ')}</small>"
+        for s, a in groups
+    ]
+    return (
+        title
+        + "<p class='note'>Each device becomes a roofline: flat up to the saturation batch, then "
+        "linear at its peak rate (the last segment of the curve the runs were charged with), "
+        "update time as in the runs; 1 is a clock linear in tokens. Colour: the median paired "
+        f"ratio AdLoCo / baseline of time to the main target, over {len(grid.saturations)} "
+        f"saturation batches and {len(grid.networks)} bandwidths per slot-sharing policy; "
+        f"{own}. The solid line is where the ratio crosses 1, the dashed lines where the "
+        "ends of its interval do: between them, some seeds say AdLoCo is faster and some "
+        "slower. Each crossing is solved "
+        "between two swept bandwidths with every seed's time linear in 1 / bandwidth there. "
+        "regimes.csv holds every cell (clock roofline, its saturation_batch).</p>"
+        + figure(
+            p.figures.get("regime_map"),
+            "regime map: saturation batch against bandwidth",
+            "Blue: AdLoCo faster; follow the solid line to see, for each saturation batch, the "
+            "bandwidth below which AdLoCo wins; the star is where the runs sit.",
+            "no map",
+        )
+        + "<p class='note'>The crossing bandwidth of the median ratio; below it, where the "
+        "ends of its interval cross (from the highest ratio's to the lowest's).</p>"
+        + table(header, rows, numeric=range(1, len(header)))
+    )
+
+
+def _devices_section(p: Page) -> str:
+    r = p.regime_sweeps
+    title = "<h3>Claim 1 on brought devices and networks</h3>"
+    if r is None or not (r.devices or r.networks):
+        return title + (
+            "<p class='note'>None brought. <code>adloco report</code> and the lighter "
+            "<code>adloco regimes</code> take <code>--device</code> (a calibration file measured "
+            "on another machine), <code>--roofline NAME=SECONDS_PER_SEQUENCE,SATURATION</code> "
+            "and <code>--network NAME=GBIT_S,LATENCY_S</code>; docs/calibration.md gives the "
+            "command for a GPU owner.</p>"
+        )
+    # Rows: each brought device and the runs' own curve, on each brought network and the
+    # cluster's own; the runs' own curve on the cluster's network is the trained setting.
+    own_bw, own_latency = p.own_clock.get("bandwidth_gbit_s"), p.own_clock.get("latency_s")
+
+    def shown(c: RegimeCell) -> bool:
+        on_own = not c.network and (c.bandwidth_gbit_s, c.latency_s) == (own_bw, own_latency)
+        device = c.clock.startswith("device:") or c.clock == "run"
+        return c.target == p.ladder.main and device and (bool(c.network) or on_own)
+
+    cells = [c for c in p.regimes if shown(c)]
+    labels = {m.key: m.key.removeprefix("device:") for m in p.clock_models}
+    labels["run"] = "the runs' own curve"
+    againsts = list(dict.fromkeys(c.against for c in cells if c.against != "ddp"))
+    keys = list(dict.fromkeys((c.clock, c.network, c.bandwidth_gbit_s, c.sharing) for c in cells))
+    index = {(c.clock, c.network, c.bandwidth_gbit_s, c.sharing, c.against): c for c in cells}
+    rows = []
+    for clock, network, bw, sharing in keys:
+        row = [
+            esc(labels[clock]),
+            esc(network or bandwidth_text(bw)),
+            esc(sharing.replace("_", " ")),
+        ]
+        for a in againsts:
+            c = index.get((clock, network, bw, sharing, a))
+            row.append("–" if c is None else _cell(c) + verdict(c.verdict))
+        rows.append(row)
+    names = {"diloco": "DiLoCo", "best": "best baseline"}
+    header = ["device", "network", "slot sharing"] + [
+        esc(names.get(a, a.removeprefix("baseline:"))) for a in againsts
+    ]
+    brought = "".join(
+        f"<li><b>{esc(d.name)}</b>: {esc(d.source)}; {esc(curve_text(d.curve))}</li>"
+        for d in r.devices
+    ) + "".join(
+        f"<li><b>{esc(n.name)}</b>: {bandwidth_text(n.bandwidth_gbit_s)}, latency "
+        f"{n.latency_s:g} s</li>"
+        for n in r.networks
+    )
+    return (
+        title
+        + f"<ul class='note'>{brought}</ul>"
+        + "<p class='note'>Every comparison of claim 1 at the main target, recomputed on each "
+        "brought device (its curve on every device of the cluster) and network, without "
+        "retraining; the bandwidth sweep runs on each device too (tables above).</p>"
+        + _coloured(table(header, rows, numeric=range(3, len(header))))
+    )
+
+
+def _cannot_table() -> str:
+    rows = [[esc(name), esc(varies), esc(held)] for name, (varies, held) in SWEEPS.items()]
+    return "<h3>What each sweep varies, and what it cannot recompute</h3>" + table(
+        ["sweep", "varies", "held at the runs' values (cannot be replayed)"], rows
+    )
+
+
+def regimes_section(p: Page) -> str:
+    models = "".join(
+        f"<li><b>{esc(m.label)}</b>: "
+        + esc(m.note or ", ".join(f"{d}: {curve_text(c)}" for d, c in (m.curves or {}).items()))
+        + "</li>"
+        for m in p.clock_models
+        if not m.key.startswith("device:")
+    )
+    return (
+        "<h2 id='regimes'>Regimes: where the wall-clock claim holds</h2>"
+        f"<p>{esc(regime_summary(p))}</p>"
+        "<p class='note'>No retraining: each run's simulated time is recomputed from the work "
+        "its metrics rows record (adloco.clock.recompute_sim_time_s) under each clock model, "
+        "slot-sharing policy and bandwidth (latency as configured); the round at which a run "
+        "reaches the target does not change. Cell: median paired ratio AdLoCo / baseline over "
+        "seeds, its order-statistic interval below; green: the exact paired test says AdLoCo "
+        "is faster (the claim holds), red: it says slower, or the interval is not below 1, "
+        "yellow: unclear. The outlined cell is the runs' own setting.</p>"
+        f"<ul class='note'>{models}</ul>"
+        + figure(
+            p.figures.get("regimes"),
+            "time-to-target ratio across bandwidths",
+            "Below the line at 1 AdLoCo is faster: look for the bandwidths where each clock's "
+            "band leaves 1; the star is the setting the runs were trained under.",
+            "no regime cells",
+        )
+        + _regime_table(p, "diloco")
+        + _regime_table(p, "best")
+        + _regime_table(p, "ddp")
+        + _map_section(p)
+        + _devices_section(p)
+        + _cannot_table()
+    )
