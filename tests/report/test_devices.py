@@ -129,3 +129,26 @@ def test_adloco_regimes_writes_the_table_and_figures(engine_fixture, tmp_path, c
     rc = main(["regimes", *common, "--device", str(short), "--out", str(tmp_path / "no")])
     assert rc == 1
     assert "device Tiny GPU" in capsys.readouterr().err
+
+
+def test_the_replay_script_times_this_device_at_the_runs_max_batch(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "scripts" / "replay-on-this-device.py"
+    spec = importlib.util.spec_from_file_location("replay_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    config = load_config(Path(__file__).parents[2] / "config" / "config.yaml")
+    (tmp_path / "cpu-sim.json").write_text(json.dumps({"device": "cpu-sim", "max_batch": 5}))
+    measured = script.calibrate_config(config, tmp_path, "cuda")
+    (device,) = measured["cluster"]["devices"]
+    # The runs' max batch fixed (no search; timing up to nodes_per_device x 5 sequences),
+    # the curve measured here, memory enough to time it.
+    assert (device["kind"], device["max_batch"], device["step_time"]["model"]) == (
+        "cuda",
+        5,
+        "measured",
+    )
+    assert device["memory_gib"] == script.TIMING_MEMORY_GIB
+    assert measured["model"] == config["model"] and config["cluster"]["devices"][0]["kind"] == "cpu"

@@ -105,7 +105,9 @@ def load_device_file(path: Path, runs_record: dict | None) -> BroughtDevice:
                 f"{path}: measured with {key} {theirs}, the runs' model has {mine}: its curve "
                 "times other passes than the runs logged"
             )
-    name = str(record.get("gpu_name") or record.get("device") or path.stem)
+    # The GPU's own name when the file has one, else the file's: the record's "device" is
+    # the configured device it stood in for, not the machine measured.
+    name = str(record.get("gpu_name") or path.stem)
     curve = StepTimeCurve.from_dict(measured)
     return BroughtDevice(name, curve, f"measured, {path.name}", False)
 

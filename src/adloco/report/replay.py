@@ -178,8 +178,10 @@ def run(args: argparse.Namespace) -> int:
     write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
     write_json_atomic(out / "regimes.json", regimes.as_dict())
     figures.write_figures(out / "figures", draw_regimes(regimes, ladder.main))
+    own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
     for c in regimes.cells:
-        if c.clock.startswith("device:") and c.target == ladder.main and c.against == "diloco":
+        brought = c.clock.startswith("device:") and (c.network or c.bandwidth_gbit_s == own_bw)
+        if brought and c.target == ladder.main and c.against == "diloco":
             log.info(
                 "%s, %s, %s: AdLoCo / DiLoCo %.3g, claim 1 %s",
                 c.clock.removeprefix("device:"), c.network or f"{c.bandwidth_gbit_s:g} Gbit/s",

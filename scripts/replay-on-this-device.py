@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Measure this machine's device on the runs' model and replay the runs on it, in one command.
+
+    scripts/replay-on-this-device.py [--config config/config.yaml] [--kind cuda]
+        [--name my-gpu] [--network NAME=GBIT_S,LATENCY_S ...]
+
+For a GPU owner who has the runs of a configuration (``make run``, or ``dvc
+pull``) and its tokenized data: writes a copy of the configuration whose
+devices are this machine's (``kind``, ``step_time.model: measured``, the
+runs' calibrated ``max_batch`` fixed, so the timing covers every pass the
+runs could log), times the step-time curve with ``adloco calibrate``, and
+replays every run on it with ``adloco regimes`` — nothing is retrained.
+Everything goes to ``results/<experiment>/replay/<name>/``: ``calibrate.yaml``,
+``<name>.json`` (the measured curve; a GPU keeps its own name), ``regimes.csv``,
+``regimes.json`` and ``figures/``. docs/calibration.md ("Replaying the runs on your device") says
+what the result means and what it cannot show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import socket
+import sys
+from pathlib import Path
+
+import yaml
+
+from adloco import paths
+from adloco.cli import main as adloco
+from adloco.config import load_config
+
+# Memory a CUDA device may use while timing (the max batch is fixed, so no search runs).
+TIMING_MEMORY_GIB = 4.0
+
+
+def calibrate_config(config: dict, calibration_dir: Path, kind: str) -> dict:
+    """The configuration whose devices are this machine's, at the runs' max batch."""
+    out = copy.deepcopy(config)
+    for device in out["cluster"]["devices"]:
+        record = json.loads((calibration_dir / f"{device['name']}.json").read_text())
+        device["kind"] = kind
+        device["max_batch"] = int(record["max_batch"])
+        device["step_time"] = {**device.get("step_time", {}), "model": "measured", "scale": 1.0}
+        if kind == "cuda":
+            device["memory_gib"] = max(float(device["memory_gib"]), TIMING_MEMORY_GIB)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="config/config.yaml", help="the runs' configuration")
+    parser.add_argument("--kind", default="cuda", choices=("cuda", "cpu"), help="device to time")
+    parser.add_argument("--name", default=socket.gethostname(), help="name of this device")
+    parser.add_argument(
+        "--network", action="append", default=[], help="NAME=GBIT_S,LATENCY_S (repeatable)"
+    )
+    args = parser.parse_args(argv)
+
+    config = load_config(args.config)
+    experiment = config.get("experiment", "default")
+    calibration = paths.calibration_dir(experiment)
+    out = paths.experiment_dir(experiment) / "replay" / args.name
+    out.mkdir(parents=True, exist_ok=True)
+    measured = out / "calibrate.yaml"
+    measured.write_text(yaml.safe_dump(calibrate_config(config, calibration, args.kind)))
+    device = config["cluster"]["devices"][0]["name"]
+    data = paths.tokenized_dir(config["data"]["dataset"])
+    rc = adloco(["calibrate", "--config", str(measured), "--data", str(data),
+                 "--device", device, "--out", str(out / f"{args.name}.json")])  # fmt: skip
+    if rc:
+        return rc
+    base = paths.base_dir(experiment)
+    replay = ["regimes", "--config", args.config, "--runs", str(paths.runs_dir(experiment)),
+              "--calibration", str(calibration), "--device", str(out / f"{args.name}.json"),
+              "--out", str(out)]  # fmt: skip
+    if config["model"].get("source") == "base":
+        replay += ["--base", str(base)]
+    for network in args.network:
+        replay += ["--network", network]
+    return adloco(replay)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
