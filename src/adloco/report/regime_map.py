@@ -43,6 +43,7 @@ from adloco.report.regimes import (
     calibration_record,
     compared_groups,
     compared_runs,
+    reach_rounds,
     recomputable,
     sweep_cells,
     times_to_target,
@@ -156,6 +157,7 @@ def regime_map(
     )
     own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
     own_sharing = config["cluster"].get("slot_sharing", "concurrent")
+    reached = reach_rounds(runs, names, (target,), settings.reached)
     times: MapTimes = {}
     cells = []
     for sharing in SLOT_SHARING:
@@ -164,8 +166,15 @@ def regime_map(
             for i, point in enumerate(networks):
                 times[(sharing, s, i)] = {
                     n: times_to_target(
-                        runs, n, (target,), curves, point.network(), sharing, settings.reached
-                    )
+                        runs,
+                        n,
+                        (target,),
+                        curves,
+                        point.network(),
+                        sharing,
+                        settings.reached,
+                        reached,
+                    )  # fmt: skip
                     for n in names
                 }
                 own = (

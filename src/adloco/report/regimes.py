@@ -210,6 +210,20 @@ class RegimeCell:
 Times = dict[str, dict[float, dict[int, float]]]  # run -> target -> seed -> seconds
 
 
+Reached = dict[tuple[str, int], dict[float, int | None]]  # (run, seed) -> target -> round
+
+
+def reach_rounds(
+    runs: list[RunSeed], names: list[str], targets: tuple[float, ...], rule: str
+) -> Reached:
+    """The round at which each seed of the runs ``names`` reaches each target (no clock needed)."""
+    return {
+        (r.run, r.seed): {t: round_to_target(r.rows, t, rule) for t in targets}
+        for r in runs
+        if r.run in names
+    }
+
+
 def times_to_target(
     runs: list[RunSeed],
     name: str,
@@ -218,11 +232,17 @@ def times_to_target(
     network: Network,
     sharing: str,
     rule: str = "stays",
+    reached: Reached | None = None,
 ) -> dict[float, dict[int, float]]:
-    """Target -> seed -> the recomputed time to target; inf when never reached."""
+    """Target -> seed -> the recomputed time to target; inf when never reached.
+
+    ``reached``: the rounds of :func:`reach_rounds`, when the caller sweeps
+    many clocks over the same runs (the rounds do not depend on the clock).
+    """
+    reached = reached or reach_rounds(runs, [name], targets, rule)
     out: dict[float, dict[int, float]] = {t: {} for t in targets}
     for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
-        rounds = {t: round_to_target(r.rows, t, rule) for t in targets}
+        rounds = reached[(r.run, r.seed)]
         last = max((k for k in rounds.values() if k is not None), default=None)
         # Time to target needs the rounds up to the last one reached, not the whole run.
         rows = [x for x in r.rows if last is not None and x["round"] <= last]
@@ -309,6 +329,7 @@ def regime_cells(
     own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
     own_latency = float(config["cluster"]["network"]["latency_s"])
     own_sharing = config["cluster"].get("slot_sharing", "concurrent")
+    reached = reach_rounds(runs, names, targets, settings.reached)
     cells = []
     for model in models:
         if model.curves is None:
@@ -317,8 +338,15 @@ def regime_cells(
             for point in networks:
                 times = {
                     n: times_to_target(
-                        runs, n, targets, model.curves, point.network(), sharing, settings.reached
-                    )
+                        runs,
+                        n,
+                        targets,
+                        model.curves,
+                        point.network(),
+                        sharing,
+                        settings.reached,
+                        reached,
+                    )  # fmt: skip
                     for n in names
                 }
                 own = (
