@@ -38,11 +38,10 @@ class BroughtDevice:
 
     def model(self, device_names: list[str]) -> ClockModel:
         """A clock model that charges every device of the cluster with this curve."""
+        # The label is the name alone: it heads table rows and legends; the source is
+        # listed with the brought devices.
         return ClockModel(
-            f"device:{self.name}",
-            f"{self.name} ({self.source})",
-            {d: self.curve for d in device_names},
-            "",
+            f"device:{self.name}", self.name, {d: self.curve for d in device_names}, ""
         )
 
 
