@@ -22,6 +22,9 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SECTIONS = ("answer", "claims", "seeds", "rules", "targets", "ladder", "regimes", "runs",
             "noise", "tuning", "mechanisms", "variance", "calibration", "method")  # fmt: skip
 MAX_COLUMNS = 12
+# A device and two networks brought from elsewhere, so their tables are laid out too.
+BROUGHT_ROOFLINES = ["fast=0.001,8"]
+BROUGHT_NETWORKS = ["ib=100,0.000005", "wan=0.1,0.02"]
 
 
 def references_and_base(root: Path) -> tuple[Path, Path]:
@@ -53,8 +56,9 @@ def report(tmp_path_factory, engine_fixture):
     data, base = references_and_base(tmp_path_factory.mktemp("inputs"))
     f = engine_fixture
     doc = build_report(
-        f / "config.yaml", f / "runs", f / "calibration", f / "variance", out, data, base
-    )
+        f / "config.yaml", f / "runs", f / "calibration", f / "variance", out, data, base,
+        None, BROUGHT_ROOFLINES, BROUGHT_NETWORKS,
+    )  # fmt: skip
     return out, doc, (out / "index.html").read_text()
 
 
@@ -151,8 +155,9 @@ def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture):
     f = engine_fixture
     data, base = references_and_base(tmp_path / "inputs")
     build_report(
-        f / "config.yaml", f / "runs", f / "calibration", f / "variance", tmp_path, data, base
-    )
+        f / "config.yaml", f / "runs", f / "calibration", f / "variance", tmp_path, data, base,
+        None, BROUGHT_ROOFLINES, BROUGHT_NETWORKS,
+    )  # fmt: skip
     assert (tmp_path / "index.html").read_text() == page
     assert (tmp_path / "regimes.csv").read_bytes() == (out / "regimes.csv").read_bytes()
 
@@ -168,3 +173,18 @@ def test_hand_made_tree_with_missing_optional_files(fixtures_dir, tmp_path):
     assert "Not drawn: no regime cells" in page
     for _, width, _ in min_table_widths(page):
         assert width <= PAGE_WIDTH_PX
+
+
+def test_regime_section_says_what_it_cannot_recompute(report):
+    out, doc, page = report
+    section = page[page.index("id='regimes'") : page.index("id='runs'")]
+    for heading in ("The regime map", "Claim 1 on brought devices and networks",
+                    "What each sweep varies, and what it cannot recompute"):  # fmt: skip
+        assert heading in section
+    assert "the passes are those the runs&#x27; max batch allowed" in section
+    assert doc["regime_map"]["devices"] == [
+        {"name": "fast", "source": "roofline: 0.001 s a sequence, flat up to 8 sequences, "
+         "update 0 s"}
+    ]  # fmt: skip
+    header = (out / "regimes.csv").read_text().splitlines()[0].split(",")
+    assert {"saturation_batch", "latency_s", "network", "p_adloco_faster"} <= set(header)
