@@ -110,14 +110,19 @@ def _train_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _report_args(parser: argparse.ArgumentParser) -> None:
+def _trained_args(parser: argparse.ArgumentParser) -> None:
+    """What the report and the regime replay read first: the config, its runs, their clock."""
     parser.add_argument("--config", required=True, help="configuration YAML")
     parser.add_argument("--runs", required=True, help=f"folder of runs, {paths.runs_dir(EXP)}")
     parser.add_argument(
         "--calibration",
         required=True,
-        help=f"folder of calibration JSON files, {paths.calibration_dir(EXP)}",
+        help=f"folder of the runs' calibration JSON files, {paths.calibration_dir(EXP)}",
     )
+
+
+def _report_args(parser: argparse.ArgumentParser) -> None:
+    _trained_args(parser)
     parser.add_argument(
         "--variance", required=True, help=f"folder of the variance stage, {paths.variance_dir(EXP)}"
     )
@@ -160,13 +165,7 @@ def _brought_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _regimes_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="configuration YAML")
-    parser.add_argument("--runs", required=True, help=f"folder of runs, {paths.runs_dir(EXP)}")
-    parser.add_argument(
-        "--calibration",
-        required=True,
-        help=f"folder of the runs' calibration JSON files, {paths.calibration_dir(EXP)}",
-    )
+    _trained_args(parser)
     parser.add_argument(
         "--base", default=None, help=f"the base model's folder, {paths.base_dir(EXP)}"
     )

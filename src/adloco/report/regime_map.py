@@ -46,7 +46,7 @@ from adloco.report.regimes import (
     reach_rounds,
     recomputable,
     sweep_cells,
-    times_to_target,
+    times_of,
 )
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import median
@@ -164,19 +164,9 @@ def regime_map(
         for s in saturations:
             curves = rates.curves(s)
             for i, point in enumerate(networks):
-                times[(sharing, s, i)] = {
-                    n: times_to_target(
-                        runs,
-                        n,
-                        (target,),
-                        curves,
-                        point.network(),
-                        sharing,
-                        settings.reached,
-                        reached,
-                    )  # fmt: skip
-                    for n in names
-                }
+                times[(sharing, s, i)] = times_of(
+                    runs, names, (target,), curves, point.network(), sharing, reached
+                )
                 own = (
                     s == rates.own_saturation
                     and sharing == own_sharing

@@ -252,6 +252,22 @@ def times_to_target(
     return out
 
 
+def times_of(
+    runs: list[RunSeed],
+    names: list[str],
+    targets: tuple[float, ...],
+    curves: Mapping[str, StepTimeCurve],
+    network: Network,
+    sharing: str,
+    reached: Reached,
+) -> Times:
+    """Every run of ``names`` under one clock setting: run -> target -> seed -> seconds."""
+    return {
+        n: times_to_target(runs, n, targets, curves, network, sharing, reached=reached)
+        for n in names
+    }
+
+
 def recomputable(runs: list[RunSeed], names: list[str]) -> bool:
     """Whether every row of the runs ``names`` records what the clock charged."""
     return all(
@@ -336,19 +352,9 @@ def regime_cells(
             continue
         for sharing in SLOT_SHARING:
             for point in networks:
-                times = {
-                    n: times_to_target(
-                        runs,
-                        n,
-                        targets,
-                        model.curves,
-                        point.network(),
-                        sharing,
-                        settings.reached,
-                        reached,
-                    )  # fmt: skip
-                    for n in names
-                }
+                times = times_of(
+                    runs, names, targets, model.curves, point.network(), sharing, reached
+                )
                 own = (
                     model.key == "run"
                     and sharing == own_sharing
