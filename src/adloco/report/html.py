@@ -38,6 +38,7 @@ from adloco.report.page import (
     curve_text,
     esc,
     figure,
+    levels_note,
     number,
     spread_cell,
     table,
@@ -319,6 +320,7 @@ def per_run_section(p: Page) -> str:
     merges_html = (
         "<h3>Merges</h3><p class='note'>Each trainer is evaluated after its outer step; the "
         "merged model is evaluated right after the merge, in the same round.</p>"
+        + levels_note(p)
         + table(
             [
                 "run",

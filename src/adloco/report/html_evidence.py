@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from adloco.report.claims import QUANTITY_WORDS, Comparison, fmt, fmt_ratio
-from adloco.report.page import Page, esc, figure, number, table, verdict
+from adloco.report.page import Page, esc, figure, levels_note, number, table, verdict
 from adloco.report.references import REFERENCE_LEVELS
 from adloco.report.settings import RULES
 
@@ -71,6 +71,7 @@ def headline_section(p: Page) -> str:
         parts.append(
             f"<h3>{HEADLINE_TITLES[q]}{when}</h3>"
             + table(header, rows, numeric=range(1, len(header)))
+            + (levels_note(p) if q == "perplexity_at_time" else "")
         )
     return (
         title + "<p class='note'>The values the paired tests rest on: AdLoCo, DiLoCo, the best "
@@ -273,4 +274,5 @@ def tuning_section(p: Page) -> str:
             rows,
             numeric=(2, 3),
         )  # fmt: skip
+        + levels_note(p)
     )

@@ -183,3 +183,12 @@ def curve_text(c) -> str:
     """A step-time curve in words: pass time by micro-batch, update time."""
     pts = ", ".join(f"{b}: {t:.3g} s" for b, t in zip(c.batches, c.fwd_bwd_s, strict=True))
     return f"pass time by micro-batch {pts}; update {c.update_s:.3g} s"
+
+
+def levels_note(p: Page) -> str:
+    """The reference perplexities and the base model's, as a line under a table of perplexities."""
+    levels = p.levels()
+    if not levels:
+        return "<p class='note'>No reference perplexities or base model to compare with.</p>"
+    text = ", ".join(f"{name} {fmt(value)}" for name, value in levels.items())
+    return f"<p class='note'>For comparison — {esc(text)}.</p>"
