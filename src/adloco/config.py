@@ -38,6 +38,16 @@ METHOD_RULES: dict[str, dict[str, Any]] = {
         "outer_momentum": 0.0,
         "nesterov": False,
     },
+    # Synchronous data parallel: the gradient of every step is all-reduced and
+    # one optimizer (the inner one's settings) steps θ; no outer step.
+    "ddp": {
+        "initial_trainers": 1,
+        "batch_test": "none",
+        "merge": "none",
+        "outer_lr": 1.0,
+        "outer_momentum": 0.0,
+        "nesterov": False,
+    },
     "adloco": {},
 }
 

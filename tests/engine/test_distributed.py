@@ -432,3 +432,36 @@ def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
     log = (root / "rank0.log").read_text()
     assert code != 0
     assert "rank 0 of 2" in log and "another process died" in log, log
+
+
+def test_a_ddp_run_on_two_ranks_matches_one_process(tmp_path, tiny_tokenized):
+    """ddp all-reduces the gradient at every step; two ranks hold two slots each."""
+    from adloco import cli
+    from adloco.data.reader import TokenData
+
+    seq_len = TokenData.open(tiny_tokenized).seq_len_tokens
+    cfg = make_config(seq_len, max_rounds=3)
+    cfg["runs"] = {"r": {"method": "ddp", "initial_batch": 2}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    calibrate(config, tiny_tokenized)
+    two = tmp_path / "two"
+    proc = torchrun(
+        ["-m", "adloco", *train_args(config, tiny_tokenized, two / "out", two / "ckpt")],
+        tmp_path / "log",
+    )
+    assert proc.wait(timeout=180) == 0, (tmp_path / "log").read_text()
+    one = tmp_path / "one"
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        assert cli.main(train_args(config, tiny_tokenized, one / "out", one / "ckpt")) == 0
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    rows = rows_without_wall_time(one / "out" / "metrics.jsonl")
+    assert [r["communications"] for r in rows] == [2, 4, 6]
+    assert_close(rows, rows_without_wall_time(two / "out" / "metrics.jsonl"), "metrics")
+    a, b = final_weights(one / "out"), final_weights(two / "out")
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=REL_TOL, atol=ABS_TOL)

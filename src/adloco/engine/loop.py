@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch
 from adloco.config import RunSettings
-from adloco.engine import checkpoint
+from adloco.engine import checkpoint, ddp
 from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
 from adloco.engine.sampler import SubsetSampler, draw_subset
@@ -216,7 +216,10 @@ class Engine:
         self.history: list[dict] = []
 
     # ----------------------------------------------------------- set-up
-    def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.SGD:
+    def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        """The trainer's optimizer of θ: outer SGD, or (ddp) the optimizer of every step."""
+        if self.settings.method == "ddp":
+            return ddp.make_optimizer(params, self.settings)
         return outer.make_outer_optimizer(
             params, self.settings.outer_lr, self.settings.outer_momentum, self.settings.nesterov
         )
@@ -441,9 +444,9 @@ class Engine:
         batches; after MAX_NAN_RETRIES retries the run stops.
         """
         full_step = sum(p.plan.effective for p in slots)
-        scale = schedule.lr_scale(
-            full_step / len(slots), self.lr_reference_batch, self.settings.lr_scaling
-        )
+        # The batch one optimizer step averages over: a slot's, or (ddp) the trainer's.
+        step_batch = full_step if self.settings.method == "ddp" else full_step / len(slots)
+        scale = schedule.lr_scale(step_batch, self.lr_reference_batch, self.settings.lr_scaling)
         res = TrainerRound(trainer, slots, scale, [lr * scale for lr in base_lrs])
         res.tokens = sum(p.sequences for p in slots) * self.seq_len
         # Host copies, so a rollback never costs device memory.
@@ -472,6 +475,8 @@ class Engine:
 
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
         """One try at the trainer's round; what turned non-finite, or None."""
+        if self.settings.method == "ddp":
+            return self._attempt_ddp(trainer, res, evaluate_now)
         testing = self.settings.batch_test != "none"
         round_stats = (
             stats.RoundStats(self.settings.stats_reduce, trainer.params, trainer.direction)
@@ -523,6 +528,32 @@ class Engine:
             return "parameters after the outer step"
         res.round_stats = round_stats
         res.estimate = None if round_stats is None else round_stats.reduce(self.comm)
+        return self._evaluate(trainer, res, evaluate_now)
+
+    def _attempt_ddp(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
+        """One try at a ddp trainer's round (:mod:`adloco.engine.ddp`)."""
+        # Every process draws every slot's indices so the samplers stay in step.
+        indices = {p.slot.index: trainer.sampler.take(p.sequences) for p in res.slots}
+        out = ddp.train_round(
+            self.worker,
+            self.comm,
+            trainer.params,
+            trainer.outer_opt,
+            ddp.slot_steps(res.slots, indices, self.train_split.get, self.comm.owns),
+            res.lrs,
+            self.settings.grad_clip_norm,
+            DTYPES[self.settings.pseudo_grad_dtype],
+            self.seq_len,
+        )
+        if out.failure is not None:
+            return out.failure
+        res.train_loss = out.loss_sum / max(out.loss_tokens, 1)
+        if not all(torch.isfinite(p).all() for p in trainer.params):
+            return "parameters after the optimizer step"
+        return self._evaluate(trainer, res, evaluate_now)
+
+    def _evaluate(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
+        """Validation of θ when due; "validation loss" when it is not finite."""
         res.val = None
         if evaluate_now:
             self.worker.load(trainer.params)
@@ -625,6 +656,7 @@ class Engine:
         self, r: int, results: list[TrainerRound], merged: MergeTransfer | None
     ) -> list[dict]:
         """Charge the round to the clock and the run's counters; one metrics row per trainer."""
+        per_step = self.settings.method == "ddp"
         for res in results:
             into = merged is not None and res.trainer.id == merged.kept
             res.sync = clock.TrainerSync(
@@ -632,6 +664,9 @@ class Engine:
                 self.sync_payloads,
                 merged.payload_bytes if into else 0,
                 merged.messages if into else 0,
+                # ddp all-reduces after every step of the round.
+                max(len(p.steps) for p in res.slots) if per_step else 1,
+                per_step,
             )
         round_s = clock.round_time_s(
             [([p.work() for p in res.slots], res.sync) for res in results],
@@ -646,7 +681,7 @@ class Engine:
             trainer, plans = res.trainer, [p.plan for p in res.slots]
             modes = {p.mode for p in plans}
             steps = max(len(p.steps) for p in res.slots)  # fewer in a round cut to the budget
-            self.communications += 1
+            self.communications += res.sync.allreduce_count
             row_bytes = res.sync.bytes_moved()
             self.bytes_total += row_bytes
             trainer.tokens += res.tokens
