@@ -315,9 +315,7 @@ def round_time_s(
         mine = [step_s[i] for i in dict.fromkeys(w.device_index for w in works)]
         if sync.per_step:
             steps = max((len(t) for t in mine), default=0)
-            compute = sum(
-                max(t[h] for t in mine if h < len(t)) for h in range(steps)
-            )
+            compute = sum(max(t[h] for t in mine if h < len(t)) for h in range(steps))
         else:
             compute = max((sum(t) for t in mine), default=0.0)
         slowest = max(slowest, compute + sync.sync_time_s(network))

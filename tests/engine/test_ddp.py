@@ -22,9 +22,7 @@ CLUSTER = {
 
 def _engine(cfg, run, data, tmp_path):
     batches = {d["name"]: d["max_batch"] for d in cfg["cluster"]["devices"]}
-    return Engine(
-        cfg, run, 0, data, batches, tiny_curves(cfg), tmp_path / "ckpt", progress=False
-    )
+    return Engine(cfg, run, 0, data, batches, tiny_curves(cfg), tmp_path / "ckpt", progress=False)
 
 
 def _ddp(make_config, **overrides):

@@ -136,9 +136,7 @@ def train_round(
         loss = torch.zeros((), dtype=torch.float64, device=worker.device)
         for seqs in step_passes(slots, h):
             loss += worker._backward(seqs.to(worker.device, non_blocking=True), predicted).double()
-        grads = [
-            torch.zeros_like(p) if p.grad is None else p.grad.detach() for p in worker.params
-        ]
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad.detach() for p in worker.params]
         if comm_dtype != torch.float32:
             grads = [g.to(comm_dtype).float() for g in grads]
         scalars = loss.reshape(1)

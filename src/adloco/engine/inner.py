@@ -9,12 +9,12 @@ reference code re-created it every round).
 
 A slot's round is a list of optimizer steps, each a list of micro-batch sizes
 (forward+backward passes whose gradients accumulate), planned by the engine
-(:func:`adloco.algo.switch.step_micro_batches`). On the first step of a round
-every slot sits at the trainer's common point θ, so that step's gradient also
-feeds the batch test: its micro-batches are the test's groups, each group's
-mean gradient goes to the statistics accumulator (a few passes over D floats),
-and their token-weighted sum is the step's gradient, exactly as without
-statistics.
+(:func:`adloco.algo.switch.step_micro_batches`). The steps of the round's
+statistics blocks (:mod:`adloco.algo.trust`; by default the first step, where
+every slot sits at the trainer's common point θ) also feed the batch test:
+their micro-batches are the test's groups, each group's mean gradient goes to
+the block's accumulator (a few passes over D floats), and their
+token-weighted sum is the step's gradient, exactly as without statistics.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ class Worker:
         ``steps[h]`` are the micro-batch sizes of step h (``switch.step_micro_batches``),
         ``indices`` the sequence indices of all steps in order, ``fetch`` turns
         indices into a LongTensor of sequences, ``lrs[h]`` is step h's learning
-        rate. With ``stats``, the first step's micro-batches are the groups of
-        the batch test, taken at ``theta``.
+        rate. ``stats(h)`` is the batch-test accumulator that step h's
+        micro-batches feed as groups, or None (``RoundStats.for_steps``).
         """
         if len(lrs) < len(steps) or indices.numel() != sum(sum(m) for m in steps):
             raise ValueError("run_node: steps, learning rates and indices disagree")
@@ -168,7 +168,7 @@ class Worker:
                 n = sum(micro_batches)
                 seqs = fetch(indices[start : start + n]).to(self.device, non_blocking=True)
                 start += n
-                loss = self._step_gradient(seqs, micro_batches, stats if h == 0 else None)
+                loss = self._step_gradient(seqs, micro_batches, None if stats is None else stats(h))
                 if self.clip is not None:
                     norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
                     norm_total += norm.double()

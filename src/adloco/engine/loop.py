@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from adloco import clock
-from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch
+from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
 from adloco.config import RunSettings
 from adloco.engine import checkpoint, ddp
 from adloco.engine.collective import LocalCollective
@@ -78,6 +78,7 @@ class Trainer:
     sampler: SubsetSampler
     tokens: int = 0
     direction: list[torch.Tensor] | None = None  # previous round's pooled statistics gradient
+    smoothed: trust.Smoothed | None = None  # the batch test's running estimate
     events: list[dict] = field(default_factory=list)
 
 
@@ -88,6 +89,7 @@ class SlotPlan:
     slot: Slot
     plan: switch.StepPlan  # a full inner step of the slot's local batch
     steps: list[tuple[int, ...]]  # micro-batches of each inner step this round
+    stats_blocks: list[tuple[int, ...]] = field(default_factory=list)  # steps feeding the test
 
     @property
     def sequences(self) -> int:
@@ -264,6 +266,7 @@ class Engine:
                     "sampler": t.sampler.state_dict(),
                     "tokens": t.tokens,
                     "direction": None if t.direction is None else [d.cpu() for d in t.direction],
+                    "smoothed": json.dumps(None if t.smoothed is None else t.smoothed.as_dict()),
                 }
                 for t in self.trainers
             ],
@@ -305,6 +308,7 @@ class Engine:
                     SubsetSampler.from_state_dict(ts["sampler"]),
                     ts["tokens"],
                     None if direction is None else [d.to(self.device) for d in direction],
+                    trust.Smoothed.from_dict(json.loads(ts["smoothed"])),
                 )
             )
         for slot in self.nodes:
@@ -407,11 +411,23 @@ class Engine:
         sequences = budget.round_step_sequences(
             {i: p.effective for i, p in step_plans.items()}, self.H, left
         )
-        groups = self.settings.stats_microbatches if self.settings.batch_test != "none" else None
+        testing = self.settings.batch_test != "none"
         plans: dict[int, list[SlotPlan]] = {t.id: [] for t in self.trainers}
         for index, plan in sorted(step_plans.items()):
-            steps = switch.step_micro_batches(plan, sequences[index], groups)
-            plans[self.slot_owner[index]].append(SlotPlan(self.slots[index], plan, steps))
+            blocks = (
+                trust.stats_blocks(
+                    len(sequences[index]), self.settings.stats_steps, self.settings.stats_blocks
+                )
+                if testing
+                else []
+            )
+            steps = switch.step_micro_batches(
+                plan,
+                sequences[index],
+                self.settings.stats_microbatches if testing else None,
+                [h for b in blocks for h in b],
+            )
+            plans[self.slot_owner[index]].append(SlotPlan(self.slots[index], plan, steps, blocks))
         # The schedule advances with the cluster's tokens, step by step, in
         # lock-step for every slot, whatever order the slots run in here.
         per_step = [0] * max(len(v) for v in sequences.values())
@@ -503,7 +519,7 @@ class Engine:
                     self.train_split.get,
                     p.steps,
                     res.lrs,
-                    stats=None if round_stats is None else round_stats.node(),
+                    stats=None if round_stats is None else round_stats.for_steps(p.stats_blocks),
                 )
             except NonFiniteLoss:
                 scalars[2] += 1
@@ -563,13 +579,21 @@ class Engine:
         return None
 
     def test(self, res: TrainerRound) -> None:
-        """The batch test: the trainer's next global batch from this round's statistics."""
+        """The batch test: the trainer's next global batch from its running estimate.
+
+        This round's estimate joins the trainer's running one, and the test
+        acts only on a trustworthy estimate (:mod:`adloco.algo.trust`).
+        """
         trainer = res.trainer
         if res.round_stats is None:
             return
+        trainer.smoothed = trust.smooth(trainer.smoothed, res.estimate, self.settings.stats_decay)
+        usable, abstain = trust.usable(
+            trainer.smoothed, self.settings.stats_min_dof, trainer.global_batch
+        )
         new_batch, requested = batch_tests.next_batch(
             self.settings.batch_test,
-            res.estimate,
+            usable,
             trainer.global_batch,
             eta=self.settings.eta,
             vartheta=self.settings.vartheta,
@@ -589,11 +613,16 @@ class Engine:
             trainer.events.append(
                 {"type": "batch_change", "from": trainer.global_batch, "to": new_batch}
             )
-            trainer.global_batch = new_batch
-        res.test = {"groups": res.round_stats.groups, "requested_global": requested}
+        res.test = {"groups": res.round_stats.groups, "samples": 0, "dof": 0}
         if res.estimate is not None:
             res.test.update(res.estimate.as_dict())
-            res.test["requested_global"] = requested
+            res.test["noise_scale"] = trust.noise_scale(
+                res.estimate.trace_cov, res.estimate.grad_sqnorm
+            )
+        res.test["smoothed"] = None if trainer.smoothed is None else trainer.smoothed.as_dict()
+        res.test["requested_global"] = requested
+        res.test["decision"] = _decision(abstain, trainer.global_batch, new_batch, requested)
+        trainer.global_batch = new_batch
 
     def merge(self, r: int, evaluate_now: bool = False) -> MergeTransfer | None:
         """Merge the trainers with the smallest global batches when due.
@@ -629,6 +658,7 @@ class Engine:
         kept.sampler.replace_subset(subset)
         kept.tokens = sum(t.tokens for t in group)
         kept.direction = None  # directions of different trainers do not average meaningfully
+        kept.smoothed = trust.pool([t.smoothed for t in group], weights)
         kept.events.append(
             {
                 "type": "merge",
@@ -836,6 +866,17 @@ class Engine:
         self.worker.load(trainer.params)
         dtype = DTYPES[self.cfg["model"]["dtype"]]
         return self.worker.model.to(dtype)
+
+
+def _decision(abstain: str, old: int, new: int, requested: float | None) -> str:
+    """Why the batch test changed the batch or not, for the metrics row."""
+    if abstain:
+        return f"kept: {abstain}"
+    if requested is None:
+        return "kept: the test could not say"
+    if new > old:
+        return "raised" if new >= math.ceil(requested) else "raised to the growth cap"
+    return "kept: the test asks for no more"
 
 
 def _copy_state(inner_state: list[dict] | None, device) -> list[dict] | None:
