@@ -309,6 +309,14 @@ def _check_consistency(config: dict) -> None:
         raise ConfigError("data.tokenizer.name: required when data.tokenizer.kind is pretrained")
     if config["model"]["source"] == "pretrained" and not config["model"].get("name"):
         raise ConfigError("model.name: required when model.source is pretrained")
+    if config["model"]["source"] == "base":
+        if "pretrain" not in config:
+            raise ConfigError("pretrain: required when model.source is base (the base's loop)")
+        if not config["data"].get("base_fraction", 0) > 0:
+            raise ConfigError(
+                "data.base_fraction: must be above 0 when model.source is base, so that the "
+                "base model pretrains on documents the runs never train on"
+            )
     if config["data"]["source"] == "hub" and config["data"].get("max_documents") is None:
         raise ConfigError(
             "data.max_documents: required when data.source is hub (C4 is 365M documents)"

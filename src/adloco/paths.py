@@ -55,6 +55,15 @@ def checkpoint_dir(experiment: str, run: str, seed: int | str) -> Path:
     return experiment_dir(experiment) / "checkpoints" / run / f"seed{seed}"
 
 
+def base_dir(experiment: str) -> Path:
+    """The experiment's base model (``adloco pretrain``): model/, base.json, metrics.jsonl."""
+    return experiment_dir(experiment) / "base"
+
+
+def base_checkpoint_dir(experiment: str) -> Path:
+    return experiment_dir(experiment) / "checkpoints" / "base"
+
+
 def report_dir(experiment: str) -> Path:
     return experiment_dir(experiment) / "report"
 

@@ -36,7 +36,7 @@ from adloco.engine import checkpoint, ddp
 from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
 from adloco.engine.sampler import SubsetSampler, draw_subset
-from adloco.model import DTYPES, build_model, evaluate, num_parameters
+from adloco.model import DTYPES, build_model, evaluate, evaluation_sample, num_parameters
 from adloco.records import MetricsRow
 
 log = logging.getLogger(__name__)
@@ -202,10 +202,7 @@ class Engine:
         self.num_params = num_parameters(model)
         self.worker = Worker(model, settings, self.device)
         self.sync_payloads = sync_payload_bytes(settings, self.num_params)
-        n_val = len(self.val_split)
-        n_eval = min(settings.eval_sequences, n_val)
-        eval_idx = torch.linspace(0, n_val - 1, n_eval).round().long().unique()
-        self.eval_seqs = self.val_split.get(eval_idx)
+        self.eval_seqs = evaluation_sample(self.val_split, settings.eval_sequences)
         self.round = 0
         self.tokens_total = 0
         self.communications = 0
