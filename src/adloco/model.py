@@ -32,6 +32,17 @@ def llama_config(model_cfg: dict, vocab_size: int, seq_len_tokens: int) -> Llama
     )
 
 
+def architecture(model_cfg: dict) -> dict:
+    """``model_cfg`` to build a model of the right architecture with a seeded init.
+
+    A base experiment's model is of the architecture its fields give (what
+    calibration measures and what pretraining starts from); its weights are
+    the base model's only where a stage resolves them
+    (:func:`adloco.pretrain.base_model_config`).
+    """
+    return {**model_cfg, "source": "config"} if model_cfg["source"] == "base" else model_cfg
+
+
 def build_model(
     model_cfg: dict, vocab_size: int, seq_len_tokens: int, seed: int
 ) -> torch.nn.Module:

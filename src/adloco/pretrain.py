@@ -45,7 +45,7 @@ from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
 from adloco.engine.sampler import SubsetSampler
 from adloco.io import atomic_dir, sha256_file, write_json_atomic
-from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
+from adloco.model import architecture, batch_loss, build_model, evaluate, evaluation_sample
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Pretraining:
         self.eval_seqs = evaluation_sample(data.split("validation"), train["eval_sequences"])
         self.eval_batch = train["eval_batch"]
         self.seq_len = data.seq_len_tokens
-        model_cfg = {**cfg["model"], "source": "config"}
+        model_cfg = architecture(cfg["model"])
         self.model = build_model(model_cfg, data.vocab_size, self.seq_len, cfg["seed"])
         self.model.train()
         s = self.settings
@@ -306,6 +306,14 @@ def base_model_config(cfg: dict, base: str | Path | None) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
+    if cfg["model"]["source"] != "base":
+        # dvc.yaml cannot leave a stage out by configuration: say so and stop.
+        write_json_atomic(
+            Path(args.out) / SUMMARY,
+            {"model_dir": None, "note": f"model.source is {cfg['model']['source']}: no base"},
+        )
+        log.info("model.source is %s: nothing to pretrain", cfg["model"]["source"])
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
