@@ -12,8 +12,8 @@ batch test turns the first inner step's gradient statistics into the next
 global batch (``test``); every ``merge_frequency`` rounds the trainers with the
 smallest batches merge (``merge``); a metrics row per trainer is written with
 the simulated time of the round (``record``). Slots run one after another in
-one process, so a seed gives bit-identical results on CPU; the distributed
-backend must match this engine.
+one process, or stacked (``engine.slots``), so a seed gives bit-identical
+results on CPU; the distributed backend must match this engine.
 """
 
 from __future__ import annotations
