@@ -512,9 +512,7 @@ class Engine:
             if not self.comm.owns(p.slot.index) or not p.steps:
                 continue
             node_stats = None if round_stats is None else round_stats.for_steps(p.stats_blocks)
-            jobs.append(
-                SlotJob(self.nodes[p.slot.index], idx, p.steps, node_stats, p.stats_blocks)
-            )
+            jobs.append(SlotJob(self.nodes[p.slot.index], idx, p.steps, node_stats, p.stats_blocks))
         # One slot after another, or stacked (train.slot_execution); in slot order.
         for out in self.slot_runner.run(trainer.params, jobs, self.train_split.get, res.lrs):
             node = out.result
