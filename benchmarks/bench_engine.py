@@ -66,8 +66,15 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def plain_loop(model, params, batches, lr, clip, betas, wd, device, autocast) -> float:
-    opt = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=wd, foreach=True)
+def plain_loop(model, params, batches, settings, device, autocast) -> float:
+    """AdamW on ``batches`` with the run's lr, betas, weight decay and clipping; seconds."""
+    opt = torch.optim.AdamW(
+        params,
+        lr=settings.inner_lr,
+        betas=settings.betas,
+        weight_decay=settings.weight_decay,
+        foreach=True,
+    )
     sync(device)
     start = time.perf_counter()
     for seqs in batches:
@@ -76,7 +83,7 @@ def plain_loop(model, params, batches, lr, clip, betas, wd, device, autocast) ->
         with autocast():
             loss_sum, n = batch_loss(model, seqs.to(device, non_blocking=True))
         (loss_sum / n).backward()
-        torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+        torch.nn.utils.clip_grad_norm_(params, settings.grad_clip_norm, foreach=True)
         opt.step()
     sync(device)
     return time.perf_counter() - start
@@ -175,17 +182,7 @@ def main() -> None:
         return time.perf_counter() - start
 
     def plain(steps: list[torch.Tensor]) -> float:
-        return plain_loop(
-            reference,
-            ref_params,
-            steps,
-            settings.inner_lr,
-            settings.grad_clip_norm,
-            settings.betas,
-            settings.weight_decay,
-            device,
-            autocast,
-        )
+        return plain_loop(reference, ref_params, steps, settings, device, autocast)
 
     # Warm-up of every path (allocator, first-call dispatch).
     engine_round(True)
@@ -312,15 +309,7 @@ def slot_variants(k, b, steps, worker, settings, reference, vocab, seq_len, devi
 
     def plain() -> None:
         plain_loop(
-            reference,
-            list(reference.parameters()),
-            list(by_step),
-            settings.inner_lr,
-            settings.grad_clip_norm,
-            settings.betas,
-            settings.weight_decay,
-            device,
-            autocast,
+            reference, list(reference.parameters()), list(by_step), settings, device, autocast
         )
 
     variants = {

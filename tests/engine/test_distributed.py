@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL, assert_close
 
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import build_slots
@@ -134,22 +134,6 @@ def rows_without_wall_time(path: Path) -> list[dict]:
     for r in rows:
         r.pop("wall_time_s")
     return rows
-
-
-def assert_close(a, b, where: str = "") -> None:
-    """Equal structure, ints, strings and None; floats within REL_TOL/ABS_TOL."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            assert_close(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert b == pytest.approx(a, rel=REL_TOL, abs=ABS_TOL), where
-    else:
-        assert a == b, where
 
 
 def final_weights(out: Path) -> dict[str, torch.Tensor]:
@@ -331,7 +315,7 @@ def test_two_ranks_match_the_single_process_engine(cli_case):
     events = {e["type"] for r in one for e in r["events"]}
     assert {"merge", "batch_change"} <= events
     assert any(r["switch_mode"] == "accumulate" for r in one)
-    assert_close(one, two, "metrics")
+    assert_close(one, two, REL_TOL, ABS_TOL, "metrics")
     a, b = final_weights(out), final_weights(cli_case["out"])
     assert a.keys() == b.keys()
     for k in a:
@@ -458,7 +442,7 @@ def train_two_ranks_and_one(config: Path, data: Path, root: Path) -> tuple[Path,
 def assert_same_run(one: Path, two: Path) -> list[dict]:
     """Metrics and final weights of two runs within REL_TOL/ABS_TOL; the first's rows."""
     rows = rows_without_wall_time(one / "metrics.jsonl")
-    assert_close(rows, rows_without_wall_time(two / "metrics.jsonl"), "metrics")
+    assert_close(rows, rows_without_wall_time(two / "metrics.jsonl"), REL_TOL, ABS_TOL, "metrics")
     a, b = final_weights(one), final_weights(two)
     assert a.keys() == b.keys()
     for k in a:

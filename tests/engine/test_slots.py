@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from array_data import tiny_curves
+from array_data import assert_close, tiny_curves
 
 from adloco.config import load_config, resolve_run
 from adloco.engine import stacked
@@ -103,22 +103,6 @@ def rows_without_wall_time(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows]
 
 
-def assert_close(a, b, where: str = "") -> None:
-    """Equal structure, ints, strings and None; floats within REL_TOL/ABS_TOL."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            assert_close(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert b == pytest.approx(a, rel=REL_TOL, abs=ABS_TOL), where
-    else:
-        assert a == b, where
-
-
 def preset_engine(name: str, mode: str, data, folder: Path) -> Engine:
     """A run of config/test.yaml on the tiny data, slots capped at 2 sequences a pass."""
     cfg = load_config(REPO / "config" / "test.yaml")
@@ -166,7 +150,7 @@ def test_vectorized_runs_the_test_preset_as_sequential_does(
     for a, b in zip(seq_rows, vec_rows, strict=True):
         for field in CLOCK_FIELDS:
             assert a[field] == b[field], field  # the clock charges the plan, not the execution
-    assert_close(seq_rows, vec_rows, name)
+    assert_close(seq_rows, vec_rows, REL_TOL, ABS_TOL, name)
     if name == "diloco":
         assert ran == {"stacked": [4, 4, 4], "alone": 0}  # one stack of the 4 slots a round
     else:
