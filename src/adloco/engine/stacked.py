@@ -16,8 +16,9 @@ gradient clipping (the norm of its own gradient), its own AdamW state and
 step count (slots that joined the trainer at different times sit in
 different runs of the stack, each run with its step count), its own
 statistics groups and its own non-finite check. The elementwise maths is the
-sequential loop's, kernel for kernel; only the reductions inside the batched
-matrix products may add in another order (docs/engine.md, "Vectorized slots").
+sequential loop's, kernel for kernel; only reductions (inside the batched
+matrix products, a pass's summed loss) may add in another order
+(docs/engine.md, "Vectorized slots").
 """
 
 from __future__ import annotations
