@@ -156,6 +156,10 @@ class RunSettings:
     """CUDA autocast dtype"""
     pseudo_grad_dtype: str
     """pseudo-gradient communication dtype"""
+    slot_execution: str
+    """how one process runs a trainer's node slots: sequential, or vectorized (slots with
+    the same passes stacked into one batched pass and one optimizer update); the same
+    trajectory up to float rounding and the same simulated time"""
 
     @classmethod
     def from_dict(cls, settings: dict) -> RunSettings:

@@ -23,20 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-from adloco.config import RunSettings
-
-
-def make_optimizer(params: Sequence[torch.Tensor], settings: RunSettings) -> torch.optim.Optimizer:
-    """The optimizer a ddp trainer steps θ with: the run's inner optimizer and settings."""
-    if settings.inner_optimizer == "adamw":
-        return torch.optim.AdamW(
-            list(params),
-            lr=settings.inner_lr,
-            betas=settings.betas,
-            weight_decay=settings.weight_decay,
-            foreach=True,
-        )
-    return torch.optim.SGD(list(params), lr=settings.inner_lr, weight_decay=settings.weight_decay)
+# A ddp trainer steps θ with the run's inner optimizer and settings.
+from adloco.engine.inner import make_optimizer as make_optimizer
 
 
 @dataclass

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +47,19 @@ class NodeResult:
     loss_tokens: int  # predicted tokens behind loss_sum
 
 
+def make_optimizer(params: Sequence[torch.Tensor], settings: RunSettings) -> torch.optim.Optimizer:
+    """The run's inner optimizer (AdamW, or SGD) over ``params``, with its settings."""
+    if settings.inner_optimizer == "adamw":
+        return torch.optim.AdamW(
+            list(params),
+            lr=settings.inner_lr,
+            betas=settings.betas,
+            weight_decay=settings.weight_decay,
+            foreach=True,
+        )
+    return torch.optim.SGD(list(params), lr=settings.inner_lr, weight_decay=settings.weight_decay)
+
+
 class Worker:
     """The model every slot's inner steps run on, with its inner optimizer."""
 
@@ -55,18 +69,7 @@ class Worker:
         self.device = device
         self.params = list(self.model.parameters())
         self.clip = settings.grad_clip_norm
-        if settings.inner_optimizer == "adamw":
-            self.optimizer = torch.optim.AdamW(
-                self.params,
-                lr=settings.inner_lr,
-                betas=settings.betas,
-                weight_decay=settings.weight_decay,
-                foreach=True,
-            )
-        else:
-            self.optimizer = torch.optim.SGD(
-                self.params, lr=settings.inner_lr, weight_decay=settings.weight_decay
-            )
+        self.optimizer = make_optimizer(self.params, settings)
         dtype = settings.autocast_dtype
         self.autocast_dtype = getattr(torch, dtype) if dtype and device.type == "cuda" else None
 
@@ -102,37 +105,15 @@ class Worker:
     ) -> torch.Tensor:
         """The step's mean gradient into .grad, one pass per micro-batch; the summed loss.
 
-        With ``stats`` every pass is a group of the batch test: its own mean
-        gradient goes to ``stats``, and the token-weighted sum of the groups'
-        gradients is the step's gradient, exactly as without statistics.
+        With ``stats`` every pass is a group of the batch test (:func:`step_gradient`).
         """
-        step_tokens = seqs.size(0) * (seqs.size(1) - 1)
-        loss = torch.zeros((), device=self.device)
-        step_grad: list[torch.Tensor] | None = None
-        for p in self.params:
-            p.grad = None
-        start = 0
-        for size in micro_batches:
-            chunk = seqs[start : start + size]
-            start += size
-            if stats is None:
-                loss += self._backward(chunk, step_tokens)
-                continue
-            group_tokens = chunk.size(0) * (chunk.size(1) - 1)
-            loss += self._backward(chunk, group_tokens)
-            grads = [p.grad for p in self.params]
-            stats.add_group(grads, size)
-            weight = group_tokens / step_tokens
-            if step_grad is None:
-                step_grad = torch._foreach_mul(grads, weight)
-            else:
-                torch._foreach_add_(step_grad, grads, alpha=weight)
-            for p in self.params:
-                p.grad = None
-        if step_grad is not None:
-            for p, g in zip(self.params, step_grad, strict=True):
-                p.grad = g
-        return loss
+        return step_gradient(
+            self.params,
+            micro_batches,
+            seqs.size(1) - 1,
+            lambda start, size, scale: self._backward(seqs[start : start + size], scale),
+            None if stats is None else stats.add_group,
+        )
 
     def run_node(
         self,
@@ -181,3 +162,50 @@ class Worker:
         if not (torch.isfinite(loss_total) and torch.isfinite(norm_total)):
             raise NonFiniteLoss(f"slot {node.slot}: non-finite loss or gradient norm")
         return NodeResult(tokens=tokens, loss_sum=float(loss_total), loss_tokens=loss_tokens)
+
+
+def step_gradient(
+    params: list[torch.Tensor],
+    micro_batches: tuple[int, ...],
+    tokens_per_sequence: int,
+    backward: Callable[[int, int, int], torch.Tensor],
+    on_group: Callable[[list[torch.Tensor], int], None] | None = None,
+) -> torch.Tensor:
+    """One optimizer step's mean gradient into ``.grad`` of ``params``; the summed loss.
+
+    ``backward(start, size, scale_tokens)`` runs the pass of sequences
+    ``start : start + size`` of the step: forward, backward of its summed loss
+    over ``scale_tokens``, and returns that loss (detached). Passes accumulate
+    into ``.grad``. With ``on_group`` every pass is a group of the batch test:
+    its own mean gradient goes to ``on_group(grads, size)``, and the
+    token-weighted sum of the groups' gradients is the step's gradient,
+    exactly as without statistics. The worker runs it on its model; a stack of
+    slots (:mod:`adloco.engine.stacked`) on parameters with a slot dimension.
+    """
+    step_tokens = sum(micro_batches) * tokens_per_sequence
+    loss = None
+    step_grad: list[torch.Tensor] | None = None
+    for p in params:
+        p.grad = None
+    start = 0
+    for size in micro_batches:
+        group_tokens = size * tokens_per_sequence
+        scale = step_tokens if on_group is None else group_tokens
+        pass_loss = backward(start, size, scale)
+        start += size
+        loss = pass_loss if loss is None else loss + pass_loss
+        if on_group is None:
+            continue
+        grads = [p.grad for p in params]
+        on_group(grads, size)
+        weight = group_tokens / step_tokens
+        if step_grad is None:
+            step_grad = torch._foreach_mul(grads, weight)
+        else:
+            torch._foreach_add_(step_grad, grads, alpha=weight)
+        for p in params:
+            p.grad = None
+    if step_grad is not None:
+        for p, g in zip(params, step_grad, strict=True):
+            p.grad = g
+    return loss

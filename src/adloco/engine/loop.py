@@ -12,8 +12,8 @@ batch test turns the first inner step's gradient statistics into the next
 global batch (``test``); every ``merge_frequency`` rounds the trainers with the
 smallest batches merge (``merge``); a metrics row per trainer is written with
 the simulated time of the round (``record``). Slots run one after another in
-one process, so a seed gives bit-identical results on CPU; the distributed
-backend must match this engine.
+one process, or stacked (``engine.slots``), so a seed gives bit-identical
+results on CPU; the distributed backend must match this engine.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, swit
 from adloco.config import RunSettings
 from adloco.engine import checkpoint, ddp
 from adloco.engine.collective import LocalCollective
-from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
+from adloco.engine.inner import NodeState, Worker
 from adloco.engine.sampler import SubsetSampler, draw_subset
+from adloco.engine.slots import SlotJob, SlotRunner
 from adloco.model import DTYPES, build_model, evaluate, evaluation_sample, num_parameters
 from adloco.records import MetricsRow
 
@@ -201,6 +202,7 @@ class Engine:
         model = build_model(cfg["model"], data.vocab_size, self.seq_len, seed)
         self.num_params = num_parameters(model)
         self.worker = Worker(model, settings, self.device)
+        self.slot_runner = SlotRunner(settings.slot_execution, self.worker, settings)
         self.sync_payloads = sync_payload_bytes(settings, self.num_params)
         self.eval_seqs = evaluation_sample(self.val_split, settings.eval_sequences)
         self.round = 0
@@ -503,26 +505,22 @@ class Engine:
         # loss sum, predicted tokens, non-finite flag: reduced with delta.
         scalars = torch.zeros(3, dtype=torch.float64, device=self.device)
         planned = res.tokens
+        jobs = []
         for p in res.slots:
             # Every process draws every slot's indices so the samplers stay in step.
             idx = trainer.sampler.take(p.sequences)
             if not self.comm.owns(p.slot.index) or not p.steps:
                 continue
-            try:
-                node = self.worker.run_node(
-                    trainer.params,
-                    self.nodes[p.slot.index],
-                    idx,
-                    self.train_split.get,
-                    p.steps,
-                    res.lrs,
-                    stats=None if round_stats is None else round_stats.for_steps(p.stats_blocks),
-                )
-            except NonFiniteLoss:
+            node_stats = None if round_stats is None else round_stats.for_steps(p.stats_blocks)
+            jobs.append(SlotJob(self.nodes[p.slot.index], idx, p.steps, node_stats, p.stats_blocks))
+        # One slot after another, or stacked (train.slot_execution); in slot order.
+        for out in self.slot_runner.run(trainer.params, jobs, self.train_split.get, res.lrs):
+            node = out.result
+            if node is None:
                 scalars[2] += 1
                 continue
             with torch.no_grad():
-                node_delta = torch._foreach_sub(trainer.params, self.worker.params)
+                node_delta = torch._foreach_sub(trainer.params, out.params)
                 if comm_dtype != torch.float32:
                     node_delta = [d.to(comm_dtype).float() for d in node_delta]
                 torch._foreach_add_(delta, node_delta, alpha=node.tokens / planned)
