@@ -12,10 +12,16 @@ Prints ratios measured in one run on the same model, data and thread count:
    comparison;
 4. the bytes of one communication of every run of the configuration (the
    pseudo-gradient and, with a batch test, the statistics), from the engine's
-   own accounting.
+   own accounting;
+5. simulated node slots (``train.slot_execution``): k slots x local batch b
+   for k in --slots and b in --slot-batches, run vectorized (one stack,
+   ``engine.stacked.Stack``) against the same slots run sequentially
+   (``Worker.run_node`` each) and against one plain loop of batch k·b (goals:
+   vectorized >= 0.8x the plain loop, >= 2x sequential at b = 1).
 
 Usage: .venv/bin/python benchmarks/bench_engine.py [--config config/config.yaml]
        [--batch 8] [--steps 10] [--repeats 7] [--threads 1]
+       [--slots 4 16] [--slot-batches 1 4] [--slot-steps 4] [--slot-repeats 3]
        [--device cuda --model microllama --seq-len 512 --peak-tflops 989]
 On CUDA both loops run under bf16 autocast, and with --peak-tflops the model
 FLOPs utilisation (6 x parameters x tokens/s / peak) is printed too.
@@ -38,6 +44,7 @@ from adloco.clock import allreduce_bytes
 from adloco.config import load_config, resolve_run, total_slots
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine.loop import sync_payload_bytes
+from adloco.engine.stacked import SlotJob, Stack
 from adloco.model import batch_loss, build_model
 
 # keeeeenw/MicroLlama's architecture (300M parameters), for random-weight runs.
@@ -59,8 +66,15 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def plain_loop(model, params, batches, lr, clip, betas, wd, device, autocast) -> float:
-    opt = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=wd, foreach=True)
+def plain_loop(model, params, batches, settings, device, autocast) -> float:
+    """AdamW on ``batches`` with the run's lr, betas, weight decay and clipping; seconds."""
+    opt = torch.optim.AdamW(
+        params,
+        lr=settings.inner_lr,
+        betas=settings.betas,
+        weight_decay=settings.weight_decay,
+        foreach=True,
+    )
     sync(device)
     start = time.perf_counter()
     for seqs in batches:
@@ -69,10 +83,15 @@ def plain_loop(model, params, batches, lr, clip, betas, wd, device, autocast) ->
         with autocast():
             loss_sum, n = batch_loss(model, seqs.to(device, non_blocking=True))
         (loss_sum / n).backward()
-        torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+        torch.nn.utils.clip_grad_norm_(params, settings.grad_clip_norm, foreach=True)
         opt.step()
     sync(device)
     return time.perf_counter() - start
+
+
+def first_step(acc):
+    """``run_node``'s ``stats``: the accumulator at the first step only (the default block)."""
+    return None if acc is None else (lambda h: acc if h == 0 else None)
 
 
 def main() -> None:
@@ -87,6 +106,10 @@ def main() -> None:
     ap.add_argument("--model", default="config", choices=["config", "microllama"])
     ap.add_argument("--seq-len", type=int, default=None, help="default: the config's")
     ap.add_argument("--peak-tflops", type=float, default=None, help="device peak, for MFU")
+    ap.add_argument("--slots", type=int, nargs="+", default=[4, 16], help="k of the slot grid")
+    ap.add_argument("--slot-batches", type=int, nargs="+", default=[1, 4], help="b of the grid")
+    ap.add_argument("--slot-steps", type=int, default=4, help="inner steps per grid round")
+    ap.add_argument("--slot-repeats", type=int, default=3)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -127,7 +150,7 @@ def main() -> None:
         sync(device)
         start = time.perf_counter()
         steps = steps_on if with_stats else steps_off
-        worker.run_node(theta, node, indices, data.__getitem__, steps, lrs, acc)
+        worker.run_node(theta, node, indices, data.__getitem__, steps, lrs, first_step(acc))
         if acc is not None:
             stats.estimate(acc.finalize())
         sync(device)
@@ -139,7 +162,13 @@ def main() -> None:
         start = time.perf_counter()
         steps = (steps_on if with_stats else steps_off)[:1]
         worker.run_node(
-            theta, NodeState(0), indices[: args.batch], data.__getitem__, steps, lrs[:1], acc
+            theta,
+            NodeState(0),
+            indices[: args.batch],
+            data.__getitem__,
+            steps,
+            lrs[:1],
+            first_step(acc),
         )
         sync(device)
         return time.perf_counter() - start
@@ -153,17 +182,7 @@ def main() -> None:
         return time.perf_counter() - start
 
     def plain(steps: list[torch.Tensor]) -> float:
-        return plain_loop(
-            reference,
-            ref_params,
-            steps,
-            settings.inner_lr,
-            settings.grad_clip_norm,
-            settings.betas,
-            settings.weight_decay,
-            device,
-            autocast,
-        )
+        return plain_loop(reference, ref_params, steps, settings, device, autocast)
 
     # Warm-up of every path (allocator, first-call dispatch).
     engine_round(True)
@@ -215,6 +234,90 @@ def main() -> None:
             f"of {args.peak_tflops} TFLOP/s"
         )
     print_bytes_per_communication(cfg, sum(p.numel() for p in ref_params))
+    slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocast)
+
+
+def slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocast) -> None:
+    """k slots x local batch b: vectorized vs sequential vs one plain loop of batch k·b."""
+    print(
+        f"node slots: k slots x batch b, {args.slot_steps} steps of {seq_len} tokens, "
+        f"fastest of {args.slot_repeats} repeats (tokens/s"
+        + (" of process CPU time)" if device.type == "cpu" else ")")
+    )
+    print(f"  {'k':>3} {'b':>3} {'vectorized':>11} {'sequential':>11} {'plain k·b':>10}  ratios")
+    for k in args.slots:
+        for b in args.slot_batches:
+            tokens, variants = slot_variants(
+                k, b, args.slot_steps, worker, settings, reference, vocab, seq_len, device, autocast
+            )
+            for fn in variants.values():
+                fn()  # warm-up
+            times = {name: [] for name in variants}
+            order = random.Random(k * 100 + b)
+            for _ in range(args.slot_repeats):
+                names = list(variants)
+                order.shuffle(names)
+                for name in names:
+                    times[name].append(variants[name]())
+            rate = {name: tokens / min(t) for name, t in times.items()}
+            vec_plain = rate["vectorized"] / rate["plain"]
+            vec_seq = rate["vectorized"] / rate["sequential"]
+            print(
+                f"  {k:3d} {b:3d} {rate['vectorized']:11.0f} {rate['sequential']:11.0f} "
+                f"{rate['plain']:10.0f}  vectorized/plain {vec_plain:.2f} (goal >= 0.8), "
+                f"vectorized/sequential {vec_seq:.2f}" + (" (goal >= 2)" if b == 1 else "")
+            )
+
+
+def slot_variants(k, b, steps, worker, settings, reference, vocab, seq_len, device, autocast):
+    """The tokens of one round of k slots x batch b, and a timer of each way to run it.
+
+    Every variant runs the same sequences for ``steps`` optimizer steps from
+    the same θ, and a round includes what the engine's does (loading θ, the
+    slots' AdamW states in and out, per-slot clipping); each slot's state
+    persists from repeat to repeat, as from round to round.
+    """
+    lrs = [settings.inner_lr] * steps
+    theta = [p.detach().clone() for p in worker.params]
+    stack = Stack(worker, settings)
+    gen = torch.Generator().manual_seed(k * 100 + b)
+    data = torch.randint(0, vocab, (k * b * steps, seq_len), generator=gen)
+    own = [torch.arange(j * b * steps, (j + 1) * b * steps) for j in range(k)]
+    vec_nodes = [NodeState(j) for j in range(k)]
+    seq_nodes = [NodeState(j) for j in range(k)]
+    # Step h of the plain loop takes step h of every slot: one batch of k·b.
+    by_step = data.view(k, steps, b, seq_len).transpose(0, 1).reshape(steps, k * b, seq_len)
+
+    # On a CPU the process's own CPU time: the machine is shared, and a
+    # one-thread loop's CPU time is its work whoever else runs.
+    now = time.process_time if device.type == "cpu" else time.perf_counter
+
+    def timed(fn) -> float:
+        sync(device)
+        start = now()
+        fn()
+        sync(device)
+        return now() - start
+
+    def vectorized() -> None:
+        jobs = [SlotJob(n, i, [(b,)] * steps) for n, i in zip(vec_nodes, own, strict=True)]
+        stack.run(theta, jobs, data.__getitem__, lrs)
+
+    def sequential() -> None:
+        for n, i in zip(seq_nodes, own, strict=True):
+            worker.run_node(theta, n, i, data.__getitem__, [(b,)] * steps, lrs)
+
+    def plain() -> None:
+        plain_loop(
+            reference, list(reference.parameters()), list(by_step), settings, device, autocast
+        )
+
+    variants = {
+        "vectorized": lambda: timed(vectorized),
+        "sequential": lambda: timed(sequential),
+        "plain": lambda: timed(plain),
+    }
+    return data.numel(), variants
 
 
 def print_bytes_per_communication(cfg: dict, num_params: int) -> None:

@@ -135,3 +135,27 @@ def test_run_length_round_trip():
     assert encoded == (((1, (2, 1, 1)), (3, (4,)), (1, (3,))))
     assert work(0, 0, encoded).expanded() == steps
     assert work(0, 0, encoded).sequences == 4 + 12 + 3
+
+
+def test_a_trainer_that_synchronises_every_step_waits_for_the_slowest_device_each_step():
+    # Two devices, one slot each; step 1: device 0 runs a pass of 8 (3 s), device 1
+    # of 1 (1 s); step 2 the other way round. Updates 0.25 s per slot and step.
+    slots = [work(0, 0, [(1, [8]), (1, [1])]), work(1, 1, [(1, [1]), (1, [8])])]
+    payload = 1000  # bytes; 2 nodes: 2 messages of 500 bytes, 0.5 s latency + 0.5 s each
+    once = allreduce_time_s(payload, 2, NET)
+    assert once == pytest.approx(2.0)
+    per_step = TrainerSync(2, (payload,), allreduce_count=2, per_step=True)
+    # Every step waits for the slower device: (3 + 0.25) + (3 + 0.25), then 2 all-reduces.
+    assert round_time_s([(slots, per_step)], {"d": CURVE}, NET, "concurrent") == pytest.approx(
+        6.5 + 2 * once
+    )
+    # Synchronised once, each device runs its two steps on its own: 3.25 + 1.25 = 4.5.
+    at_end = TrainerSync(2, (payload,))
+    assert round_time_s([(slots, at_end)], {"d": CURVE}, NET, "concurrent") == pytest.approx(
+        4.5 + once
+    )
+    assert per_step.bytes_moved() == 2 * at_end.bytes_moved() == 2 * allreduce_bytes(payload, 2)
+    assert TrainerSync.from_dict(json.loads(json.dumps(per_step.as_dict()))) == per_step
+    # Rows written before the field existed read as one all-reduce at the end of the round.
+    assert "allreduce_count" not in at_end.as_dict()
+    assert TrainerSync.from_dict(at_end.as_dict()) == at_end

@@ -11,7 +11,7 @@ import yaml
 
 from adloco import paths
 from adloco.cli import main
-from adloco.config import ConfigError, load_config, resolve_run, validate
+from adloco.config import ConfigError, load_config, resolve_run, run_seeds, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,12 +20,15 @@ def base() -> dict:
     return yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "test.yaml", "paper.yaml"])
+SHIPPED = sorted(p.name for p in (ROOT / "config").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_configs_validate_and_every_run_resolves(name):
     cfg = load_config(ROOT / "config" / name)
     for run in cfg["runs"]:
         settings = resolve_run(cfg, run)
-        assert settings.name == run and settings.method in {"adloco", "diloco", "localsgd"}
+        assert settings.name == run and settings.method in {"adloco", "diloco", "localsgd", "ddp"}
 
 
 def test_run_settings_fields_are_the_schema_train_fields():
@@ -178,6 +181,38 @@ def test_merge_count_is_checked_only_when_merging(tmp_path):
     del cfg["runs"]["adloco"]["merge_count"]
     with pytest.raises(ConfigError, match=r"train\.merge_count: .*3 trainers.*runs\.adloco"):
         validate(cfg)
+
+
+def test_a_run_may_have_its_own_seeds():
+    cfg = base()
+    cfg["seeds"] = [0, 1, 2, 3]
+    cfg["runs"]["adloco"]["seeds"] = [0, 1]
+    cfg = validate(cfg)
+    assert run_seeds(cfg, "adloco") == [0, 1]
+    assert run_seeds(cfg, "diloco") == [0, 1, 2, 3]
+    # Seeds are not a training setting: the resolved run has none.
+    assert not hasattr(resolve_run(cfg, "adloco"), "seeds")
+    cfg["runs"]["adloco"]["seeds"] = [1, 1]
+    with pytest.raises(ConfigError, match=r"runs\.adloco\.seeds"):
+        validate(cfg)
+
+
+@pytest.mark.parametrize(
+    ("run", "named"),
+    [
+        ({"stats_microbatches": 1, "stats_steps": 1}, "one group per statistics block"),
+        ({"stats_reduce": "vector", "stats_steps": 2}, "stats_steps 1 and stats_blocks first"),
+        ({"stats_reduce": "vector", "stats_blocks": "all"}, "stats_steps 1 and stats_blocks first"),
+    ],
+)
+def test_statistics_blocks_the_test_cannot_read_are_refused(run, named):
+    cfg = base()
+    cfg["runs"]["adloco"].update(run)
+    with pytest.raises(ConfigError, match=named):
+        validate(cfg)
+    # A run without a batch test may have them.
+    cfg["runs"]["adloco"]["batch_test"] = "none"
+    validate(cfg)
 
 
 def test_two_devices_with_one_name_are_refused():

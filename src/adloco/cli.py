@@ -54,7 +54,14 @@ def _variance_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="configuration YAML")
     parser.add_argument("--data", required=True, help="tokenized data folder")
     parser.add_argument(
-        "--model", default=None, help="a saved model folder (default: the initial model)"
+        "--model",
+        default=None,
+        help="a saved model folder (default: the base model with --base, else the initial model)",
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help=f"the base model folder, {paths.base_dir(EXP)} (model.source: base)",
     )
     parser.add_argument("--out", required=True, help=f"output folder, {paths.variance_dir(EXP)}")
     parser.add_argument(
@@ -68,6 +75,19 @@ def _variance_args(parser: argparse.ArgumentParser) -> None:
         default=8,
         help="sequences per forward/backward pass and per vmap chunk (memory only)",
     )
+
+
+def _pretrain_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="configuration YAML")
+    parser.add_argument("--data", required=True, help="tokenized data folder (with a base split)")
+    parser.add_argument("--out", required=True, help=f"output folder, {paths.base_dir(EXP)}")
+    parser.add_argument(
+        "--checkpoints",
+        required=True,
+        help=f"checkpoint folder, kept when a job fails: {paths.base_checkpoint_dir(EXP)}",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
 
 
 def _train_args(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +107,12 @@ def _train_args(parser: argparse.ArgumentParser) -> None:
         "--calibration",
         required=True,
         help=f"folder of calibration JSON files, {paths.calibration_dir(EXP)}",
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help=f"the base model folder every run starts from, {paths.base_dir(EXP)} "
+        "(required when model.source is base)",
     )
     parser.add_argument("--out", required=True, help=f"run folder, {paths.run_dir(EXP, RUN, SEED)}")
     parser.add_argument(
@@ -213,6 +239,15 @@ STAGES: dict[str, Stage] = {
         f"cluster.slot_sharing. Writes {paths.calibration_file(EXP, DEVICE)}, which "
         "training reads.",
         _calibrate_args,
+    ),
+    "pretrain": Stage(
+        "adloco.pretrain",
+        "train the experiment's base model that every run starts from",
+        "A plain AdamW loop on the base split of the tokenized data (documents the runs "
+        "never see), with the pretrain section's token budget and schedule, resumable from "
+        f"its checkpoints; writes {paths.base_dir(EXP)}/model (save_pretrained), "
+        "metrics.jsonl and base.json (perplexity, sha256 of every model file).",
+        _pretrain_args,
     ),
     "variance": Stage(
         "adloco.variance",

@@ -204,32 +204,41 @@ class TrainerSync:
 
     ``allreduce_payload_bytes``: the payload of each all-reduce of the round
     (the pseudo-gradient, and the statistics when they are reduced apart).
-    ``merge_payload_bytes`` and ``merge_messages``: the state sent to this
-    trainer by the trainers merged into it (0 when none).
+    ``allreduce_count``: how many times they are all-reduced in the round:
+    once at its end (the DiLoCo family), or after every optimizer step
+    (``ddp``, whose trainer then waits for its slowest device at every step:
+    ``per_step``). ``merge_payload_bytes`` and ``merge_messages``: the state
+    sent to this trainer by the trainers merged into it (0 when none).
     """
 
     nodes: int
     allreduce_payload_bytes: tuple[int, ...]
     merge_payload_bytes: int = 0
     merge_messages: int = 0
+    allreduce_count: int = 1
+    per_step: bool = False
 
     def bytes_moved(self) -> int:
         moved = sum(allreduce_bytes(v, self.nodes) for v in self.allreduce_payload_bytes)
-        return moved + self.merge_payload_bytes * self.merge_messages
+        return self.allreduce_count * moved + self.merge_payload_bytes * self.merge_messages
 
     def sync_time_s(self, network: Network) -> float:
-        return sum(allreduce_time_s(v, self.nodes, network) for v in self.allreduce_payload_bytes)
+        once = sum(allreduce_time_s(v, self.nodes, network) for v in self.allreduce_payload_bytes)
+        return self.allreduce_count * once
 
     def merge_time_s(self, network: Network) -> float:
         return transfer_time_s(self.merge_payload_bytes, self.merge_messages, network)
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "nodes": self.nodes,
             "allreduce_payload_bytes": list(self.allreduce_payload_bytes),
             "merge_payload_bytes": self.merge_payload_bytes,
             "merge_messages": self.merge_messages,
         }
+        if self.allreduce_count != 1 or self.per_step:
+            out.update(allreduce_count=self.allreduce_count, per_step=self.per_step)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping) -> TrainerSync:
@@ -238,27 +247,39 @@ class TrainerSync:
             tuple(int(v) for v in d["allreduce_payload_bytes"]),
             int(d.get("merge_payload_bytes", 0)),
             int(d.get("merge_messages", 0)),
+            int(d.get("allreduce_count", 1)),
+            bool(d.get("per_step", False)),
         )
+
+
+def device_step_times_s(
+    works: Sequence[SlotWork], curve: StepTimeCurve, sharing: str
+) -> list[float]:
+    """Seconds one device needs for each optimizer step of the slots it carries.
+
+    Step h of the device is the h-th step of every slot that has one; a
+    slot's updates are charged in its step.
+    """
+    if sharing not in SLOT_SHARING:
+        raise ValueError(f"slot sharing must be one of {SLOT_SHARING}, got {sharing!r}")
+    schedules = [w.expanded() for w in works]
+    times = []
+    for h in range(max((len(s) for s in schedules), default=0)):
+        active = [s[h] for s in schedules if h < len(s)]
+        if sharing == "time_slicing":
+            passes = sum(curve.pass_s(m) for micro in active for m in micro)
+        else:
+            passes = sum(
+                curve.pass_s(sum(micro[j] for micro in active if j < len(micro)))
+                for j in range(max(len(micro) for micro in active))
+            )
+        times.append(passes + curve.update_s * len(active))
+    return times
 
 
 def device_time_s(works: Sequence[SlotWork], curve: StepTimeCurve, sharing: str) -> float:
     """Seconds one device needs for the round's work of the slots it carries."""
-    if sharing not in SLOT_SHARING:
-        raise ValueError(f"slot sharing must be one of {SLOT_SHARING}, got {sharing!r}")
-    if sharing == "time_slicing":
-        return sum(
-            count * (sum(curve.pass_s(m) for m in micro) + curve.update_s)
-            for w in works
-            for count, micro in w.steps
-        )
-    schedules = [w.expanded() for w in works]
-    total = 0.0
-    for h in range(max((len(s) for s in schedules), default=0)):
-        active = [s[h] for s in schedules if h < len(s)]
-        for j in range(max(len(micro) for micro in active)):
-            total += curve.pass_s(sum(micro[j] for micro in active if j < len(micro)))
-        total += curve.update_s * len(active)
-    return total
+    return sum(device_step_times_s(works, curve, sharing))
 
 
 def round_time_s(
@@ -271,13 +292,15 @@ def round_time_s(
 
     Trainers run side by side on disjoint slots, but slots of different
     trainers may share a device: a device's time covers all its slots, and a
-    trainer waits for the slowest device it uses. Merges follow the round.
+    trainer waits for the slowest device it uses: once a round, or at every
+    step when it synchronises per step (``TrainerSync.per_step``, ``ddp``).
+    Merges follow the round.
     """
     by_device: dict[int, list[SlotWork]] = {}
     for works, _ in trainers:
         for w in works:
             by_device.setdefault(w.device_index, []).append(w)
-    device_s = {}
+    step_s = {}
     for index, works in by_device.items():
         names = {w.device for w in works}
         if len(names) != 1:
@@ -285,11 +308,16 @@ def round_time_s(
         name = names.pop()
         if name not in curves:
             raise ValueError(f"no step-time curve for device {name!r}")
-        device_s[index] = device_time_s(works, curves[name], sharing)
+        step_s[index] = device_step_times_s(works, curves[name], sharing)
     slowest = 0.0
     merges = 0.0
     for works, sync in trainers:
-        compute = max((device_s[w.device_index] for w in works), default=0.0)
+        mine = [step_s[i] for i in dict.fromkeys(w.device_index for w in works)]
+        if sync.per_step:
+            steps = max((len(t) for t in mine), default=0)
+            compute = sum(max(t[h] for t in mine if h < len(t)) for h in range(steps))
+        else:
+            compute = max((sum(t) for t in mine), default=0.0)
         slowest = max(slowest, compute + sync.sync_time_s(network))
         merges += sync.merge_time_s(network)
     return slowest + merges

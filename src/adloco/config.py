@@ -38,6 +38,16 @@ METHOD_RULES: dict[str, dict[str, Any]] = {
         "outer_momentum": 0.0,
         "nesterov": False,
     },
+    # Synchronous data parallel: the gradient of every step is all-reduced and
+    # one optimizer (the inner one's settings) steps θ; no outer step.
+    "ddp": {
+        "initial_trainers": 1,
+        "batch_test": "none",
+        "merge": "none",
+        "outer_lr": 1.0,
+        "outer_momentum": 0.0,
+        "nesterov": False,
+    },
     "adloco": {},
 }
 
@@ -106,6 +116,15 @@ class RunSettings:
     numbers per node, each node's own unbiased estimates; no extra D-vector) or vector
     (the pooled gradient sum S all-reduced as float32, D x 4 bytes more per
     communication); docs/algorithms.md"""
+    stats_steps: int
+    """consecutive inner steps of a node slot whose micro-batches form one block of groups
+    taken at one point"""
+    stats_blocks: str
+    """statistics blocks of a round: the first or every complete one"""
+    stats_decay: float
+    """weight of the previous rounds' running estimate per round (0: this round alone)"""
+    stats_min_dof: float
+    """degrees of freedom the batch test needs before it acts"""
     max_batch_growth: float
     """largest factor of batch growth per round"""
     merge: str
@@ -137,6 +156,10 @@ class RunSettings:
     """CUDA autocast dtype"""
     pseudo_grad_dtype: str
     """pseudo-gradient communication dtype"""
+    slot_execution: str
+    """how one process runs a trainer's node slots: sequential, or vectorized (slots with
+    the same passes stacked into one batched pass and one optimizer update); the same
+    trajectory up to float rounding and the same simulated time"""
 
     @classmethod
     def from_dict(cls, settings: dict) -> RunSettings:
@@ -270,6 +293,7 @@ def _check_consistency(config: dict) -> None:
                 f"runs.{name}.initial_trainers: {run.initial_trainers} trainers need at least "
                 f"as many node slots, the cluster has {slots}"
             )
+        _check_statistics(config, name, run)
         if run.merge != "none" and run.merge_count > run.initial_trainers:
             raise ConfigError(
                 f"{_setting_key(config, name, 'merge_count')}: run {name} merges "
@@ -289,6 +313,14 @@ def _check_consistency(config: dict) -> None:
         raise ConfigError("data.tokenizer.name: required when data.tokenizer.kind is pretrained")
     if config["model"]["source"] == "pretrained" and not config["model"].get("name"):
         raise ConfigError("model.name: required when model.source is pretrained")
+    if config["model"]["source"] == "base":
+        if "pretrain" not in config:
+            raise ConfigError("pretrain: required when model.source is base (the base's loop)")
+        if not config["data"].get("base_fraction", 0) > 0:
+            raise ConfigError(
+                "data.base_fraction: must be above 0 when model.source is base, so that the "
+                "base model pretrains on documents the runs never train on"
+            )
     if config["data"]["source"] == "hub" and config["data"].get("max_documents") is None:
         raise ConfigError(
             "data.max_documents: required when data.source is hub (C4 is 365M documents)"
@@ -298,6 +330,24 @@ def _check_consistency(config: dict) -> None:
         raise ConfigError("model.hidden_size: must be a multiple of model.num_attention_heads")
     if m["num_attention_heads"] % m["num_key_value_heads"]:
         raise ConfigError("model.num_key_value_heads: must divide model.num_attention_heads")
+
+
+def _check_statistics(config: dict, name: str, run: RunSettings) -> None:
+    """A batch test needs blocks of two groups or more, and vector mode one point per round."""
+    if run.batch_test == "none":
+        return
+    if run.stats_steps == 1 and run.stats_microbatches == 1:
+        raise ConfigError(
+            f"{_setting_key(config, name, 'stats_microbatches')}: run {name} has one group per "
+            "statistics block (stats_steps 1, stats_microbatches 1), so its batch test has no "
+            "variance to read; raise stats_microbatches or stats_steps"
+        )
+    if run.stats_reduce == "vector" and (run.stats_steps != 1 or run.stats_blocks != "first"):
+        raise ConfigError(
+            f"{_setting_key(config, name, 'stats_reduce')}: vector pools the groups of every node "
+            "at the trainer's common point, the round's first step: it needs stats_steps 1 and "
+            "stats_blocks first"
+        )
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -371,6 +421,15 @@ def total_slots(config: dict) -> int:
     return sum(d.get("count", 1) for d in cluster["devices"]) * cluster.get("nodes_per_device", 1)
 
 
+# Keys of a run that are not training settings.
+RUN_ONLY_KEYS = ("seeds",)
+
+
+def run_seeds(config: dict, name: str) -> list[int]:
+    """The training seeds of run ``name``: its own ``seeds``, else the top-level ones."""
+    return list(config["runs"][name].get("seeds", config["seeds"]))
+
+
 def resolve_run(config: dict, name: str) -> RunSettings:
     """The training settings of run ``name``: train + method rules + overrides, validated."""
     if name not in config["runs"]:
@@ -385,6 +444,7 @@ def resolve_run(config: dict, name: str) -> RunSettings:
             raise ConfigError(
                 f"runs.{name}.{key}: method {method} requires {required!r}, got {overrides[key]!r}"
             )
+    overrides = {k: v for k, v in overrides.items() if k not in RUN_ONLY_KEYS}
     merged = {**copy.deepcopy(config.get("train", {})), **METHOD_RULES[method], **overrides}
     schema = load_schema()
     train_schema = schema["properties"]["train"]

@@ -32,11 +32,27 @@ def llama_config(model_cfg: dict, vocab_size: int, seq_len_tokens: int) -> Llama
     )
 
 
+def architecture(model_cfg: dict) -> dict:
+    """``model_cfg`` to build a model of the right architecture with a seeded init.
+
+    A base experiment's model is of the architecture its fields give (what
+    calibration measures and what pretraining starts from); its weights are
+    the base model's only where a stage resolves them
+    (:func:`adloco.pretrain.base_model_config`).
+    """
+    return {**model_cfg, "source": "config"} if model_cfg["source"] == "base" else model_cfg
+
+
 def build_model(
     model_cfg: dict, vocab_size: int, seq_len_tokens: int, seed: int
 ) -> torch.nn.Module:
     """A causal LM per ``model_cfg``: seeded random init or ``from_pretrained``."""
     dtype = DTYPES[model_cfg["dtype"]]
+    if model_cfg["source"] == "base":
+        raise ValueError(
+            "model.source base: the base model's folder is resolved by the stage that reads "
+            "it (adloco.pretrain.base_model_config), not here"
+        )
     if model_cfg["source"] == "pretrained":
         # Never trust_remote_code: the architecture must be one transformers ships.
         model = AutoModelForCausalLM.from_pretrained(model_cfg["name"], dtype=dtype)
@@ -119,6 +135,14 @@ def evaluate(model: torch.nn.Module, sequences: torch.Tensor, batch_size: int) -
         "tokens": count,
         "loss_stderr": stderr,
     }
+
+
+def evaluation_sample(split, sequences: int) -> torch.Tensor:
+    """The validation sequences every evaluation of an experiment uses: ``sequences``
+    evenly spaced over the split (all of them when it has fewer)."""
+    n = len(split)
+    picked = torch.linspace(0, n - 1, min(sequences, n)).round().long().unique()
+    return split.get(picked)
 
 
 def num_parameters(model: torch.nn.Module) -> int:

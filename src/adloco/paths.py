@@ -56,8 +56,12 @@ def checkpoint_dir(experiment: str, run: str, seed: int | str) -> Path:
 
 
 def base_dir(experiment: str) -> Path:
-    # The base model every run of the experiment starts from (adloco pretrain).
+    """The experiment's base model (``adloco pretrain``): model/, base.json, metrics.jsonl."""
     return experiment_dir(experiment) / "base"
+
+
+def base_checkpoint_dir(experiment: str) -> Path:
+    return experiment_dir(experiment) / "checkpoints" / "base"
 
 
 def report_dir(experiment: str) -> Path:

@@ -49,6 +49,7 @@ from adloco.config import load_config
 from adloco.data.reader import TokenData
 from adloco.io import atomic_path, write_json_atomic
 from adloco.model import build_model, causal_lm_loss
+from adloco.pretrain import base_model_config
 
 log = logging.getLogger(__name__)
 
@@ -614,9 +615,11 @@ def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(config["seed"])
     indices = np.sort(rng.choice(len(train), size=n, replace=False))
     device = torch.device(args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if args.model is None and config["model"]["source"] == "base":
+        args.model = base_model_config(config, getattr(args, "base", None))["name"]
     model = load_model(args.model, config, data.vocab_size, data.seq_len_tokens).to(device)
     # The comparison of stats_reduce modes: one trainer on every slot of the
-    # cluster, stats_microbatches groups per slot.
+    # cluster, one statistics block per slot (stats_steps x stats_microbatches groups).
     slots = config["cluster"]["nodes_per_device"] * sum(
         d.get("count", 1) for d in config["cluster"]["devices"]
     )
@@ -629,7 +632,7 @@ def run(args: argparse.Namespace) -> int:
         seed=config["seed"],
         chunk_size=args.chunk_size,
         nodes=slots,
-        groups_per_node=config["train"]["stats_microbatches"],
+        groups_per_node=config["train"]["stats_steps"] * config["train"]["stats_microbatches"],
     )
     analysis.summary.update(
         model=args.model or f"initial model ({config['model']['source']}, seed {config['seed']})",

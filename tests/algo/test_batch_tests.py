@@ -22,6 +22,7 @@ def est_of(trace_cov=8.0, bgs=0.5, ip_var=None, orth_var=None) -> VarianceEstima
         orth_var=orth_var,
         groups=8,
         samples=64,
+        dof=7,
     )
 
 

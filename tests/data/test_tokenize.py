@@ -15,7 +15,9 @@ from transformers import AutoTokenizer
 
 from adloco import cli
 from adloco.data import c4
-from adloco.data.tokenize import SPLITS, tokenize_corpus, validation_mask
+from adloco.data.reader import TokenData
+from adloco.data.reference import reference_perplexity
+from adloco.data.tokenize import SPLITS, document_splits, tokenize_corpus, validation_mask
 from adloco.io import sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,8 +65,11 @@ def test_manifest_layout(tiny_tokenized, tiny_c4_records):
         "dtype",
         "seed",
         "validation_fraction",
+        "base_fraction",
         "splits",
+        "reference_perplexity",
     }
+    assert manifest["base_fraction"] == 0.0
     assert manifest["format_version"] == 1 and manifest["dataset"] == "tiny"
     assert manifest["source"] == {
         "kind": "local",
@@ -171,6 +176,55 @@ def test_seed_changes_the_split(tmp_path, tiny_tokenized, tiny_data_config):
     assert manifest["splits"]["train"]["shards"] != base["splits"]["train"]["shards"]
     total = sum(manifest["splits"][s]["documents"] for s in SPLITS)
     assert total == sum(base["splits"][s]["documents"] for s in SPLITS)
+
+
+def test_reference_perplexities_are_those_of_the_written_shards(tiny_tokenized):
+    data = TokenData.open(tiny_tokenized)
+    train, val = data.split("train"), data.split("validation")
+    want = reference_perplexity(
+        [train.get_numpy(np.arange(len(train)))],
+        val.get_numpy(np.arange(len(val))),
+        data.vocab_size,
+        counts_from=["train"],
+    )
+    ref = data.manifest["reference_perplexity"]
+    assert ref == want.as_dict()
+    assert ref["uniform"] == data.vocab_size
+    assert ref["predicted_tokens"] == len(val) * (data.seq_len_tokens - 1)
+    assert ref["bigram"] < ref["unigram"] < ref["uniform"]
+
+
+def test_a_base_split_takes_documents_from_train_and_never_from_validation(
+    tmp_path, tiny_tokenized, tiny_c4_records, tiny_data_config
+):
+    manifest = tokenize_corpus(
+        tiny_data_config(base_fraction=0.5), 0, tmp_path / "based", progress=False
+    )
+    plain = _manifest(tiny_tokenized)
+    assert list(manifest["splits"]) == ["base", "train", "validation"]
+    assert manifest["base_fraction"] == 0.5
+    # Validation is untouched by the base fraction, byte for byte.
+    assert manifest["splits"]["validation"] == plain["splits"]["validation"]
+    codes = document_splits(np.arange(len(tiny_c4_records)), 0, plain["validation_fraction"], 0.5)
+    assert (codes == 1).tolist() == validation_mask(
+        np.arange(len(tiny_c4_records)), 0, plain["validation_fraction"]
+    ).tolist()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "based" / "tokenizer")
+    eos = manifest["tokenizer"]["eos_token_id"]
+    seq_len = manifest["seq_len_tokens"]
+    for name, code in (("base", 2), ("train", 0)):
+        expected = []
+        for record, c in zip(tiny_c4_records, codes, strict=True):
+            if c == code:
+                expected += tokenizer(record["text"])["input_ids"] + [eos]
+        entry = manifest["splits"][name]
+        assert entry["documents"] == int((codes == code).sum()) > 0
+        kept = entry["sequences"] * seq_len
+        assert _stream(tmp_path / "based", name).tolist() == expected[:kept]
+    # Base and train together hold the documents train held without a base split.
+    both = manifest["splits"]["base"]["documents"] + manifest["splits"]["train"]["documents"]
+    assert both == plain["splits"]["train"]["documents"]
+    assert manifest["reference_perplexity"]["counts_from"] == ["base", "train"]
 
 
 def test_validation_mask_is_a_seeded_hash():

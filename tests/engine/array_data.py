@@ -7,6 +7,7 @@ resumable state in play.
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from adloco.clock import StepTimeCurve
@@ -89,3 +90,19 @@ def tiny_curves(cfg: dict) -> dict[str, StepTimeCurve]:
         d["name"]: StepTimeCurve.roofline(0.01, 4, update_s=0.001)
         for d in cfg["cluster"]["devices"]
     }
+
+
+def assert_close(a, b, rel: float, abs_: float, where: str = "") -> None:
+    """Equal structure, ints, strings and None; floats within ``rel``/``abs_``."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            assert_close(a[k], b[k], rel, abs_, f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_close(x, y, rel, abs_, f"{where}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert b == pytest.approx(a, rel=rel, abs=abs_), where
+    else:
+        assert a == b, where

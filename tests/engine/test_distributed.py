@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL, assert_close
 
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import build_slots
@@ -134,22 +134,6 @@ def rows_without_wall_time(path: Path) -> list[dict]:
     for r in rows:
         r.pop("wall_time_s")
     return rows
-
-
-def assert_close(a, b, where: str = "") -> None:
-    """Equal structure, ints, strings and None; floats within REL_TOL/ABS_TOL."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            assert_close(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_close(x, y, f"{where}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert b == pytest.approx(a, rel=REL_TOL, abs=ABS_TOL), where
-    else:
-        assert a == b, where
 
 
 def final_weights(out: Path) -> dict[str, torch.Tensor]:
@@ -331,7 +315,7 @@ def test_two_ranks_match_the_single_process_engine(cli_case):
     events = {e["type"] for r in one for e in r["events"]}
     assert {"merge", "batch_change"} <= events
     assert any(r["switch_mode"] == "accumulate" for r in one)
-    assert_close(one, two, "metrics")
+    assert_close(one, two, REL_TOL, ABS_TOL, "metrics")
     a, b = final_weights(out), final_weights(cli_case["out"])
     assert a.keys() == b.keys()
     for k in a:
@@ -432,3 +416,62 @@ def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
     log = (root / "rank0.log").read_text()
     assert code != 0
     assert "rank 0 of 2" in log and "another process died" in log, log
+
+
+def train_two_ranks_and_one(config: Path, data: Path, root: Path) -> tuple[Path, Path]:
+    """Train ``config``'s run r on two ranks (torchrun) and in one process; their out folders."""
+    from adloco import cli
+
+    calibrate(config, data)
+    two = root / "two"
+    proc = torchrun(
+        ["-m", "adloco", *train_args(config, data, two / "out", two / "ckpt")], root / "log"
+    )
+    assert proc.wait(timeout=180) == 0, (root / "log").read_text()
+    one = root / "one"
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        assert cli.main(train_args(config, data, one / "out", one / "ckpt")) == 0
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    return one / "out", two / "out"
+
+
+def assert_same_run(one: Path, two: Path) -> list[dict]:
+    """Metrics and final weights of two runs within REL_TOL/ABS_TOL; the first's rows."""
+    rows = rows_without_wall_time(one / "metrics.jsonl")
+    assert_close(rows, rows_without_wall_time(two / "metrics.jsonl"), REL_TOL, ABS_TOL, "metrics")
+    a, b = final_weights(one), final_weights(two)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=REL_TOL, atol=ABS_TOL)
+    return rows
+
+
+def test_a_ddp_run_on_two_ranks_matches_one_process(tmp_path, tiny_tokenized):
+    """ddp all-reduces the gradient at every step; two ranks hold two slots each."""
+    from adloco.data.reader import TokenData
+
+    seq_len = TokenData.open(tiny_tokenized).seq_len_tokens
+    cfg = make_config(seq_len, max_rounds=3)
+    cfg["runs"] = {"r": {"method": "ddp", "initial_batch": 2}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    rows = assert_same_run(*train_two_ranks_and_one(config, tiny_tokenized, tmp_path))
+    assert [r["communications"] for r in rows] == [2, 4, 6]
+
+
+def test_a_vectorized_run_on_two_ranks_matches_one_process(tmp_path, tiny_tokenized):
+    """Each rank stacks the slots it owns; one process stacks all of a trainer's slots."""
+    from adloco.data.reader import TokenData
+
+    seq_len = TokenData.open(tiny_tokenized).seq_len_tokens
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(make_config(seq_len, max_rounds=5, slot_execution="vectorized"))
+    )
+    rows = assert_same_run(*train_two_ranks_and_one(config, tiny_tokenized, tmp_path))
+    events = {e["type"] for r in rows for e in r["events"]}
+    assert {"merge", "batch_change"} <= events  # trainers of several slots, on both ranks

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
@@ -51,9 +52,12 @@ def rows_without_wall_time(path: Path) -> list[dict]:
     return rows
 
 
-def test_killed_run_resumes_bit_identically(tmp_path):
+@pytest.mark.parametrize("slot_execution", ["sequential", "vectorized"])
+def test_killed_run_resumes_bit_identically(tmp_path, slot_execution):
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
+    config.write_text(
+        yaml.safe_dump({**CONFIG, "train": {**CONFIG["train"], "slot_execution": slot_execution}})
+    )
 
     straight = launch(config, tmp_path / "straight", tmp_path / "straight.pt")
     assert straight.wait(timeout=300) == 0, straight.stdout.read().decode()

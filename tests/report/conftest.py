@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-import adloco.config
-import adloco.report.inputs
 from adloco.report.claims import evaluate_claims
 from adloco.report.inputs import load_runs
 from adloco.report.references import References
@@ -264,37 +262,6 @@ class Workspace:
         if curve is not None:
             (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in curve))
         return folder
-
-
-@pytest.fixture
-def lead_contract(monkeypatch):
-    """Runs of method ddp and runs with their own seeds, as the lead's config change allows.
-
-    The report is written against that contract (docs/report.md). Until
-    adloco.config knows ``method: ddp`` and ``runs.<name>.seeds``, this patches
-    both in for the test; once it does, the patches are no-ops.
-    """
-    if "ddp" not in adloco.config.METHOD_RULES:
-        monkeypatch.setitem(
-            adloco.config.METHOD_RULES,
-            "ddp",
-            {"initial_trainers": 1, "batch_test": "none", "merge": "none"},
-        )
-    method = adloco.config._parsed_schema()["$defs"]["train_fields"]["method"]
-    if "ddp" not in method["enum"]:
-        monkeypatch.setitem(method, "enum", [*method["enum"], "ddp"])
-    original = adloco.config.resolve_run
-    try:
-        original({"runs": {"x": {"method": "diloco", "seeds": [0]}}, "train": {}}, "x")
-    except adloco.config.ConfigError:
-
-        def resolve_run(config, name):
-            runs = {**config["runs"], name: dict(config["runs"][name])}
-            runs[name].pop("seeds", None)
-            return original({**config, "runs": runs}, name)
-
-        monkeypatch.setattr(adloco.config, "resolve_run", resolve_run)
-        monkeypatch.setattr(adloco.report.inputs, "resolve_run", resolve_run)
 
 
 @pytest.fixture

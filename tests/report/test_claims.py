@@ -193,7 +193,7 @@ def test_pairing_by_seed_against_the_unpaired_alternative(workspace):
     assert unpaired.effect.pairing == "none" and unpaired.effect.test.p_less > 0.05
 
 
-def test_ablations_with_fewer_seeds_pair_on_the_common_ones(workspace, lead_contract):
+def test_ablations_with_fewer_seeds_pair_on_the_common_ones(workspace):
     adloco_fast(workspace)
     # Slower ablation on seeds 0-2 only (reaches 60 at round 2, 2 s a round), ending higher.
     workspace.run(
@@ -215,7 +215,7 @@ def test_ablations_with_fewer_seeds_pair_on_the_common_ones(workspace, lead_cont
     assert "1 inconclusive" in abl.reason
 
 
-def test_ddp_is_an_anchor_compared_but_not_a_baseline(workspace, lead_contract):
+def test_ddp_is_an_anchor_compared_but_not_a_baseline(workspace):
     diloco(workspace)
     adloco_fast(workspace)
     # ddp: one trainer, gets to 60 at round 2 in every seed, 10 s a round.
@@ -234,7 +234,7 @@ def test_ddp_is_an_anchor_compared_but_not_a_baseline(workspace, lead_contract):
     assert not any(c.against == "best baseline" for c in claims[0].comparisons)
 
 
-def test_unknown_method_plays_no_role(workspace, lead_contract):
+def test_unknown_method_plays_no_role(workspace):
     from adloco.config import load_config
     from adloco.report.settings import assign_roles
 

@@ -140,8 +140,8 @@ def test_cli_reports_a_missing_input_in_one_line(tree, tmp_path, capsys):
     assert not (tmp_path / "out" / "index.html").exists()
 
 
-def test_each_run_is_read_for_its_own_seeds(workspace, lead_contract):
-    from adloco.report.inputs import run_seeds
+def test_each_run_is_read_for_its_own_seeds(workspace):
+    from adloco.config import run_seeds
 
     ws = workspace
     ws.run("diloco", {"method": "diloco"}, {s: ws.single([100, 60]) for s in range(8)})

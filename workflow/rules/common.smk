@@ -55,9 +55,17 @@ if workflow.is_main_process:
 STAGE_PARAMS = {
     "prepare-corpus": ["data.source", "data.raw_dir", "data.max_documents"],
     "tokenize": ["seed", "data"],
+    "pretrain": ["seed", "model", "pretrain", "train.eval_sequences", "train.eval_batch"],
     "calibrate": ["seed", "model", "cluster", "calibration"],
     # The scalar-vs-pooled comparison splits groups over the cluster's slots.
-    "variance": ["seed", "model", "variance", "cluster", "train.stats_microbatches"],
+    "variance": [
+        "seed",
+        "model",
+        "variance",
+        "cluster",
+        "train.stats_microbatches",
+        "train.stats_steps",
+    ],
     "train": ["seed", "model", "cluster", "train", "runs.{run}"],
     "report": ["seeds", "runs", "report"],
 }
@@ -119,12 +127,14 @@ EXPERIMENT = config.get("experiment", "default")
 CALIBRATION_DIR = str(paths.calibration_dir(EXPERIMENT))
 VARIANCE_DIR = str(paths.variance_dir(EXPERIMENT))
 REPORT_DIR = str(paths.report_dir(EXPERIMENT))
-# The base model every run starts from (adloco pretrain).
 BASE_DIR = str(paths.base_dir(EXPERIMENT))
+# Every run of a `model.source: base` experiment starts from the base model.
+USES_BASE = config["model"]["source"] == "base"
 LOG_DIR = str(paths.logs_dir(EXPERIMENT))
 DATA_LOG_DIR = str(paths.data_logs_dir(DATASET))
 RUNS = list(config["runs"])
-SEEDS = [str(seed) for seed in config["seeds"]]
+# Each run's own seeds (runs.<name>.seeds, else the top-level seeds).
+RUN_SEEDS = {name: [str(s) for s in adloco.config.run_seeds(config, name)] for name in RUNS}
 DEVICES = {device["name"]: device for device in config["cluster"]["devices"]}
 # Every device is calibrated: a fixed max_batch in the config skips only the
 # max-batch search, not the step timing the simulated clock needs.
@@ -200,22 +210,22 @@ def run_file(name, run="{run}", seed="{seed}"):
 
 
 def run_summaries():
-    return [run_file("summary.json", run, seed) for run in RUNS for seed in SEEDS]
+    return [run_file("summary.json", run, seed) for run in RUNS for seed in RUN_SEEDS[run]]
 
 
 def run_metrics():
-    return [run_file("metrics.jsonl", run, seed) for run in RUNS for seed in SEEDS]
+    return [run_file("metrics.jsonl", run, seed) for run in RUNS for seed in RUN_SEEDS[run]]
 
 
+def base_input():
+    """The base model's summary, as an input of the jobs that start from it."""
+    return [f"{BASE_DIR}/base.json"] if USES_BASE else []
 
-def report_base_input():
-    """The base model's base.json, when the runs start from it (model.source: base)."""
-    return [f"{BASE_DIR}/base.json"] if config["model"].get("source") == "base" else []
 
+def base_arg():
+    """`--base <folder>` for the jobs that start from the base model (a list for :q)."""
+    return ["--base", BASE_DIR] if USES_BASE else []
 
-def report_base_arg():
-    # A list, so that `{params.base:q}` quotes the folder alone and is empty without one.
-    return ["--base", BASE_DIR] if config["model"].get("source") == "base" else []
 
 
 def report_tuning_input():

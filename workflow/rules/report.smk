@@ -21,7 +21,7 @@ rule report:
         calibration=calibration_files(),
         variance=rules.variance.output,
         manifest=MANIFEST,
-        base=report_base_input(),
+        base=base_input(),
         tuning=report_tuning_input(),
     output:
         html=report(
@@ -76,7 +76,7 @@ rule report:
         runs=input_folder("summaries", up=3),
         calibration=input_folder("calibration"),
         data=input_folder("manifest"),
-        base=report_base_arg(),
+        base=base_arg(),
         out=output_folder("html"),
     log:
         f"{LOG_DIR}/report.log",

@@ -8,6 +8,7 @@ rule train:
     input:
         manifest=MANIFEST,
         calibration=calibration_files(),
+        base=base_input(),
     output:
         metrics=report(
             run_file("metrics.jsonl"),
@@ -27,6 +28,7 @@ rule train:
         data=input_folder("manifest"),
         out=output_folder("summary"),
         calibration=input_folder("calibration"),
+        base=base_arg(),
         checkpoints=str(paths.checkpoint_dir(EXPERIMENT, "{run}", "{seed}")),
         launcher=train_launcher,
         threads_per_process=lambda wildcards, threads: max(1, threads // TRAIN_PROCESSES),
@@ -45,5 +47,6 @@ rule train:
     shell:
         "{params.launcher}adloco train --config {params.config:q} --run-name {wildcards.run:q}"
         " --seed {wildcards.seed:q} --data {params.data:q} --calibration {params.calibration:q}"
+        " {params.base:q}"
         " --out {params.out:q} --checkpoints {params.checkpoints:q}"
         " --threads {params.threads_per_process} > {log:q} 2>&1"

@@ -1,10 +1,12 @@
 # Variance analysis: batch-gradient deviations from the full gradient at the
-# initial model, tr(Sigma), the noise scale and the batch the norm test asks for.
+# model the runs start from (the base model, or the initial model), tr(Sigma),
+# the noise scale and the batch the norm test asks for.
 
 
 rule variance:
     input:
         manifest=MANIFEST,
+        base=base_input(),
     output:
         summary=report(
             f"{VARIANCE_DIR}/variance.json",
@@ -25,6 +27,7 @@ rule variance:
         config=config_file,
         settings=stage_params("variance"),
         data=input_folder("manifest"),
+        base=base_arg(),
         out=output_folder("summary"),
     log:
         f"{LOG_DIR}/variance.log",
@@ -39,5 +42,5 @@ rule variance:
     conda:
         "../envs/adloco.yaml"
     shell:
-        "adloco variance --config {params.config:q} --data {params.data:q}"
+        "adloco variance --config {params.config:q} --data {params.data:q} {params.base:q}"
         " --out {params.out:q} > {log:q} 2>&1"

@@ -125,4 +125,5 @@ def exact_estimate(
         orth_var=orth_var,
         groups=n,
         samples=n,
+        dof=n - 1,
     )

@@ -25,7 +25,7 @@ one are derived in ``docs/algorithms.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar, Protocol
 
@@ -97,6 +97,7 @@ class VarianceEstimate:
     orth_var: float | None
     groups: int
     samples: int
+    dof: int  # degrees of freedom of tr Σ̂: groups minus blocks (pooled: groups − 1)
 
     def as_dict(self) -> dict[str, float | int | None]:
         return {
@@ -107,6 +108,7 @@ class VarianceEstimate:
             "orth_var": self.orth_var,
             "groups": self.groups,
             "samples": self.samples,
+            "dof": self.dof,
         }
 
 
@@ -287,7 +289,7 @@ def estimate(stats: GroupStats) -> VarianceEstimate | None:
     ip_var = None
     if stats.sum_n_proj is not None and stats.sum_n_proj_sq is not None:
         ip_var = (stats.sum_n_proj_sq - stats.sum_n_proj**2 / n_total) / (k - 1)
-    return _variance_estimate(trace_cov, grad_sqnorm, batch_grad_sqnorm, ip_var, k, n_total)
+    return _variance_estimate(trace_cov, grad_sqnorm, batch_grad_sqnorm, ip_var, k, n_total, k - 1)
 
 
 def _variance_estimate(
@@ -297,6 +299,7 @@ def _variance_estimate(
     ip_var: float | None,
     groups: int,
     samples: int,
+    dof: int,
 ) -> VarianceEstimate:
     """The estimate, with the variance along the direction (if any) clamped to [0, tr Σ̂]
     against rounding and the orthogonal variance the rest of tr Σ̂."""
@@ -312,6 +315,7 @@ def _variance_estimate(
         orth_var=orth_var,
         groups=groups,
         samples=samples,
+        dof=dof,
     )
 
 
@@ -444,7 +448,7 @@ def estimate_scalars(total: NodeScalars) -> VarianceEstimate | None:
     ip_var = None
     if total.nodes_with_direction == m and math.isfinite(total.within_proj_sq):
         ip_var = total.within_proj_sq / dof
-    return _variance_estimate(trace_cov, grad_sqnorm, batch_grad_sqnorm, ip_var, k, n_total)
+    return _variance_estimate(trace_cov, grad_sqnorm, batch_grad_sqnorm, ip_var, k, n_total, dof)
 
 
 def stats_payload_bytes(mode: str, num_params: int) -> int:
@@ -501,12 +505,38 @@ class RoundStats:
         self.reduced: GroupStats | NodeScalars | None = None
 
     def node(self) -> GradientStatsAccumulator:
-        """The accumulator for the next node slot (in ``vector`` mode one for all)."""
+        """The accumulator of the next block (in ``vector`` mode one for all).
+
+        In ``scalars`` mode every block (a node slot's statistics steps,
+        :func:`adloco.algo.trust.stats_blocks`) is one term of the scalar
+        sums: opening one closes the previous.
+        """
         if self.reduced is not None:
             raise RuntimeError("RoundStats.node() after reduce()")
         if self.mode == "scalars":
             self._close_node()
         return self._acc
+
+    def for_steps(
+        self, blocks: Sequence[Sequence[int]]
+    ) -> Callable[[int], GradientStatsAccumulator | None]:
+        """One node slot's accumulator at each of its inner steps (None: the step feeds none).
+
+        ``blocks`` are the slot's statistics blocks (step indices). Call the
+        result with the steps in order: a block's first step opens the block.
+        """
+        first = {b[0] for b in blocks if b}
+        member = {h for b in blocks for h in b}
+        current: list[GradientStatsAccumulator] = []
+
+        def at(h: int) -> GradientStatsAccumulator | None:
+            if h not in member:
+                return None
+            if h in first or not current:
+                current[:] = [self.node()]
+            return current[0]
+
+        return at
 
     def _close_node(self) -> None:
         if self._acc.groups:

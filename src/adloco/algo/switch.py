@@ -15,7 +15,7 @@ ablations without switch mode).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 POLICIES = ("switch", "always_accumulate", "never_accumulate")
@@ -75,15 +75,18 @@ def plan_step(requested: int, max_batch: int, policy: str, lam: float = 2.0) -> 
 
 
 def step_micro_batches(
-    plan: StepPlan, step_sequences: Sequence[int], stats_groups: int | None = None
+    plan: StepPlan,
+    step_sequences: Sequence[int],
+    stats_groups: int | None = None,
+    stats_steps: Collection[int] = (0,),
 ) -> list[tuple[int, ...]]:
     """The forward+backward passes of each optimizer step of one slot in a round.
 
     A step of the plan's full batch runs the plan's micro-batches; a shorter
     last step (:mod:`adloco.algo.budget`) is split into passes of at most the
-    plan's largest micro-batch. With ``stats_groups``, the first step is run
-    as max(stats_groups, its passes) groups (at most one per sequence), each a
-    separate pass whose gradient feeds the batch test.
+    plan's largest micro-batch. With ``stats_groups``, each step of
+    ``stats_steps`` is run as max(stats_groups, its passes) groups (at most
+    one per sequence), each a separate pass whose gradient feeds the batch test.
     """
     steps = []
     for n in step_sequences:
@@ -91,7 +94,9 @@ def step_micro_batches(
             steps.append(plan.micro_batches)
         else:
             steps.append(split_evenly(n, math.ceil(n / plan.micro_batch)))
-    if stats_groups is not None and steps:
-        n = sum(steps[0])
-        steps[0] = split_evenly(n, min(n, max(stats_groups, len(steps[0]))))
+    if stats_groups is not None:
+        for h in stats_steps:
+            if h < len(steps):
+                n = sum(steps[h])
+                steps[h] = split_evenly(n, min(n, max(stats_groups, len(steps[h]))))
     return steps

@@ -3,19 +3,24 @@
 Second stage of the pipeline, after ``prepare-corpus`` (offline) or straight
 from local C4 files or the hub. It reads records through
 :mod:`adloco.data.c4`, builds the tokenizer (:mod:`adloco.data.tokenizer`;
-BPE is trained on the train documents only), assigns each document to train or
-validation, encodes documents in batches (``data.num_proc`` worker processes),
+BPE is trained on the training documents only), assigns each document to
+validation, base (the documents the experiment's base model pretrains on,
+``data.base_fraction``) or train, encodes documents in batches (``data.num_proc`` worker processes),
 joins each split's documents with EOS and cuts the stream into sequences of
 ``data.seq_len_tokens`` without padding. The remainder shorter than one
-sequence is dropped and counted. Output, written atomically into
+sequence is dropped and counted. Last, the validation split's reference
+perplexities (uniform, unigram, bigram; :mod:`adloco.data.reference`) go into
+the manifest. Output, written atomically into
 ``data/tokenized/<dataset>/``: flat ``uint16``/``uint32`` shards, the
 tokenizer folder and ``manifest.json`` (layout in docs/DESIGN.md and
 docs/data.md), which :class:`adloco.data.reader.TokenData` verifies and reads.
 
 The split is decided per document by a seeded hash of its position in the
-stream: it needs no count of the documents up front (C4 is streamed), and
-raising ``max_documents`` keeps every earlier document in its split. The same
-seed and input give the same bytes.
+stream, a uniform number u in [0, 1): validation when u < f_v, base when
+f_v ≤ u < f_v + (1 − f_v) f_b, train otherwise. It needs no count of the
+documents up front (C4 is streamed); raising ``max_documents`` keeps every
+earlier document in its split, and changing ``base_fraction`` never moves a
+validation document. The same seed and input give the same bytes.
 """
 
 from __future__ import annotations
@@ -34,14 +39,16 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from adloco.config import load_config
-from adloco.data import c4
+from adloco.data import c4, reference
 from adloco.data import tokenizer as tok
+from adloco.data.reader import DTYPES, TokenSplit
 from adloco.io import atomic_dir, sha256_file, write_json_atomic
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "validation")
+BASE_SPLIT = "base"
 # Documents per encode call: large enough to amortise the call, small enough
 # that a worker's batch of C4 text stays a few MiB.
 BATCH_DOCUMENTS = 512
@@ -73,6 +80,24 @@ def document_uniforms(indices: Any, seed: int) -> Any:
 def validation_mask(indices: Any, seed: int, fraction: float) -> Any:
     """True for the documents (by stream position) that go to the validation split."""
     return document_uniforms(indices, seed) < fraction
+
+
+def splits_of(data_cfg: dict) -> tuple[str, ...]:
+    """The splits a configuration writes: base first when ``data.base_fraction`` > 0."""
+    base = data_cfg.get("base_fraction", 0.0) > 0
+    return ((BASE_SPLIT,) if base else ()) + SPLITS
+
+
+def document_splits(indices: Any, seed: int, validation: float, base: float) -> Any:
+    """The split of each document (by stream position): 0 train, 1 validation, 2 base."""
+    u = document_uniforms(indices, seed)
+    out = np.zeros(u.shape, dtype=np.int8)
+    out[(u >= validation) & (u < validation + (1.0 - validation) * base)] = 2
+    out[u < validation] = 1
+    return out
+
+
+SPLIT_CODES = {"train": 0, "validation": 1, BASE_SPLIT: 2}
 
 
 class ShardWriter:
@@ -242,7 +267,8 @@ def tokenize_corpus(
     with atomic_dir(out) as tmp, tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch:
         tokenizer = build_tokenizer(data_cfg, seed, raw_dir, tmp, scratch, progress)
         writers = {
-            s: ShardWriter(tmp, s, seq_len, tokenizer.dtype, shard_sequences) for s in SPLITS
+            s: ShardWriter(tmp, s, seq_len, tokenizer.dtype, shard_sequences)
+            for s in splits_of(data_cfg)
         }
         stats = c4.RecordStats()
         stream, source = c4.open_stream(data_cfg, raw_dir, stats)
@@ -259,6 +285,7 @@ def tokenize_corpus(
         documents_read = sum(documents.values())
         _report_records(stats, documents_read)
         manifest = build_manifest(data_cfg, seed, tokenizer, splits, source, stats, documents_read)
+        manifest["reference_perplexity"] = reference_levels(tmp, manifest).as_dict()
         write_json_atomic(tmp / "manifest.json", manifest)
     return manifest
 
@@ -307,6 +334,7 @@ def write_documents(
 ) -> dict[str, int]:
     """Encode the records and send each document's tokens to its split; documents per split."""
     fraction = data_cfg["validation_fraction"]
+    base = data_cfg.get("base_fraction", 0.0)
     batches = encode_stream(
         batched_texts(records),
         tokenizer.dir,
@@ -315,7 +343,7 @@ def write_documents(
         append_eos=not tokenizer.added["appends_eos"],
         num_proc=data_cfg.get("num_proc", 1),
     )
-    documents = dict.fromkeys(SPLITS, 0)
+    documents = dict.fromkeys(writers, 0)
     start = 0
     with _progress_bar(data_cfg.get("max_documents"), "tokenize", progress) as bar:
         for flat, lengths in batches:
@@ -324,12 +352,12 @@ def write_documents(
                     f"tokenizer produced id {int(flat.max())} >= its vocabulary "
                     f"{tokenizer.vocab_size}"
                 )
-            is_val = validation_mask(np.arange(start, start + lengths.size), seed, fraction)
-            token_is_val = np.repeat(is_val, lengths)
-            writers["validation"].add(flat[token_is_val])
-            writers["train"].add(flat[~token_is_val])
-            documents["validation"] += int(is_val.sum())
-            documents["train"] += int(lengths.size - is_val.sum())
+            split_of = document_splits(np.arange(start, start + lengths.size), seed, fraction, base)
+            token_split = np.repeat(split_of, lengths)
+            for name, writer in writers.items():
+                code = SPLIT_CODES[name]
+                writer.add(flat[token_split == code])
+                documents[name] += int((split_of == code).sum())
             start += int(lengths.size)
             bar.update(int(lengths.size))
     return documents
@@ -340,13 +368,13 @@ def finish_splits(
 ) -> dict[str, dict]:
     """Close the shards; each split's manifest entry. A split without one sequence is an error."""
     splits = {}
-    for name in SPLITS:
+    for name in writers:
         entry = {"documents": documents[name], **writers[name].finish()}
         if entry["sequences"] == 0:
             raise ValueError(
                 f"the {name} split got {entry['documents']} documents, "
                 f"{entry['tokens']} tokens: not one sequence of {seq_len} tokens "
-                "(raise data.max_documents or data.validation_fraction, "
+                "(raise data.max_documents, data.validation_fraction or data.base_fraction, "
                 "or lower data.seq_len_tokens)"
             )
         splits[name] = entry
@@ -390,8 +418,28 @@ def build_manifest(
         "dtype": tokenizer.dtype.name,
         "seed": seed,
         "validation_fraction": data_cfg["validation_fraction"],
+        "base_fraction": data_cfg.get("base_fraction", 0.0),
         "splits": splits,
     }
+
+
+def reference_levels(folder: Path, manifest: dict) -> reference.ReferencePerplexity:
+    """Uniform, unigram and bigram perplexities of the validation split just written."""
+
+    def split(name: str) -> TokenSplit:
+        entry = manifest["splits"][name]
+        dtype = DTYPES[manifest["dtype"]]
+        return TokenSplit(folder, name, entry, manifest["seq_len_tokens"], dtype)
+
+    counted = [name for name in manifest["splits"] if name != "validation"]
+    chunks = (c for name in counted for c in reference.split_chunks(split(name)))
+    validation = split("validation")
+    return reference.reference_perplexity(
+        chunks,
+        validation.get_numpy(np.arange(len(validation))),
+        manifest["vocab_size"],
+        counts_from=counted,
+    )
 
 
 def _file_checksums(folder: Path) -> list[dict]:
@@ -442,7 +490,7 @@ def run(args: argparse.Namespace) -> int:
     if data["source"] == "hub" and args.raw:
         log.info("data.source is hub: --raw %s is not read", args.raw)
     manifest = tokenize_corpus(data, cfg["seed"], args.out, raw_dir=args.raw)
-    for name in SPLITS:
+    for name in manifest["splits"]:
         split = manifest["splits"][name]
         log.info(
             "%s: %d documents, %d tokens, %d sequences of %d (%d tokens dropped)",
@@ -453,4 +501,11 @@ def run(args: argparse.Namespace) -> int:
             manifest["seq_len_tokens"],
             split["dropped_tokens"],
         )
+    ref = manifest["reference_perplexity"]
+    log.info(
+        "validation reference perplexities: uniform %.0f, unigram %.1f, bigram %.1f",
+        ref["uniform"],
+        ref["unigram"],
+        ref["bigram"],
+    )
     return 0

@@ -9,18 +9,19 @@ reference code re-created it every round).
 
 A slot's round is a list of optimizer steps, each a list of micro-batch sizes
 (forward+backward passes whose gradients accumulate), planned by the engine
-(:func:`adloco.algo.switch.step_micro_batches`). On the first step of a round
-every slot sits at the trainer's common point θ, so that step's gradient also
-feeds the batch test: its micro-batches are the test's groups, each group's
-mean gradient goes to the statistics accumulator (a few passes over D floats),
-and their token-weighted sum is the step's gradient, exactly as without
-statistics.
+(:func:`adloco.algo.switch.step_micro_batches`). The steps of the round's
+statistics blocks (:mod:`adloco.algo.trust`; by default the first step, where
+every slot sits at the trainer's common point θ) also feed the batch test:
+their micro-batches are the test's groups, each group's mean gradient goes to
+the block's accumulator (a few passes over D floats), and their
+token-weighted sum is the step's gradient, exactly as without statistics.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +47,19 @@ class NodeResult:
     loss_tokens: int  # predicted tokens behind loss_sum
 
 
+def make_optimizer(params: Sequence[torch.Tensor], settings: RunSettings) -> torch.optim.Optimizer:
+    """The run's inner optimizer (AdamW, or SGD) over ``params``, with its settings."""
+    if settings.inner_optimizer == "adamw":
+        return torch.optim.AdamW(
+            list(params),
+            lr=settings.inner_lr,
+            betas=settings.betas,
+            weight_decay=settings.weight_decay,
+            foreach=True,
+        )
+    return torch.optim.SGD(list(params), lr=settings.inner_lr, weight_decay=settings.weight_decay)
+
+
 class Worker:
     """The model every slot's inner steps run on, with its inner optimizer."""
 
@@ -55,18 +69,7 @@ class Worker:
         self.device = device
         self.params = list(self.model.parameters())
         self.clip = settings.grad_clip_norm
-        if settings.inner_optimizer == "adamw":
-            self.optimizer = torch.optim.AdamW(
-                self.params,
-                lr=settings.inner_lr,
-                betas=settings.betas,
-                weight_decay=settings.weight_decay,
-                foreach=True,
-            )
-        else:
-            self.optimizer = torch.optim.SGD(
-                self.params, lr=settings.inner_lr, weight_decay=settings.weight_decay
-            )
+        self.optimizer = make_optimizer(self.params, settings)
         dtype = settings.autocast_dtype
         self.autocast_dtype = getattr(torch, dtype) if dtype and device.type == "cuda" else None
 
@@ -102,37 +105,15 @@ class Worker:
     ) -> torch.Tensor:
         """The step's mean gradient into .grad, one pass per micro-batch; the summed loss.
 
-        With ``stats`` every pass is a group of the batch test: its own mean
-        gradient goes to ``stats``, and the token-weighted sum of the groups'
-        gradients is the step's gradient, exactly as without statistics.
+        With ``stats`` every pass is a group of the batch test (:func:`step_gradient`).
         """
-        step_tokens = seqs.size(0) * (seqs.size(1) - 1)
-        loss = torch.zeros((), device=self.device)
-        step_grad: list[torch.Tensor] | None = None
-        for p in self.params:
-            p.grad = None
-        start = 0
-        for size in micro_batches:
-            chunk = seqs[start : start + size]
-            start += size
-            if stats is None:
-                loss += self._backward(chunk, step_tokens)
-                continue
-            group_tokens = chunk.size(0) * (chunk.size(1) - 1)
-            loss += self._backward(chunk, group_tokens)
-            grads = [p.grad for p in self.params]
-            stats.add_group(grads, size)
-            weight = group_tokens / step_tokens
-            if step_grad is None:
-                step_grad = torch._foreach_mul(grads, weight)
-            else:
-                torch._foreach_add_(step_grad, grads, alpha=weight)
-            for p in self.params:
-                p.grad = None
-        if step_grad is not None:
-            for p, g in zip(self.params, step_grad, strict=True):
-                p.grad = g
-        return loss
+        return step_gradient(
+            self.params,
+            micro_batches,
+            seqs.size(1) - 1,
+            lambda start, size, scale: self._backward(seqs[start : start + size], scale),
+            None if stats is None else stats.add_group,
+        )
 
     def run_node(
         self,
@@ -149,8 +130,8 @@ class Worker:
         ``steps[h]`` are the micro-batch sizes of step h (``switch.step_micro_batches``),
         ``indices`` the sequence indices of all steps in order, ``fetch`` turns
         indices into a LongTensor of sequences, ``lrs[h]`` is step h's learning
-        rate. With ``stats``, the first step's micro-batches are the groups of
-        the batch test, taken at ``theta``.
+        rate. ``stats(h)`` is the batch-test accumulator that step h's
+        micro-batches feed as groups, or None (``RoundStats.for_steps``).
         """
         if len(lrs) < len(steps) or indices.numel() != sum(sum(m) for m in steps):
             raise ValueError("run_node: steps, learning rates and indices disagree")
@@ -168,7 +149,7 @@ class Worker:
                 n = sum(micro_batches)
                 seqs = fetch(indices[start : start + n]).to(self.device, non_blocking=True)
                 start += n
-                loss = self._step_gradient(seqs, micro_batches, stats if h == 0 else None)
+                loss = self._step_gradient(seqs, micro_batches, None if stats is None else stats(h))
                 if self.clip is not None:
                     norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
                     norm_total += norm.double()
@@ -181,3 +162,50 @@ class Worker:
         if not (torch.isfinite(loss_total) and torch.isfinite(norm_total)):
             raise NonFiniteLoss(f"slot {node.slot}: non-finite loss or gradient norm")
         return NodeResult(tokens=tokens, loss_sum=float(loss_total), loss_tokens=loss_tokens)
+
+
+def step_gradient(
+    params: list[torch.Tensor],
+    micro_batches: tuple[int, ...],
+    tokens_per_sequence: int,
+    backward: Callable[[int, int, int], torch.Tensor],
+    on_group: Callable[[list[torch.Tensor], int], None] | None = None,
+) -> torch.Tensor:
+    """One optimizer step's mean gradient into ``.grad`` of ``params``; the summed loss.
+
+    ``backward(start, size, scale_tokens)`` runs the pass of sequences
+    ``start : start + size`` of the step: forward, backward of its summed loss
+    over ``scale_tokens``, and returns that loss (detached). Passes accumulate
+    into ``.grad``. With ``on_group`` every pass is a group of the batch test:
+    its own mean gradient goes to ``on_group(grads, size)``, and the
+    token-weighted sum of the groups' gradients is the step's gradient,
+    exactly as without statistics. The worker runs it on its model; a stack of
+    slots (:mod:`adloco.engine.stacked`) on parameters with a slot dimension.
+    """
+    step_tokens = sum(micro_batches) * tokens_per_sequence
+    loss = None
+    step_grad: list[torch.Tensor] | None = None
+    for p in params:
+        p.grad = None
+    start = 0
+    for size in micro_batches:
+        group_tokens = size * tokens_per_sequence
+        scale = step_tokens if on_group is None else group_tokens
+        pass_loss = backward(start, size, scale)
+        start += size
+        loss = pass_loss if loss is None else loss + pass_loss
+        if on_group is None:
+            continue
+        grads = [p.grad for p in params]
+        on_group(grads, size)
+        weight = group_tokens / step_tokens
+        if step_grad is None:
+            step_grad = torch._foreach_mul(grads, weight)
+        else:
+            torch._foreach_add_(step_grad, grads, alpha=weight)
+        for p in params:
+            p.grad = None
+    if step_grad is not None:
+        for p, g in zip(params, step_grad, strict=True):
+            p.grad = g
+    return loss

@@ -12,8 +12,8 @@ batch test turns the first inner step's gradient statistics into the next
 global batch (``test``); every ``merge_frequency`` rounds the trainers with the
 smallest batches merge (``merge``); a metrics row per trainer is written with
 the simulated time of the round (``record``). Slots run one after another in
-one process, so a seed gives bit-identical results on CPU; the distributed
-backend must match this engine.
+one process, or stacked (``engine.slots``), so a seed gives bit-identical
+results on CPU; the distributed backend must match this engine.
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ import torch
 from tqdm.auto import tqdm
 
 from adloco import clock
-from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch
+from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
 from adloco.config import RunSettings
-from adloco.engine import checkpoint
+from adloco.engine import checkpoint, ddp
 from adloco.engine.collective import LocalCollective
-from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
+from adloco.engine.inner import NodeState, Worker
 from adloco.engine.sampler import SubsetSampler, draw_subset
-from adloco.model import DTYPES, build_model, evaluate, num_parameters
+from adloco.engine.slots import SlotJob, SlotRunner
+from adloco.model import DTYPES, build_model, evaluate, evaluation_sample, num_parameters
 from adloco.records import MetricsRow
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class Trainer:
     sampler: SubsetSampler
     tokens: int = 0
     direction: list[torch.Tensor] | None = None  # previous round's pooled statistics gradient
+    smoothed: trust.Smoothed | None = None  # the batch test's running estimate
     events: list[dict] = field(default_factory=list)
 
 
@@ -88,6 +90,7 @@ class SlotPlan:
     slot: Slot
     plan: switch.StepPlan  # a full inner step of the slot's local batch
     steps: list[tuple[int, ...]]  # micro-batches of each inner step this round
+    stats_blocks: list[tuple[int, ...]] = field(default_factory=list)  # steps feeding the test
 
     @property
     def sequences(self) -> int:
@@ -199,11 +202,9 @@ class Engine:
         model = build_model(cfg["model"], data.vocab_size, self.seq_len, seed)
         self.num_params = num_parameters(model)
         self.worker = Worker(model, settings, self.device)
+        self.slot_runner = SlotRunner(settings.slot_execution, self.worker, settings)
         self.sync_payloads = sync_payload_bytes(settings, self.num_params)
-        n_val = len(self.val_split)
-        n_eval = min(settings.eval_sequences, n_val)
-        eval_idx = torch.linspace(0, n_val - 1, n_eval).round().long().unique()
-        self.eval_seqs = self.val_split.get(eval_idx)
+        self.eval_seqs = evaluation_sample(self.val_split, settings.eval_sequences)
         self.round = 0
         self.tokens_total = 0
         self.communications = 0
@@ -216,7 +217,10 @@ class Engine:
         self.history: list[dict] = []
 
     # ----------------------------------------------------------- set-up
-    def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.SGD:
+    def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        """The trainer's optimizer of θ: outer SGD, or (ddp) the optimizer of every step."""
+        if self.settings.method == "ddp":
+            return ddp.make_optimizer(params, self.settings)
         return outer.make_outer_optimizer(
             params, self.settings.outer_lr, self.settings.outer_momentum, self.settings.nesterov
         )
@@ -261,6 +265,7 @@ class Engine:
                     "sampler": t.sampler.state_dict(),
                     "tokens": t.tokens,
                     "direction": None if t.direction is None else [d.cpu() for d in t.direction],
+                    "smoothed": json.dumps(None if t.smoothed is None else t.smoothed.as_dict()),
                 }
                 for t in self.trainers
             ],
@@ -302,6 +307,7 @@ class Engine:
                     SubsetSampler.from_state_dict(ts["sampler"]),
                     ts["tokens"],
                     None if direction is None else [d.to(self.device) for d in direction],
+                    trust.Smoothed.from_dict(json.loads(ts["smoothed"])),
                 )
             )
         for slot in self.nodes:
@@ -404,11 +410,23 @@ class Engine:
         sequences = budget.round_step_sequences(
             {i: p.effective for i, p in step_plans.items()}, self.H, left
         )
-        groups = self.settings.stats_microbatches if self.settings.batch_test != "none" else None
+        testing = self.settings.batch_test != "none"
         plans: dict[int, list[SlotPlan]] = {t.id: [] for t in self.trainers}
         for index, plan in sorted(step_plans.items()):
-            steps = switch.step_micro_batches(plan, sequences[index], groups)
-            plans[self.slot_owner[index]].append(SlotPlan(self.slots[index], plan, steps))
+            blocks = (
+                trust.stats_blocks(
+                    len(sequences[index]), self.settings.stats_steps, self.settings.stats_blocks
+                )
+                if testing
+                else []
+            )
+            steps = switch.step_micro_batches(
+                plan,
+                sequences[index],
+                self.settings.stats_microbatches if testing else None,
+                [h for b in blocks for h in b],
+            )
+            plans[self.slot_owner[index]].append(SlotPlan(self.slots[index], plan, steps, blocks))
         # The schedule advances with the cluster's tokens, step by step, in
         # lock-step for every slot, whatever order the slots run in here.
         per_step = [0] * max(len(v) for v in sequences.values())
@@ -441,9 +459,9 @@ class Engine:
         batches; after MAX_NAN_RETRIES retries the run stops.
         """
         full_step = sum(p.plan.effective for p in slots)
-        scale = schedule.lr_scale(
-            full_step / len(slots), self.lr_reference_batch, self.settings.lr_scaling
-        )
+        # The batch one optimizer step averages over: a slot's, or (ddp) the trainer's.
+        step_batch = full_step if self.settings.method == "ddp" else full_step / len(slots)
+        scale = schedule.lr_scale(step_batch, self.lr_reference_batch, self.settings.lr_scaling)
         res = TrainerRound(trainer, slots, scale, [lr * scale for lr in base_lrs])
         res.tokens = sum(p.sequences for p in slots) * self.seq_len
         # Host copies, so a rollback never costs device memory.
@@ -472,6 +490,8 @@ class Engine:
 
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
         """One try at the trainer's round; what turned non-finite, or None."""
+        if self.settings.method == "ddp":
+            return self._attempt_ddp(trainer, res, evaluate_now)
         testing = self.settings.batch_test != "none"
         round_stats = (
             stats.RoundStats(self.settings.stats_reduce, trainer.params, trainer.direction)
@@ -485,26 +505,22 @@ class Engine:
         # loss sum, predicted tokens, non-finite flag: reduced with delta.
         scalars = torch.zeros(3, dtype=torch.float64, device=self.device)
         planned = res.tokens
+        jobs = []
         for p in res.slots:
             # Every process draws every slot's indices so the samplers stay in step.
             idx = trainer.sampler.take(p.sequences)
             if not self.comm.owns(p.slot.index) or not p.steps:
                 continue
-            try:
-                node = self.worker.run_node(
-                    trainer.params,
-                    self.nodes[p.slot.index],
-                    idx,
-                    self.train_split.get,
-                    p.steps,
-                    res.lrs,
-                    stats=None if round_stats is None else round_stats.node(),
-                )
-            except NonFiniteLoss:
+            node_stats = None if round_stats is None else round_stats.for_steps(p.stats_blocks)
+            jobs.append(SlotJob(self.nodes[p.slot.index], idx, p.steps, node_stats, p.stats_blocks))
+        # One slot after another, or stacked (train.slot_execution); in slot order.
+        for out in self.slot_runner.run(trainer.params, jobs, self.train_split.get, res.lrs):
+            node = out.result
+            if node is None:
                 scalars[2] += 1
                 continue
             with torch.no_grad():
-                node_delta = torch._foreach_sub(trainer.params, self.worker.params)
+                node_delta = torch._foreach_sub(trainer.params, out.params)
                 if comm_dtype != torch.float32:
                     node_delta = [d.to(comm_dtype).float() for d in node_delta]
                 torch._foreach_add_(delta, node_delta, alpha=node.tokens / planned)
@@ -523,6 +539,32 @@ class Engine:
             return "parameters after the outer step"
         res.round_stats = round_stats
         res.estimate = None if round_stats is None else round_stats.reduce(self.comm)
+        return self._evaluate(trainer, res, evaluate_now)
+
+    def _attempt_ddp(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
+        """One try at a ddp trainer's round (:mod:`adloco.engine.ddp`)."""
+        # Every process draws every slot's indices so the samplers stay in step.
+        indices = {p.slot.index: trainer.sampler.take(p.sequences) for p in res.slots}
+        out = ddp.train_round(
+            self.worker,
+            self.comm,
+            trainer.params,
+            trainer.outer_opt,
+            ddp.slot_steps(res.slots, indices, self.train_split.get, self.comm.owns),
+            res.lrs,
+            self.settings.grad_clip_norm,
+            DTYPES[self.settings.pseudo_grad_dtype],
+            self.seq_len,
+        )
+        if out.failure is not None:
+            return out.failure
+        res.train_loss = out.loss_sum / max(out.loss_tokens, 1)
+        if not all(torch.isfinite(p).all() for p in trainer.params):
+            return "parameters after the optimizer step"
+        return self._evaluate(trainer, res, evaluate_now)
+
+    def _evaluate(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
+        """Validation of θ when due; "validation loss" when it is not finite."""
         res.val = None
         if evaluate_now:
             self.worker.load(trainer.params)
@@ -532,13 +574,21 @@ class Engine:
         return None
 
     def test(self, res: TrainerRound) -> None:
-        """The batch test: the trainer's next global batch from this round's statistics."""
+        """The batch test: the trainer's next global batch from its running estimate.
+
+        This round's estimate joins the trainer's running one, and the test
+        acts only on a trustworthy estimate (:mod:`adloco.algo.trust`).
+        """
         trainer = res.trainer
         if res.round_stats is None:
             return
+        trainer.smoothed = trust.smooth(trainer.smoothed, res.estimate, self.settings.stats_decay)
+        usable, abstain = trust.usable(
+            trainer.smoothed, self.settings.stats_min_dof, trainer.global_batch
+        )
         new_batch, requested = batch_tests.next_batch(
             self.settings.batch_test,
-            res.estimate,
+            usable,
             trainer.global_batch,
             eta=self.settings.eta,
             vartheta=self.settings.vartheta,
@@ -558,11 +608,16 @@ class Engine:
             trainer.events.append(
                 {"type": "batch_change", "from": trainer.global_batch, "to": new_batch}
             )
-            trainer.global_batch = new_batch
-        res.test = {"groups": res.round_stats.groups, "requested_global": requested}
+        res.test = {"groups": res.round_stats.groups, "samples": 0, "dof": 0}
         if res.estimate is not None:
             res.test.update(res.estimate.as_dict())
-            res.test["requested_global"] = requested
+            res.test["noise_scale"] = trust.noise_scale(
+                res.estimate.trace_cov, res.estimate.grad_sqnorm
+            )
+        res.test["smoothed"] = None if trainer.smoothed is None else trainer.smoothed.as_dict()
+        res.test["requested_global"] = requested
+        res.test["decision"] = _decision(abstain, trainer.global_batch, new_batch, requested)
+        trainer.global_batch = new_batch
 
     def merge(self, r: int, evaluate_now: bool = False) -> MergeTransfer | None:
         """Merge the trainers with the smallest global batches when due.
@@ -598,6 +653,7 @@ class Engine:
         kept.sampler.replace_subset(subset)
         kept.tokens = sum(t.tokens for t in group)
         kept.direction = None  # directions of different trainers do not average meaningfully
+        kept.smoothed = trust.pool([t.smoothed for t in group], weights)
         kept.events.append(
             {
                 "type": "merge",
@@ -625,6 +681,7 @@ class Engine:
         self, r: int, results: list[TrainerRound], merged: MergeTransfer | None
     ) -> list[dict]:
         """Charge the round to the clock and the run's counters; one metrics row per trainer."""
+        per_step = self.settings.method == "ddp"
         for res in results:
             into = merged is not None and res.trainer.id == merged.kept
             res.sync = clock.TrainerSync(
@@ -632,6 +689,9 @@ class Engine:
                 self.sync_payloads,
                 merged.payload_bytes if into else 0,
                 merged.messages if into else 0,
+                # ddp all-reduces after every step of the round.
+                max(len(p.steps) for p in res.slots) if per_step else 1,
+                per_step,
             )
         round_s = clock.round_time_s(
             [([p.work() for p in res.slots], res.sync) for res in results],
@@ -646,7 +706,7 @@ class Engine:
             trainer, plans = res.trainer, [p.plan for p in res.slots]
             modes = {p.mode for p in plans}
             steps = max(len(p.steps) for p in res.slots)  # fewer in a round cut to the budget
-            self.communications += 1
+            self.communications += res.sync.allreduce_count
             row_bytes = res.sync.bytes_moved()
             self.bytes_total += row_bytes
             trainer.tokens += res.tokens
@@ -801,6 +861,17 @@ class Engine:
         self.worker.load(trainer.params)
         dtype = DTYPES[self.cfg["model"]["dtype"]]
         return self.worker.model.to(dtype)
+
+
+def _decision(abstain: str, old: int, new: int, requested: float | None) -> str:
+    """Why the batch test changed the batch or not, for the metrics row."""
+    if abstain:
+        return f"kept: {abstain}"
+    if requested is None:
+        return "kept: the test could not say"
+    if new > old:
+        return "raised" if new >= math.ceil(requested) else "raised to the growth cap"
+    return "kept: the test asks for no more"
 
 
 def _copy_state(inner_state: list[dict] | None, device) -> list[dict] | None:

@@ -27,6 +27,7 @@ from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
 from adloco.io import atomic_dir, atomic_path, write_json_atomic
+from adloco.pretrain import base_model_config
 from adloco.records import derive_summary
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     settings = resolve_run(cfg, args.run)
+    # Every run of a base experiment starts from the verified base model.
+    cfg = {**cfg, "model": base_model_config(cfg, getattr(args, "base", None))}
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)

@@ -1,7 +1,7 @@
 """Read what the report is built from: runs, calibration and variance results.
 
 The report is the last stage of the pipeline. It reads every configured run
-for each of its seeds (:func:`run_seeds`;
+for each of its seeds (:func:`adloco.config.run_seeds`;
 ``results/<experiment>/runs/<run>/seed<seed>/metrics.jsonl`` and ``summary.json``), the
 calibration file of every configured device and the variance stage's folder, as
 documented in docs/DESIGN.md ("Run outputs"). A missing or malformed required
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adloco.config import RunSettings, resolve_run
+from adloco.config import RunSettings, resolve_run, run_seeds
 from adloco.io import read_json_object
 from adloco.records import (
     REQUIRED_ROW_KEYS,
@@ -136,15 +136,6 @@ def load_run_seed(
         if key in written and written[key] is not None:
             summary[key] = written[key]
     return RunSeed(run, seed, settings.method, rows, summary, folder, settings)
-
-
-def run_seeds(config: dict, name: str) -> list[int]:
-    """The seeds run ``name`` is trained with: its own ``seeds``, else the config's.
-
-    Headline runs may have more seeds than ablations; the report pairs runs on
-    the seeds both have. (Kept in one place: the configuration module will own it.)
-    """
-    return list(config["runs"][name].get("seeds", config["seeds"]))
 
 
 def load_runs(runs_dir: Path, config: dict) -> list[RunSeed]:

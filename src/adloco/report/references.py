@@ -110,6 +110,8 @@ def load_base(base_dir: Path | None) -> Base | None:
     folder = Path(base_dir)
     path = folder / "base.json"
     fields = read_json_object(path, f"{path}: base model not found (run `adloco pretrain`)")
+    if "model_dir" in fields and fields["model_dir"] is None:
+        return None  # adloco pretrain's record that this experiment has no base (dvc.yaml)
     ppl = fields.get("val_perplexity")
     if not is_number(ppl) or not ppl > 0:
         raise ValueError(f"{path}: val_perplexity must be a positive number, got {ppl!r}")

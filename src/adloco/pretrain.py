@@ -1,0 +1,336 @@
+"""``adloco pretrain``: the experiment's base model, trained once by a plain AdamW loop.
+
+The paper continues pretraining a pretrained model; averaging trainers that
+share a pretrained start is meaningful, averaging trainers that diverged from
+a random start is not. So every run of an experiment with ``model.source:
+base`` starts from the model this stage writes. It runs after tokenization,
+beside calibration, and before variance analysis and training.
+
+The loop is the plainest there is, to be read top to bottom and to serve as
+the sanity anchor of the engine's numbers: one model from the seeded random
+init of ``model``, one AdamW over it, batches of ``pretrain.batch_size``
+sequences drawn in a seeded order from the **base** split (documents the
+runs never train on, ``data.base_fraction``), the learning rate warmed up and
+decayed by tokens (:func:`adloco.algo.schedule.inner_lr`), the gradient
+clipped, ``pretrain.max_tokens`` tokens. It evaluates on the runs' own
+validation sample (``train.eval_sequences``), so the base's perplexity and
+the runs' are measured alike.
+
+Outputs in ``results/<experiment>/base/``: ``model/`` (``save_pretrained``
+and the tokenizer; ``AutoModelForCausalLM.from_pretrained`` loads it),
+``metrics.jsonl`` (one row per evaluation) and ``base.json`` (its final
+perplexity and the sha256 of every file of ``model/``, which ``adloco
+train`` and ``adloco variance`` check before using it). Checkpoints in
+``results/<experiment>/checkpoints/base/`` (the engine's format, one
+process) make a killed job resume exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoTokenizer
+
+from adloco.algo.schedule import inner_lr
+from adloco.config import ConfigError, load_config
+from adloco.data.reader import TokenData
+from adloco.engine import checkpoint
+from adloco.engine.sampler import SubsetSampler
+from adloco.io import atomic_dir, sha256_file, write_json_atomic
+from adloco.model import architecture, batch_loss, build_model, evaluate, evaluation_sample
+
+log = logging.getLogger(__name__)
+
+BASE_SPLIT = "base"
+MODEL_DIR = "model"
+SUMMARY = "base.json"
+METRICS = "metrics.jsonl"
+# Seeds of the base's data order, apart from every run's.
+SAMPLER_SEED_OFFSET = 7_777_777
+
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    """The ``pretrain`` section of the configuration (schema: descriptions and defaults)."""
+
+    max_tokens: int
+    batch_size: int
+    lr: float
+    min_lr_ratio: float
+    warmup_fraction: float
+    weight_decay: float
+    betas: tuple[float, float]
+    grad_clip_norm: float | None
+    eval_every_steps: int
+    checkpoint_every_steps: int
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> PretrainSettings:
+        section = cfg.get("pretrain")
+        if section is None:
+            raise ConfigError("pretrain: the section is missing (model.source is base)")
+        return cls(**{**section, "betas": tuple(section["betas"])})
+
+
+class Pretraining:
+    """The base model's training state: model, optimizer, data order, progress."""
+
+    def __init__(self, cfg: dict, data: TokenData, ckpt_dir: str | Path):
+        self.settings = PretrainSettings.from_config(cfg)
+        train = cfg["train"]
+        self.split = data.split(BASE_SPLIT)
+        self.eval_seqs = evaluation_sample(data.split("validation"), train["eval_sequences"])
+        self.eval_batch = train["eval_batch"]
+        self.seq_len = data.seq_len_tokens
+        model_cfg = architecture(cfg["model"])
+        self.model = build_model(model_cfg, data.vocab_size, self.seq_len, cfg["seed"])
+        self.model.train()
+        s = self.settings
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=s.lr, betas=s.betas, weight_decay=s.weight_decay
+        )
+        self.sampler = SubsetSampler(
+            torch.arange(len(self.split)), seed=cfg["seed"] + SAMPLER_SEED_OFFSET
+        )
+        self.step = 0
+        self.tokens = 0
+        self.history: list[dict] = []
+        self.ckpt_dir = Path(ckpt_dir)
+        self.fingerprint = checkpoint.fingerprint(
+            {
+                "pretrain": asdict(s),
+                "model": model_cfg,
+                "seed": cfg["seed"],
+                "eval": [train["eval_sequences"], self.eval_batch],
+                "data": data.manifest.get("splits"),
+            }
+        )
+
+    # ----------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "step": self.step,
+            "tokens": self.tokens,
+            "history": json.dumps(self.history),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sampler = SubsetSampler.from_state_dict(state["sampler"])
+        self.step = state["step"]
+        self.tokens = state["tokens"]
+        self.history = json.loads(state["history"])
+
+    def save(self) -> None:
+        checkpoint.save(
+            self.ckpt_dir,
+            self.step,
+            self.fingerprint,
+            self.state_dict(),
+            {"nodes": [], "rng": torch.get_rng_state()},
+            rank=0,
+            world_size=1,
+            barrier=lambda: None,
+        )
+
+    def resume(self) -> bool:
+        """Load the last checkpoint; a stale one (other settings or code) is set aside."""
+        try:
+            saved = checkpoint.load(self.ckpt_dir, self.fingerprint)
+        except checkpoint.StaleCheckpointError as exc:
+            log.warning("%s; moved to %s, starting over", exc, checkpoint.set_aside(self.ckpt_dir))
+            return False
+        if saved is None:
+            return False
+        self.load_state_dict(saved.shared)
+        torch.set_rng_state(saved.local(0, lambda slot: False)["rng"])
+        log.info("resuming the base model after step %d (%d tokens)", self.step, self.tokens)
+        return True
+
+    # ----------------------------------------------------------- loop
+    def done(self) -> bool:
+        return self.tokens >= self.settings.max_tokens
+
+    def train_step(self) -> float:
+        """One optimizer step; the batch's mean loss per predicted token."""
+        s = self.settings
+        left = math.ceil((s.max_tokens - self.tokens) / self.seq_len)
+        seqs = self.split.get(self.sampler.take(min(s.batch_size, left)))
+        lr = inner_lr(self.tokens, s.max_tokens, s.lr, s.warmup_fraction, s.min_lr_ratio)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum, predicted = batch_loss(self.model, seqs)
+        loss = loss_sum / predicted
+        loss.backward()
+        if s.grad_clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self.tokens += seqs.numel()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise ValueError(
+                f"the base model's loss is {value} at step {self.step}; lower pretrain.lr"
+            )
+        return value
+
+    def evaluate(self, train_loss: float) -> dict:
+        val = evaluate(self.model, self.eval_seqs, self.eval_batch)
+        row = {
+            "step": self.step,
+            "tokens": self.tokens,
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "train_loss": train_loss,
+            "val_loss": val["loss"],
+            "val_perplexity": val["perplexity"],
+            "val_loss_stderr": val["loss_stderr"],
+        }
+        self.history.append(row)
+        return row
+
+    def run(self, progress: bool = True) -> list[dict]:
+        """Train to ``pretrain.max_tokens``, resuming from the checkpoint folder."""
+        self.resume()
+        s = self.settings
+        bar = tqdm(
+            total=s.max_tokens,
+            initial=min(self.tokens, s.max_tokens),
+            desc="base",
+            unit="tok",
+            unit_scale=True,
+            disable=not progress,
+            dynamic_ncols=True,
+        )
+        with bar:
+            while not self.done():
+                before = self.tokens
+                loss = self.train_step()
+                last = self.done()
+                if self.step % s.eval_every_steps == 0 or last:
+                    row = self.evaluate(loss)
+                    bar.set_postfix(val_ppl=f"{row['val_perplexity']:.1f}")
+                if self.step % s.checkpoint_every_steps == 0 or last:
+                    self.save()
+                bar.update(min(self.tokens, s.max_tokens) - min(before, s.max_tokens))
+        return self.history
+
+
+def write_base(training: Pretraining, data: TokenData, out: str | Path, seconds: float) -> dict:
+    """model/, metrics.jsonl and base.json into ``out`` (replaced atomically); base.json."""
+    final = training.history[-1]
+    tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
+    with atomic_dir(out) as tmp:
+        training.model.save_pretrained(tmp / MODEL_DIR, safe_serialization=True)
+        tokenizer.save_pretrained(tmp / MODEL_DIR)
+        (tmp / METRICS).write_text("".join(json.dumps(r) + "\n" for r in training.history))
+        summary = {
+            "val_perplexity": final["val_perplexity"],
+            "val_loss": final["val_loss"],
+            "val_loss_stderr": final["val_loss_stderr"],
+            "eval_sequences": int(training.eval_seqs.size(0)),
+            "tokens": training.tokens,
+            "steps": training.step,
+            "split": BASE_SPLIT,
+            "split_sequences": len(training.split),
+            "epochs": training.tokens / (len(training.split) * training.seq_len),
+            "train_seconds": seconds,
+            "settings": {**asdict(training.settings), "betas": list(training.settings.betas)},
+            "model_dir": MODEL_DIR,
+            "model_sha256": model_digests(tmp / MODEL_DIR),
+        }
+        write_json_atomic(tmp / SUMMARY, summary)
+    return summary
+
+
+def model_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file of a saved model folder, by relative path."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
+
+
+def verified_model_dir(base: str | Path) -> tuple[Path, dict]:
+    """The base model's folder and ``base.json``, after checking every file's sha256.
+
+    A missing, changed or extra file is an error naming it: no run starts from
+    a base other than the one ``adloco pretrain`` wrote.
+    """
+    base = Path(base)
+    summary_path = base / SUMMARY
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{summary_path}: no base model here; run adloco pretrain first")
+    summary = json.loads(summary_path.read_text())
+    folder = base / summary["model_dir"]
+    found = model_digests(folder) if folder.is_dir() else {}
+    expected = summary["model_sha256"]
+    for name in sorted(set(expected) | set(found)):
+        if expected.get(name) != found.get(name):
+            what = "missing" if name not in found else "changed" if name in expected else "extra"
+            raise ValueError(
+                f"{folder / name}: {what} since adloco pretrain wrote the base model "
+                f"(checked against {summary_path}); run adloco pretrain again"
+            )
+    return folder, summary
+
+
+def base_model_config(cfg: dict, base: str | Path | None) -> dict:
+    """The ``model`` section a stage builds its model from.
+
+    With ``model.source: base``, the verified base model of folder ``base``
+    (as ``pretrained``, its checksums kept, so that a checkpoint fingerprint
+    covers which base a run started from); otherwise ``model`` unchanged.
+    """
+    model = cfg["model"]
+    if model["source"] != "base":
+        return model
+    if base is None:
+        raise ConfigError(
+            "model.source is base: pass the base model's folder (--base "
+            "results/<experiment>/base, written by adloco pretrain)"
+        )
+    folder, summary = verified_model_dir(base)
+    return {**model, "source": "pretrained", "name": str(folder), "base": summary["model_sha256"]}
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    if cfg["model"]["source"] != "base":
+        # dvc.yaml cannot leave a stage out by configuration: say so and stop.
+        write_json_atomic(
+            Path(args.out) / SUMMARY,
+            {"model_dir": None, "note": f"model.source is {cfg['model']['source']}: no base"},
+        )
+        log.info("model.source is %s: nothing to pretrain", cfg["model"]["source"])
+        return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    data = TokenData.open(args.data)
+    if BASE_SPLIT not in data.manifest["splits"]:
+        raise ConfigError(
+            f"{args.data}: no base split; set data.base_fraction above 0 and tokenize again"
+        )
+    training = Pretraining(cfg, data, args.checkpoints)
+    start = time.perf_counter()
+    training.run(progress=not args.no_progress)
+    summary = write_base(training, data, args.out, time.perf_counter() - start)
+    checkpoint.mark_finished(args.checkpoints, {"out": str(args.out), "step": training.step})
+    log.info(
+        "base model: %d tokens in %d steps, validation perplexity %.2f",
+        summary["tokens"],
+        summary["steps"],
+        summary["val_perplexity"],
+    )
+    return 0

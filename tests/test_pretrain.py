@@ -1,0 +1,154 @@
+"""The base model: a plain AdamW loop, exact resume, verified outputs, runs starting from it."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from adloco import pretrain
+from adloco.config import ConfigError, validate
+from adloco.data.reader import TokenData
+from adloco.data.tokenize import tokenize_corpus
+from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
+
+SETTINGS = {
+    "max_tokens": 6 * 6 * 16 + 5 * 16,  # six full steps of 6 sequences of 16, then 5 sequences
+    "batch_size": 6,
+    "lr": 0.01,
+    "min_lr_ratio": 0.1,
+    "warmup_fraction": 0.2,
+    "weight_decay": 0.1,
+    "betas": [0.9, 0.95],
+    "grad_clip_norm": 1.0,
+    "eval_every_steps": 3,
+    "checkpoint_every_steps": 2,
+}
+
+
+@pytest.fixture(scope="module")
+def based(tmp_path_factory, tiny_data_config):
+    """Tiny data with a base split."""
+    out = tmp_path_factory.mktemp("based") / "tiny"
+    tokenize_corpus(tiny_data_config(base_fraction=0.4), 0, out, progress=False)
+    return TokenData.open(out)
+
+
+@pytest.fixture()
+def cfg(tiny_model_cfg):
+    return {
+        "seed": 3,
+        "model": {**tiny_model_cfg, "source": "base"},
+        "pretrain": copy.deepcopy(SETTINGS),
+        "train": {"eval_sequences": 8, "eval_batch": 4},
+    }
+
+
+def test_the_loop_is_plain_adamw_on_the_base_split(based, cfg, tmp_path, one_thread):
+    training = pretrain.Pretraining(cfg, based, tmp_path / "ckpt")
+    drawn = []
+    original = training.split.get
+    training.split.get = lambda idx: drawn.append(original(idx)) or drawn[-1]
+    history = training.run(progress=False)
+
+    model = build_model({**cfg["model"], "source": "config"}, based.vocab_size, 16, 3)
+    s = SETTINGS
+    opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], betas=s["betas"], weight_decay=0.1)
+    seen = 0
+    for batch in drawn:
+        lr = pretrain.inner_lr(
+            seen, s["max_tokens"], s["lr"], s["warmup_fraction"], s["min_lr_ratio"]
+        )
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss_sum, n = batch_loss(model, batch)
+        (loss_sum / n).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        seen += batch.numel()
+    assert [b.size(0) for b in drawn] == [6] * 6 + [5]
+    assert training.tokens == seen == s["max_tokens"] and training.step == 7
+    for p, q in zip(training.model.parameters(), model.parameters(), strict=True):
+        assert torch.equal(p, q)
+    # Evaluations at steps 3, 6 and the last, on the runs' validation sample.
+    assert [r["step"] for r in history] == [3, 6, 7]
+    sample = evaluation_sample(based.split("validation"), 8)
+    assert history[-1]["val_perplexity"] == evaluate(model, sample, 4)["perplexity"]
+    # The base split only: every drawn sequence is one of its sequences.
+    base_rows = {
+        tuple(r) for r in based.split("base").get(range(len(based.split("base")))).tolist()
+    }
+    assert all(tuple(row) in base_rows for b in drawn for row in b.tolist())
+
+
+def test_a_killed_pretraining_resumes_to_the_same_bits(based, cfg, tmp_path, one_thread):
+    whole = pretrain.Pretraining(cfg, based, tmp_path / "whole")
+    whole.run(progress=False)
+    # Killed in step 5 (the last checkpoint is step 4's), then the same command again.
+    first = pretrain.Pretraining(cfg, based, tmp_path / "cut")
+    step = first.train_step
+
+    def killed_in_step_5():
+        if first.step == 4:
+            raise KeyboardInterrupt
+        return step()
+
+    first.train_step = killed_in_step_5
+    with pytest.raises(KeyboardInterrupt):
+        first.run(progress=False)
+    again = pretrain.Pretraining(cfg, based, tmp_path / "cut")
+    assert again.resume() and again.step == 4
+    again = pretrain.Pretraining(cfg, based, tmp_path / "cut")
+    again.run(progress=False)
+    assert again.history == whole.history
+    for p, q in zip(again.model.parameters(), whole.model.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_outputs_are_checksummed_and_a_run_starts_from_exactly_the_base(
+    based, cfg, tmp_path, one_thread
+):
+    training = pretrain.Pretraining(cfg, based, tmp_path / "ckpt")
+    training.run(progress=False)
+    summary = pretrain.write_base(training, based, tmp_path / "base", 1.0)
+    assert summary["val_perplexity"] == training.history[-1]["val_perplexity"]
+    assert summary["tokens"] == SETTINGS["max_tokens"] and summary["split"] == "base"
+    rows = [json.loads(x) for x in (tmp_path / "base" / "metrics.jsonl").read_text().splitlines()]
+    assert rows == training.history
+    model_cfg = pretrain.base_model_config(cfg, tmp_path / "base")
+    assert model_cfg["source"] == "pretrained" and model_cfg["base"] == summary["model_sha256"]
+    loaded = build_model(model_cfg, based.vocab_size, 16, seed=123)  # the seed plays no part
+    for (name, p), q in zip(loaded.named_parameters(), training.model.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    direct = AutoModelForCausalLM.from_pretrained(tmp_path / "base" / "model")
+    assert all(
+        torch.equal(a, b) for a, b in zip(direct.parameters(), loaded.parameters(), strict=True)
+    )
+    # A changed file is refused, naming it.
+    weights = tmp_path / "base" / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    with pytest.raises(ValueError, match="model.safetensors: changed since adloco pretrain"):
+        pretrain.base_model_config(cfg, tmp_path / "base")
+    with pytest.raises(ConfigError, match="--base"):
+        pretrain.base_model_config(cfg, None)
+
+
+def test_a_base_experiment_needs_a_base_split_and_a_pretrain_section():
+    from pathlib import Path
+
+    import yaml
+
+    raw = yaml.safe_load((Path(__file__).parents[1] / "config" / "test.yaml").read_text())
+    raw["model"]["source"] = "base"
+    raw.pop("pretrain", None)
+    raw["data"]["base_fraction"] = 0.3
+    with pytest.raises(ConfigError, match="pretrain: required"):
+        validate(copy.deepcopy(raw))
+    raw["pretrain"] = {}
+    raw["data"]["base_fraction"] = 0.0
+    with pytest.raises(ConfigError, match="data.base_fraction: must be above 0"):
+        validate(copy.deepcopy(raw))
