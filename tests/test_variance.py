@@ -345,10 +345,12 @@ def test_analysis_compares_the_reductions_on_its_own_batch_gradients():
 def _write_config(tmp_path: Path, seq_len: int) -> Path:
     raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     raw["data"]["seq_len_tokens"] = seq_len
+    raw["model"]["source"] = "config"  # the seeded initial model (no base here)
     raw["variance"] = {"num_batches": 6, "batch_size": 3, "eval_sequences": 12, "eta": 0.8}
     # 2 slots x 2 groups: a draw of 4 of the 6 batch gradients.
     raw["cluster"]["nodes_per_device"] = 1
     raw["train"]["stats_microbatches"] = 2
+    raw["train"]["stats_steps"] = 1
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

@@ -47,7 +47,7 @@ from adloco.config import load_config, load_schema
 from adloco.data.reader import read_manifest
 from adloco.io import read_json_object, write_json_atomic
 from adloco.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
-from adloco.model import DTYPES, architecture, batch_loss, build_model, num_parameters
+from adloco.model import DTYPES, batch_loss, build_model, num_parameters
 
 log = logging.getLogger(__name__)
 
@@ -412,7 +412,7 @@ def calibrate_device(
     if sharing not in SLOT_SHARING:
         raise ValueError(f"cluster.slot_sharing must be one of {SLOT_SHARING}, got {sharing!r}")
     device = torch_device(device_cfg)
-    model_cfg = architecture(config["model"])
+    model_cfg = config["model"]
     model = build_model(model_cfg, vocab_size, seq_len_tokens, config["seed"]).to(device)
     model.train()
     record = device_record(config, device_cfg, device, model, vocab_size, seq_len_tokens)

@@ -32,27 +32,18 @@ def llama_config(model_cfg: dict, vocab_size: int, seq_len_tokens: int) -> Llama
     )
 
 
-def architecture(model_cfg: dict) -> dict:
-    """``model_cfg`` to build a model of the right architecture with a seeded init.
-
-    A base experiment's model is of the architecture its fields give (what
-    calibration measures and what pretraining starts from); its weights are
-    the base model's only where a stage resolves them
-    (:func:`adloco.pretrain.base_model_config`).
-    """
-    return {**model_cfg, "source": "config"} if model_cfg["source"] == "base" else model_cfg
-
-
 def build_model(
     model_cfg: dict, vocab_size: int, seq_len_tokens: int, seed: int
 ) -> torch.nn.Module:
-    """A causal LM per ``model_cfg``: seeded random init or ``from_pretrained``."""
+    """A causal LM per ``model_cfg``: seeded random init or ``from_pretrained``.
+
+    ``source: base`` builds the base model's architecture with a seeded init,
+    as calibration measures it and pretraining starts it; a stage that starts
+    from the base's weights resolves them first
+    (:func:`adloco.pretrain.base_model_config` turns the section into a
+    verified ``pretrained`` one).
+    """
     dtype = DTYPES[model_cfg["dtype"]]
-    if model_cfg["source"] == "base":
-        raise ValueError(
-            "model.source base: the base model's folder is resolved by the stage that reads "
-            "it (adloco.pretrain.base_model_config), not here"
-        )
     if model_cfg["source"] == "pretrained":
         # Never trust_remote_code: the architecture must be one transformers ships.
         model = AutoModelForCausalLM.from_pretrained(model_cfg["name"], dtype=dtype)

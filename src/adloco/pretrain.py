@@ -45,7 +45,7 @@ from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
 from adloco.engine.sampler import SubsetSampler
 from adloco.io import atomic_dir, sha256_file, write_json_atomic
-from adloco.model import architecture, batch_loss, build_model, evaluate, evaluation_sample
+from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Pretraining:
         self.eval_seqs = evaluation_sample(data.split("validation"), train["eval_sequences"])
         self.eval_batch = train["eval_batch"]
         self.seq_len = data.seq_len_tokens
-        model_cfg = architecture(cfg["model"])
+        model_cfg = cfg["model"]
         self.model = build_model(model_cfg, data.vocab_size, self.seq_len, cfg["seed"])
         self.model.train()
         s = self.settings

@@ -294,6 +294,7 @@ def test_hub_source_gives_the_same_shards(tmp_path, monkeypatch, tiny_c4_records
 def test_cli_tokenize_writes_the_same_folder(tmp_path, tiny_tokenized, tiny_c4_dir):
     cfg = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     cfg["seed"] = 0
+    cfg["model"]["source"] = "config"  # no base split in this data
     cfg["data"] = {
         "dataset": "tiny",
         "source": "local",
