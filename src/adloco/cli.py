@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from adloco import __version__, paths
+from adloco import __version__, errors, paths
 from adloco.config import ConfigError
 
 # Placeholders for the path examples in the help texts.
@@ -212,12 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
-    except ConfigError as exc:
-        print(f"adloco {args.stage}: {exc}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, ValueError) as exc:
-        # Corrupt input, missing upstream output: a clear line, not a traceback.
-        if args.verbose:
+    except (OSError, ValueError) as exc:
+        # A bad setting, corrupt input, a missing upstream output, a full disk:
+        # one line (adloco.errors), not a traceback; -v shows it.
+        message = errors.describe(exc)
+        if message is None or args.verbose:
             raise
-        print(f"adloco {args.stage}: error: {exc}", file=sys.stderr)
-        return 1
+        print(f"adloco {args.stage}: error: {message}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1

@@ -21,6 +21,7 @@ so it is tested on a linear model whose figures have closed forms. Formulas: ``d
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import math
 from collections.abc import Callable
@@ -559,9 +560,16 @@ def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], pa
     )
     ax.legend()
     fig.tight_layout()
+    # Drawn in memory, then written: a failed write (a full disk) is then an
+    # OSError naming the file, where Pillow writing to the file itself fails
+    # with an AttributeError of its own.
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=120)
+    finally:
+        plt.close(fig)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+        tmp.write_bytes(buffer.getvalue())
 
 
 def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:

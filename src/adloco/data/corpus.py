@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from adloco.config import ConfigError, load_config
-from adloco.io import atomic_dir, sha256_file
+from adloco.io import atomic_dir, check_replaceable, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,10 @@ WIKI_TIMESTAMP = "2019-04-25T00:00:00Z"
 # 10,033 articles -> 2 files, like C4's many-files layout on a small scale.
 DOCUMENTS_PER_FILE = 5120
 C4_FIELDS = ("text", "timestamp", "url")
+# What this stage writes into its folder: a folder holding anything else (a
+# home folder given as data.raw_dir) is refused, never emptied (adloco.io).
+CORPUS_FILES = ("c4-train.*-of-*.json.gz", "SOURCE.json")
+WHAT = "--out (data.raw_dir)"
 
 
 def package_file(distribution: str, relative: str) -> Path:
@@ -123,7 +127,7 @@ def write_c4_files(
     Returns the file paths in order.
     """
     folder = Path(folder)
-    with atomic_dir(folder) as tmp:
+    with atomic_dir(folder, CORPUS_FILES, WHAT) as tmp:
         names = [p.name for p in write_c4_files_into(records, tmp, documents_per_file)]
     return [folder / name for name in names]
 
@@ -152,14 +156,15 @@ def prepare_wiki_corpus(
     documents_per_file: int = DOCUMENTS_PER_FILE,
 ) -> dict:
     """Build the offline corpus in ``out``; return its provenance (also written as SOURCE.json)."""
+    out = Path(out)
+    check_replaceable(out, CORPUS_FILES, WHAT)
     path = Path(source) if source is not None else wiki_summaries_path()
     records = wiki_records(path, max_documents)
     try:
         version = metadata.version(WIKI_PACKAGE)
     except metadata.PackageNotFoundError:
         version = None
-    out = Path(out)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, CORPUS_FILES, WHAT) as tmp:
         files = write_c4_files_into(records, tmp, documents_per_file)
         provenance = {
             "kind": "offline-wiki",

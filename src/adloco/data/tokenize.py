@@ -49,6 +49,8 @@ BATCH_DOCUMENTS = 512
 SHARD_TOKENS = 1 << 27
 # Buffered tokens per split before full sequences are written out.
 FLUSH_TOKENS = 1 << 20
+# What this stage writes into its folder (adloco.io.check_replaceable).
+TOKENIZED_FILES = ("manifest.json", "tokenizer/*", "*-[0-9][0-9][0-9][0-9][0-9].bin")
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -239,7 +241,10 @@ def tokenize_corpus(
     seq_len = data_cfg["seq_len_tokens"]
     if shard_sequences is None:
         shard_sequences = max(1, SHARD_TOKENS // seq_len)
-    with atomic_dir(out) as tmp, tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch:
+    with (
+        atomic_dir(out, TOKENIZED_FILES, "--out") as tmp,
+        tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch,
+    ):
         tokenizer = build_tokenizer(data_cfg, seed, raw_dir, tmp, scratch, progress)
         writers = {
             s: ShardWriter(tmp, s, seq_len, tokenizer.dtype, shard_sequences) for s in SPLITS

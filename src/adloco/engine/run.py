@@ -122,7 +122,7 @@ def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> N
     best = engine.best_trainer()
     model = engine.export_model(best)
     tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
-    with atomic_dir(out / "final") as tmp:
+    with atomic_dir(out / "final", what="--out") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
     summary = summarize(rows, engine.settings, args.seed, len(engine.trainers))
