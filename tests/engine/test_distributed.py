@@ -52,6 +52,7 @@ TRAIN = {
 
 def make_config(seq_len: int, **train) -> dict:
     return {
+        "experiment": "distributed",
         "seed": 0,
         "data": {"dataset": "tiny", "source": "local", "seq_len_tokens": seq_len},
         "model": TINY_MODEL,
@@ -249,10 +250,13 @@ def test_checkpoint_keeps_last_complete_round_when_a_save_is_cut(tmp_path):
     assert own["nodes"][3][0]["exp_avg"].tolist() == [3.0, 3.0]
     everything = saved.local(0, lambda s: True)
     assert sorted(everything["nodes"]) == [0, 1, 2, 3] and everything["rng"].tolist() == [0] * 4
-    # Completing round 2 commits it and removes round 1.
+    # Completing round 2 commits it and keeps round 1 as the previous complete round;
+    # completing round 3 removes round 1.
     _save_round(tmp_path, 2, [1, 0])
     assert checkpoint.load(tmp_path, "fp").round == 2
-    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-000002"]
+    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-000001", "round-000002"]
+    _save_round(tmp_path, 3, [1, 0])
+    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-000002", "round-000003"]
     with pytest.raises(ValueError, match="different configuration"):
         checkpoint.load(tmp_path, "other")
 
@@ -340,7 +344,14 @@ def test_two_ranks_match_the_single_process_engine(cli_case):
     summary = json.loads((cli_case["out"] / "summary.json").read_text())
     assert summary["rounds"] == TRAIN["max_rounds"] and summary["final_trainer"] is not None
     names = sorted(p.name for p in (cli_case["ckpt"] / "round-000008").iterdir())
-    assert names == ["rank-00000.pt", "rank-00001.pt", "shared.pt"]
+    assert names == [
+        "rank-00000.pt",
+        "rank-00000.pt.sha256",
+        "rank-00001.pt",
+        "rank-00001.pt.sha256",
+        "shared.pt",
+        "shared.pt.sha256",
+    ]
 
 
 def test_killed_two_rank_run_resumes_to_the_same_metrics(cli_case):

@@ -17,6 +17,7 @@ from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
 HERE = Path(__file__).parent
 
 CONFIG = {
+    "experiment": "resume",
     "seed": 0,
     "data": {"dataset": "array", "source": "local", "seq_len_tokens": 12},
     "model": TINY_MODEL,

@@ -148,6 +148,7 @@ class Workspace:
 
     def write(self, targets: list[float] | None = None, **report) -> Path:
         config = {
+            "experiment": "report-test",
             **BASE_CONFIG,
             "seeds": sorted(self.seeds),
             "runs": self.settings,

@@ -271,11 +271,12 @@ def tokenize_corpus(
 class SavedTokenizer:
     """The tokenizer written into the output folder, and what the shards need of it."""
 
-    def __init__(self, tokenizer: Any, folder: Path):
+    def __init__(self, folder: Path):
         self.dir = folder
-        self.vocab_size = len(tokenizer)
-        self.eos_token_id = int(tokenizer.eos_token_id)
-        self.added = tok.describe(tok.load_backend(folder), self.eos_token_id)
+        ids = tok.saved_ids(folder)
+        self.vocab_size = ids["vocab_size"]
+        self.eos_token_id = ids["eos_token_id"]
+        self.added = {k: ids[k] for k in ("bos_token_id", "appends_eos")}
         self.dtype = tok.token_dtype(self.vocab_size)
 
 
@@ -299,7 +300,7 @@ def build_tokenizer(
     tokenizer = tok.build_tokenizer(tok_cfg, train_texts, scratch)
     if train_texts is not None:
         bar.close()
-    return SavedTokenizer(tokenizer, tok.save_tokenizer(tokenizer, out / "tokenizer"))
+    return SavedTokenizer(tok.save_tokenizer(tokenizer, out / "tokenizer"))
 
 
 def write_documents(

@@ -153,6 +153,22 @@ def load_backend(folder: str | Path) -> Any:
     return Tokenizer.from_file(str(path))
 
 
+def saved_ids(folder: str | Path) -> dict:
+    """What a saved tokenizer folder says: vocabulary size, EOS and added BOS ids, EOS appended.
+
+    Read the way training and the final model read it
+    (``AutoTokenizer.from_pretrained``), so that the manifest written from it
+    and checked against it (:mod:`adloco.data.reader`) hold what every stage
+    will see.
+    """
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"{folder}: the tokenizer has no EOS token")
+    eos = int(tokenizer.eos_token_id)
+    added = describe(load_backend(folder), eos)
+    return {"vocab_size": len(tokenizer), "eos_token_id": eos, **added}
+
+
 def describe(backend: Any, eos_token_id: int) -> dict:
     """What the backend adds around a document: BOS id (or None), whether it appends EOS."""
     ids = backend.encode(_PROBE_TEXT).ids
