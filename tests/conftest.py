@@ -127,3 +127,31 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------ reliability cases
+# `pytest -m reliability` re-runs every fault case of docs/reliability.md; the
+# summary counts them by the category of their marker.
+RELIABILITY = "reliability"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        marker = item.get_closest_marker(RELIABILITY)
+        if marker is not None:
+            item.user_properties.append((RELIABILITY, marker.args[0] if marker.args else "other"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    counts: dict[str, list[int]] = {}
+    for outcome in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            category = dict(getattr(report, "user_properties", ())).get(RELIABILITY)
+            if category is None or (report.when != "call" and outcome != "error"):
+                continue
+            tally = counts.setdefault(category, [0, 0])
+            tally[0] += outcome == "passed"
+            tally[1] += 1
+    if counts:
+        cases = ", ".join(f"{name} {ok}/{total}" for name, (ok, total) in sorted(counts.items()))
+        terminalreporter.write_line(f"reliability cases passed: {cases}")

@@ -443,3 +443,44 @@ def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
     log = (root / "rank0.log").read_text()
     assert code != 0
     assert "rank 0 of 2" in log and "another process died" in log, log
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rfind(")") + 2] != "Z"
+
+
+@pytest.mark.reliability("kills")
+def test_no_rank_outlives_its_killed_job(cli_case):
+    # A Snakemake job (its shell, torchrun) killed with its process group, as
+    # Ctrl-C or a cluster's cancel does: torchrun's ranks run in sessions of
+    # their own, so the signal never reaches them; they must stop by themselves.
+    root = cli_case["root"] / "job"
+    root.mkdir()
+    config = root / "config.yaml"
+    long_run = copy.deepcopy(yaml.safe_load(cli_case["config"].read_text()))
+    long_run["train"]["max_rounds"] = 10_000
+    config.write_text(yaml.safe_dump(long_run))
+    calibrate(config, cli_case["data"])
+    args = ["-m", "adloco", *train_args(config, cli_case["data"], root / "out", root / "ckpt")]
+    job = torchrun(args, root / "log")
+    metrics = root / "ckpt" / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (metrics.exists() and metrics.read_text()):
+        time.sleep(0.05)
+    ranks = child_processes(job.pid)
+    assert len(ranks) == 2 and all(map(_running, ranks)), (root / "log").read_text()
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and any(map(_running, ranks)):
+        time.sleep(0.1)
+    survivors = [pid for pid in ranks if _running(pid)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, "ranks outlived their job"
+    assert "the launcher (pid" in (root / "log").read_text()

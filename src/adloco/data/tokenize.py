@@ -43,8 +43,12 @@ log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 SPLITS = ("train", "validation")
 # Documents per encode call: large enough to amortise the call, small enough
-# that a worker's batch of C4 text stays a few MiB.
+# that a worker's batch of C4 text stays a few MiB. A batch also ends once its
+# texts reach BATCH_CHARS, so that long documents (each at most
+# c4.MAX_RECORD_BYTES) bound a worker's memory too: encoding takes about 130
+# bytes per byte of text.
 BATCH_DOCUMENTS = 512
+BATCH_CHARS = 1 << 20
 # 2**27 tokens = 256 MiB of uint16 per shard file.
 SHARD_TOKENS = 1 << 27
 # Buffered tokens per split before full sequences are written out.
@@ -162,13 +166,19 @@ class ShardWriter:
         }
 
 
-def batched_texts(records: Iterable[dict], size: int = BATCH_DOCUMENTS) -> Iterator[list[str]]:
+def batched_texts(
+    records: Iterable[dict], size: int = BATCH_DOCUMENTS, chars: int = BATCH_CHARS
+) -> Iterator[list[str]]:
+    """The texts in batches of ``size`` documents, or fewer once they hold ``chars`` characters."""
     batch: list[str] = []
+    held = 0
     for record in records:
         batch.append(record["text"])
-        if len(batch) == size:
+        held += len(record["text"])
+        if len(batch) == size or held >= chars:
             yield batch
             batch = []
+            held = 0
     if batch:
         yield batch
 

@@ -26,7 +26,7 @@ from adloco.config import RunSettings, check_subset_fraction, load_config, resol
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
-from adloco.io import atomic_dir, atomic_path, write_json_atomic
+from adloco.io import atomic_dir, atomic_path, check_writable, write_json_atomic
 from adloco.records import derive_summary
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,13 @@ def run(args: argparse.Namespace) -> int:
     device = compute_device(cfg)
     collective = None
     launch = distributed.launch_env()
+    # Before the first step, not after the last round: where this process will write.
+    check_writable(args.checkpoints, "--checkpoints")
+    if launch is None or launch.rank == 0:
+        check_writable(args.out, "--out")
     try:
         if launch is not None:
+            distributed.watch_launcher(launch)
             device = distributed.compute_device(launch, device)
             timeout_s = distributed.timeout_s(args.dist_timeout_s)
             collective = distributed.init(cfg["cluster"], launch, device, timeout_s)
@@ -122,6 +127,7 @@ def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> N
     best = engine.best_trainer()
     model = engine.export_model(best)
     tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
+    set_special_ids(model, tokenizer)
     with atomic_dir(out / "final", what="--out") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
@@ -131,3 +137,20 @@ def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> N
     log.info(
         "%s seed %d: final val perplexity %s", args.run, args.seed, summary["final_val_perplexity"]
     )
+
+
+def set_special_ids(model, tokenizer) -> None:
+    """The model's and its generation config's BOS/EOS/pad ids, taken from the tokenizer.
+
+    A Llama built from a config says BOS 1 and EOS 2 whatever the vocabulary;
+    with the BPE tokenizer those are ``!`` and ``"``, and ``generate()`` would
+    stop at a quote mark instead of the end of the text.
+    """
+    ids = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    for config in (model.config, model.generation_config):
+        for key, value in ids.items():
+            setattr(config, key, value)
