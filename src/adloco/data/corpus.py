@@ -181,9 +181,32 @@ def prepare_wiki_corpus(
     return provenance
 
 
+def note_hub_source(out: str | Path, data_cfg: dict) -> dict:
+    """For a hub source, a folder whose SOURCE.json says the records are streamed, not stored.
+
+    DVC's pipeline has a prepare-corpus stage for every preset (a template
+    cannot leave a stage out); with ``data.source: hub`` it writes only this
+    note, and ``adloco tokenize`` streams the records itself.
+    """
+    provenance = {
+        "kind": "hub",
+        "hub_path": data_cfg["hub_path"],
+        "hub_name": data_cfg["hub_name"],
+        "files": [],
+        "text": "nothing stored: adloco tokenize streams the records from the hub",
+    }
+    with atomic_dir(out, CORPUS_FILES, WHAT) as tmp:
+        (tmp / "SOURCE.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
+    return provenance
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     data = cfg["data"]
+    if data["source"] == "hub":
+        note_hub_source(args.out, data)
+        log.info("data.source is hub: tokenize streams the records; noted in %s", args.out)
+        return 0
     if data["source"] != "offline-wiki":
         raise ConfigError(
             f"data.source is {data['source']!r}: prepare-corpus only builds the offline-wiki corpus"
