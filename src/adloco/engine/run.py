@@ -26,7 +26,7 @@ from adloco.config import RunSettings, check_subset_fraction, load_config, resol
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
-from adloco.io import atomic_dir, atomic_path, check_writable, write_json_atomic
+from adloco.io import atomic_dir, atomic_path, write_json_atomic
 from adloco.records import derive_summary
 
 log = logging.getLogger(__name__)
@@ -73,10 +73,6 @@ def run(args: argparse.Namespace) -> int:
     device = compute_device(cfg)
     collective = None
     launch = distributed.launch_env()
-    # Before the first step, not after the last round: where this process will write.
-    check_writable(args.checkpoints, "--checkpoints")
-    if launch is None or launch.rank == 0:
-        check_writable(args.out, "--out")
     try:
         if launch is not None:
             distributed.watch_launcher(launch)
