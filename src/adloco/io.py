@@ -124,7 +124,7 @@ def check_replaceable(path: str | Path, own: Iterable[str] = (), what: str = "")
 def _with_name(exc: OSError, path: Path, tmp: Path | None = None) -> OSError:
     """``exc`` naming ``path`` (the output), not the temporary it was written under."""
     name = exc.filename
-    if name is None:
+    if name is None or _temporary_name(path.name).fullmatch(Path(name).name):
         name = path
     elif tmp is not None:
         try:

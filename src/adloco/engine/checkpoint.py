@@ -193,6 +193,16 @@ def _entry(manifest: dict) -> dict | None:
     return {k: manifest[k] for k in ("round", "dir", "files", "sha256")}
 
 
+def _named_rounds(directory: Path) -> set[str]:
+    """The round folders the manifest names (current and previous)."""
+    try:
+        manifest = read_json_object(directory / MANIFEST_NAME)
+    except (OSError, ValueError):
+        return set()
+    previous = manifest.get("previous") or {}
+    return {name for name in (manifest.get("dir"), previous.get("dir")) if name}
+
+
 def _previous_entry(directory: Path, round_: int) -> dict | None:
     """The newest complete round before ``round_`` that the current manifest names."""
     path = directory / MANIFEST_NAME
@@ -226,11 +236,17 @@ def save(
     round_dir = directory / round_dir_name(round_)
     round_dir.mkdir(parents=True, exist_ok=True)
     header = {"format_version": FORMAT_VERSION, "fingerprint": fingerprint_, "round": round_}
-    if rank == 0:
-        if shared is None:
-            raise ValueError("rank 0 must provide the shared state of the checkpoint")
-        _save_tensor_file(round_dir / SHARED_NAME, {**header, **shared})
-    _save_tensor_file(round_dir / rank_file_name(rank), {**header, "rank": rank, **local})
+    if rank == 0 and shared is None:
+        raise ValueError("rank 0 must provide the shared state of the checkpoint")
+    try:
+        if rank == 0:
+            _save_tensor_file(round_dir / SHARED_NAME, {**header, **shared})
+        _save_tensor_file(round_dir / rank_file_name(rank), {**header, "rank": rank, **local})
+    except OSError:
+        # A full disk: leave no partial round behind (the manifest still names the last one).
+        if rank == 0 and round_dir.name not in _named_rounds(directory):
+            shutil.rmtree(round_dir, ignore_errors=True)
+        raise
     barrier()
     if rank == 0:
         files = [SHARED_NAME] + [rank_file_name(k) for k in range(world_size)]
@@ -363,6 +379,10 @@ def _open_round(directory: Path, entry: dict, expected_fingerprint: str) -> Chec
     if problem is not None:
         raise CorruptCheckpointError(problem)
     shared = _check_header(paths[0], _load(paths[0]), entry["round"], expected_fingerprint)
+    for path in paths[1:]:
+        # Opened now (memory-mapped: the headers only), so that a file that is
+        # no checkpoint gives way to the previous round here, not in local().
+        _check_header(path, _load(path, mmap=True), entry["round"], expected_fingerprint)
     return Checkpoint(entry["round"], expected_fingerprint, shared, paths[1:])
 
 
