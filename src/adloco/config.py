@@ -252,7 +252,8 @@ def validate(config: dict, schema: dict | None = None, prefix: str = "") -> dict
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         lines = [f"{_key_path(e, prefix)}: {_message(e)}" for e in errors]
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+        # One line, every problem in it: what `adloco <stage>: error:` prints.
+        raise ConfigError("invalid configuration: " + "; ".join(lines))
     _check_consistency(config)
     if full_config and "runs" in config:
         check_report_roles(config)

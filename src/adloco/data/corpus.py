@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from adloco.config import ConfigError, load_config
-from adloco.io import atomic_dir, check_replaceable, sha256_file
+from adloco.io import atomic_dir, check_replaceable, naming_output, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,11 @@ def write_c4_file(records: Iterable[dict], path: str | Path) -> int:
     equal bytes.
     """
     count = 0
-    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+    with (
+        naming_output(path),
+        open(path, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+    ):
         for record in records:
             line = json.dumps({k: record[k] for k in C4_FIELDS}, separators=(",", ":"))
             gz.write(line.encode("utf-8") + b"\n")

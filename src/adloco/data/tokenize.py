@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from adloco.config import load_config
 from adloco.data import c4
 from adloco.data import tokenizer as tok
-from adloco.io import atomic_dir, sha256_file, write_json_atomic
+from adloco.io import atomic_dir, naming_output, sha256_file, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,8 @@ class ShardWriter:
                 self._shard_tokens = 0
             part = data[: self.capacity_tokens - self._shard_tokens]
             raw = part.tobytes()
-            self._file.write(raw)
+            with naming_output(self.folder / self.shards[-1]["file"]):
+                self._file.write(raw)
             self._hash.update(raw)
             self._shard_tokens += int(part.size)
             data = data[part.size :]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -133,7 +134,17 @@ def build_tokenizer(
 def save_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
     """``save_pretrained`` into ``folder``; check that ``tokenizer.json`` is there."""
     folder = Path(folder)
-    tokenizer.save_pretrained(str(folder))
+    try:
+        tokenizer.save_pretrained(str(folder))
+    except OSError:
+        raise
+    except Exception as exc:
+        # The Rust backend's write errors are plain Exceptions: "... (os error 28)".
+        code = re.search(r"\(os error (\d+)\)", str(exc))
+        if code is None:
+            raise
+        errno_ = int(code.group(1))
+        raise OSError(errno_, os.strerror(errno_), str(folder / "tokenizer.json")) from exc
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
     if config.get("tokenizer_class") == "TokenizersBackend":
