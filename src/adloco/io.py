@@ -202,22 +202,29 @@ def atomic_dir(path: str | Path, own: Iterable[str] = (), what: str = "") -> Ite
 
 
 def check_writable(folder: str | Path, what: str) -> None:
-    """Create ``folder`` if needed and prove a file can be written in it, before any work.
+    """Prove, before any work, that files can be written in ``folder`` (created later if need be).
 
     A real write, not ``os.access``: permission bits do not stop root, and a
-    read-only mount or a full quota stops everyone. ``what`` names the argument
-    or setting for the message.
+    read-only mount or a full quota stops everyone. The probe goes into the
+    folder, or into its nearest existing parent where the folder is still to
+    be created, and is removed: nothing is left behind. ``what`` names the
+    argument or setting for the message.
     """
     folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".adloco-write-check.", dir=folder)
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "not a folder", str(existing))
+        fd, probe = tempfile.mkstemp(prefix=".adloco-write-check.", dir=existing)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
         reason = exc.strerror or str(exc)
+        where = folder if existing == folder else f"{folder} (in {existing})"
         raise NotWritableError(
-            f"{what} {folder}: cannot write there ({reason}); make it writable or choose "
+            f"{what} {where}: cannot write there ({reason}); make it writable or choose "
             "another folder"
         ) from exc
 
