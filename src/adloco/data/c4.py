@@ -49,8 +49,7 @@ ON_BAD_RECORD = ("error", "skip")
 EXAMPLES_KEPT = 10
 # The longest record (one JSON line, or a hub record's text in UTF-8) that is read.
 MAX_RECORD_BYTES = 1 << 20
-# Bytes decompressed at a time when a file's checksum is verified.
-VERIFY_CHUNK_BYTES = 1 << 20
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class BadRecordError(ValueError):
@@ -115,18 +114,21 @@ _VERIFIED: dict[tuple, str | None] = {}
 def _read_to_end(path: Path, size_bytes: int) -> str | None:
     if size_bytes == 0:
         return f"{path}: empty file (0 bytes), not gzip data"
+    with open(path, "rb") as fh:
+        if fh.read(2) != GZIP_MAGIC:
+            return f"{path}, line 1: not a gzip file (it does not start with gzip's magic bytes)"
     lines = 0
     try:
         with gzip.open(path, "rb") as fh:
-            while chunk := fh.read(VERIFY_CHUNK_BYTES):
-                lines += chunk.count(b"\n")
-    except gzip.BadGzipFile as exc:
-        if lines == 0:
-            return f"{path}, line 1: not a gzip file ({exc})"
-        return f"{path}, line {lines + 1}: corrupt gzip data ({exc})"
-    except (EOFError, zlib.error, OSError) as exc:
+            # Line by line (each read no further than a record may be long), so
+            # that the message names the line where the damage is.
+            while raw := fh.readline(MAX_RECORD_BYTES + 1):
+                lines += raw.endswith(b"\n")
+    except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
+        if isinstance(exc, gzip.BadGzipFile):
+            return f"{path}, line {lines + 1}: corrupt gzip data ({exc})"
         return f"{path}, after line {lines}: truncated or corrupt gzip data ({exc})"
     return None
 
