@@ -188,6 +188,18 @@ def read_manifest(folder: str | Path) -> dict:
     return manifest
 
 
+def read_checked_manifest(folder: str | Path, verify: bool = True) -> dict:
+    """The manifest, checked against the tokenizer it names; for a stage that needs no shard.
+
+    Calibration builds its model from the manifest's vocabulary: that must be
+    the tokenizer's, as for :meth:`TokenData.open`.
+    """
+    manifest = read_manifest(folder)
+    check_tokenizer(folder, manifest, verify=verify)
+    check_tokenizer_ids(folder, manifest)
+    return manifest
+
+
 def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> None:
     """Size (and with ``verify``, sha256) of every shard against the manifest."""
     folder = Path(folder)
