@@ -354,6 +354,7 @@ def test_two_ranks_match_the_single_process_engine(cli_case):
     ]
 
 
+@pytest.mark.reliability("kills")
 def test_killed_two_rank_run_resumes_to_the_same_metrics(cli_case):
     root = cli_case["root"] / "killed"
     out, ckpt = root / "out", root / "ckpt"

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
@@ -52,6 +53,7 @@ def rows_without_wall_time(path: Path) -> list[dict]:
     return rows
 
 
+@pytest.mark.reliability("kills")
 def test_killed_run_resumes_bit_identically(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
