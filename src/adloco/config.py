@@ -346,8 +346,8 @@ def check_report_roles(config: dict) -> None:
         for name in names:
             if name not in runs:
                 raise ConfigError(
-                    f"report.{role}: {name!r} is not a run of this configuration (runs: "
-                    f"{', '.join(runs)}); name one of them, or null to let the report detect it"
+                    f"report.{role}: no run named {name} (runs: {', '.join(runs)}); name one "
+                    "of them, or null to let the report detect it"
                 )
 
 

@@ -32,6 +32,10 @@ from typing import Any
 
 # Written into every folder atomic_dir writes: the files adloco put there.
 OWNED_LIST = ".adloco-output.json"
+# What the workflow's tools put into an output folder (Snakemake's time stamp of
+# a directory output) and what check_writable's probe may leave after a kill:
+# replaced with the folder like adloco's own files.
+BOOKKEEPING = (".snakemake_timestamp", ".adloco-write-check.*")
 # Examples quoted when a folder holds files adloco did not write.
 EXAMPLES_SHOWN = 3
 
@@ -107,7 +111,7 @@ def check_replaceable(path: str | Path, own: Iterable[str] = (), what: str = "")
             f"{where}: exists and is not a folder adloco wrote; choose a new or empty folder"
         )
     listed = _listed(path) | {OWNED_LIST}
-    patterns = tuple(own)
+    patterns = (*own, *BOOKKEEPING)
     foreign = [
         name
         for name in _files_in(path)
