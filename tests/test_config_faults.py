@@ -19,10 +19,11 @@ import yaml
 
 from adloco.config import ConfigError, load_config
 from adloco.snakemake_preflight import check_configfiles
+from test_config import DELETE
+from test_config import set_key as set_dotted
 
 PRESET = Path(__file__).parents[1] / "config" / "test.yaml"
 BASE = yaml.safe_load(PRESET.read_text())
-DELETE = object()
 
 
 def leaves(node, prefix: str = ""):
@@ -62,14 +63,12 @@ def wrong_type(value):
 
 def set_key(config: dict, key: str | tuple[str, ...], value) -> dict:
     """Set (or DELETE) ``key``: dotted, or a tuple of parts (a run name with a dot)."""
-    *parents, leaf = key if isinstance(key, tuple) else key.split(".")
-    node = config
-    for key in parents:
-        node = node[int(key)] if isinstance(node, list) else node[key]
-    if value is DELETE:
-        del node[leaf]
-    else:
-        node[leaf] = value
+    if isinstance(key, str):
+        return set_dotted(config, key, value)
+    *parents, leaf = key
+    for part in parents:
+        config = config[part]
+    config[leaf] = value
     return config
 
 

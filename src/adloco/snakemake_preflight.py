@@ -31,36 +31,30 @@ OPTIONS = ("--configfile", "--configfiles")
 CONFIG_OPTIONS = ("--config", "-C")
 
 
-def configfile_args(argv: list[str]) -> list[str]:
-    """The files given with ``--configfile``/``--configfiles`` (each takes one or more)."""
-    files: list[str] = []
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        index += 1
-        if arg in OPTIONS:
-            while index < len(argv) and not argv[index].startswith("-"):
-                files.append(argv[index])
-                index += 1
-        elif arg.startswith(tuple(f"{option}=" for option in OPTIONS)):
-            files.append(arg.split("=", 1)[1])
-    return files
-
-
-def config_args(argv: list[str]) -> list[str]:
-    """The ``key=value`` settings given with ``--config``/``-C`` (each takes one or more)."""
+def _values(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """The values given with any of ``options`` (each takes one or more, or ``--opt=value``)."""
     values: list[str] = []
     index = 0
     while index < len(argv):
         arg = argv[index]
         index += 1
-        if arg in CONFIG_OPTIONS:
+        if arg in options:
             while index < len(argv) and not argv[index].startswith("-"):
                 values.append(argv[index])
                 index += 1
-        elif arg.startswith("--config="):
+        elif arg.startswith(tuple(f"{option}=" for option in options if option.startswith("--"))):
             values.append(arg.split("=", 1)[1])
     return values
+
+
+def configfile_args(argv: list[str]) -> list[str]:
+    """The files given with ``--configfile``/``--configfiles``."""
+    return _values(argv, OPTIONS)
+
+
+def config_args(argv: list[str]) -> list[str]:
+    """The ``key=value`` settings given with ``--config``/``-C``."""
+    return _values(argv, CONFIG_OPTIONS)
 
 
 def _problem(name: str) -> str | None:

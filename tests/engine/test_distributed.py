@@ -398,14 +398,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
-    root = cli_case["root"] / "dead"
+def long_run(cli_case, name: str) -> tuple[Path, Path]:
+    """A folder ``name`` and in it the test's configuration with rounds to spare, calibrated."""
+    root = cli_case["root"] / name
     root.mkdir()
     config = root / "config.yaml"
-    long_run = copy.deepcopy(yaml.safe_load(cli_case["config"].read_text()))
-    long_run["train"]["max_rounds"] = 10_000
-    config.write_text(yaml.safe_dump(long_run))
+    settings = copy.deepcopy(yaml.safe_load(cli_case["config"].read_text()))
+    settings["train"]["max_rounds"] = 10_000
+    config.write_text(yaml.safe_dump(settings))
     calibrate(config, cli_case["data"])
+    return root, config
+
+
+def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
+    root, config = long_run(cli_case, "dead")
     timeout_s = 20
     port = str(_free_port())
     args = train_args(config, cli_case["data"], root / "out", root / "ckpt")
@@ -460,13 +466,7 @@ def test_no_rank_outlives_its_killed_job(cli_case):
     # A Snakemake job (its shell, torchrun) killed with its process group, as
     # Ctrl-C or a cluster's cancel does: torchrun's ranks run in sessions of
     # their own, so the signal never reaches them; they must stop by themselves.
-    root = cli_case["root"] / "job"
-    root.mkdir()
-    config = root / "config.yaml"
-    long_run = copy.deepcopy(yaml.safe_load(cli_case["config"].read_text()))
-    long_run["train"]["max_rounds"] = 10_000
-    config.write_text(yaml.safe_dump(long_run))
-    calibrate(config, cli_case["data"])
+    root, config = long_run(cli_case, "job")
     args = ["-m", "adloco", *train_args(config, cli_case["data"], root / "out", root / "ckpt")]
     job = torchrun(args, root / "log")
     metrics = root / "ckpt" / "metrics.jsonl"

@@ -20,28 +20,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
 from kill_worker import POINTS
+from test_resume import CONFIG as RESUME
 
 HERE = Path(__file__).parent
 MOMENTS = [f"{point}@{round_}" for round_ in (2, 4) for point in POINTS]
-CONFIG = {
-    "experiment": "kills",
-    "seed": 0,
-    "data": {"dataset": "array", "source": "local", "seq_len_tokens": 12},
-    "model": TINY_MODEL,
-    "cluster": TINY_CLUSTER,
-    "train": {
-        "max_rounds": 5,
-        "inner_steps": 2,
-        "inner_lr": 0.01,
-        "warmup_fraction": 0.1,
-        "max_tokens": 20000,
-        "eval_sequences": 8,
-        "eval_batch": 8,
-    },
-    "runs": {"r": FULL_STATE_RUN},
-}
+# test_resume's run (several trainers, merges, every piece of state), five rounds.
+CONFIG = {**RESUME, "experiment": "kills", "train": {**RESUME["train"], "max_rounds": 5}}
 
 
 @pytest.fixture(scope="module")
