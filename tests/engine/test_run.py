@@ -83,3 +83,34 @@ def test_generate_stops_at_the_end_of_text_not_at_a_quote_mark(final):
         pad_token_id=eos,
     )
     assert out[0, prompt.shape[1] :].tolist() == [quote, bang, eos]
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [({"inner_lr": 0.02}, "runs.r.inner_lr"), ({}, "train.inner_lr")],
+    ids=["run's own lr", "train's lr"],
+)
+def test_a_diverged_run_names_the_key_that_set_its_learning_rate(
+    tmp_path, tiny_tokenized, monkeypatch, capsys, override, named
+):
+    from adloco.engine import inner as inner_mod
+    from adloco.engine import run as run_module
+
+    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    real = inner_mod.batch_loss
+    monkeypatch.setattr(inner_mod, "batch_loss", lambda m, x: (real(m, x)[0] * float("nan"), 1))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**CONFIG, "runs": {"r": {"method": "diloco", **override}}}))
+    args = ["train", "--config", str(config), "--run", "r", "--seed", "0"]
+    args += ["--data", str(tiny_tokenized), "--calibration", str(tmp_path / "calibration")]
+    args += ["--out", str(tmp_path / "out"), "--checkpoints", str(tmp_path / "ckpt")]
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        code = cli.main([*args, "--no-progress", "--threads", "1"])
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("adloco train: error: r seed 0 diverged: trainer 0: non-finite")
+    assert f"lower {named} (or train.outer_lr) or check the data" in err
