@@ -386,7 +386,8 @@ def check_model_fits(config: dict) -> None:
 def check_experiment_named(config: dict, path: str | Path) -> None:
     """A configuration file names its experiment: without one it would write another's results."""
     if "experiment" not in config:
-        suggestion = RUN_NAME.fullmatch(Path(path).stem) and Path(path).stem or "my-variant"
+        stem = Path(path).stem
+        suggestion = stem if RUN_NAME.fullmatch(stem) else "my-variant"
         raise ConfigError(
             f"{path}: experiment: required; it names the folder of this configuration's "
             f"results (results/<experiment>/), so that it never overwrites another "

@@ -265,3 +265,13 @@ def test_adloco_train_refuses_a_damaged_checkpoint_in_one_line(train_cli, capsys
     # torch's advice to load with weights_only=False would run the payload.
     assert "weights_only" not in err and "mmap" not in err
     assert not list(ckpt.rglob("PAYLOAD-RAN"))
+
+
+@pytest.mark.reliability("checkpoints")
+def test_a_damaged_round_with_its_previous_folder_gone_is_refused(trained, make_config, array_data):
+    ckpt, _ = trained
+    manifest = _manifest(ckpt)
+    flip_bit(ckpt / manifest["dir"] / "shared.pt")
+    (ckpt / manifest["previous"]["dir"] / "shared.pt").unlink()
+    with pytest.raises(checkpoint.CorruptCheckpointError, match="no intact earlier round"):
+        make_engine(make_config, array_data, ckpt).run()

@@ -421,7 +421,11 @@ def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
     for entry in (e for e in entries if e):
         try:
             saved = _open_round(directory, entry, expected_fingerprint)
-        except CorruptCheckpointError as exc:
+        except (CorruptCheckpointError, FileNotFoundError) as exc:
+            # A file of the last round this process cannot see is no corruption
+            # (a folder not shared by every machine): say so, do not fall back.
+            if isinstance(exc, FileNotFoundError) and not problems:
+                raise
             problems.append(str(exc))
             continue
         if problems:
