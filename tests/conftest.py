@@ -8,45 +8,15 @@ function ``adloco tokenize`` calls; tests of later stages open it with
 
 from __future__ import annotations
 
-import random
-
 import pytest
+
+from c4_records import make_c4_records
 
 TINY_DOCUMENTS = 120
 TINY_SEQ_LEN_TOKENS = 16
 TINY_VOCAB_SIZE = 300
 TINY_VALIDATION_FRACTION = 0.2
 TINY_SEED = 0
-
-_WORDS = (
-    "the of and to in is was for on that with as by at from his an were are which this be "
-    "has had also first one their its after new who they two her she been other when there "
-    "all during into school time may years more most only over city some world would where "
-    "later up such used many can state about national out known university united then made "
-    "café naïve façade résumé Zürich São–Paulo “quoted” it’s 東京 Ωmega"
-).split()
-
-
-def make_c4_records(count: int, seed: int = 0) -> list[dict]:
-    """Deterministic synthetic C4 records with unique texts (some non-ASCII, some newlines)."""
-    rng = random.Random(seed)
-    records = []
-    for index in range(count):
-        sentences = []
-        for _ in range(rng.randint(2, 6)):
-            words = [rng.choice(_WORDS) for _ in range(rng.randint(4, 14))]
-            sentences.append(" ".join(words).capitalize() + ".")
-        text = f"Document {index}. " + " ".join(sentences)
-        if index % 5 == 0:
-            text += "\n\nA second paragraph of document " + str(index) + "."
-        records.append(
-            {
-                "text": text,
-                "timestamp": f"2019-04-{1 + index % 28:02d}T12:{index % 60:02d}:00Z",
-                "url": f"https://example.org/doc/{index}",
-            }
-        )
-    return records
 
 
 def make_data_config(**overrides) -> dict:
@@ -127,3 +97,31 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------ reliability cases
+# `pytest -m reliability` re-runs every fault case of docs/reliability.md; the
+# summary counts them by the category of their marker.
+RELIABILITY = "reliability"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        marker = item.get_closest_marker(RELIABILITY)
+        if marker is not None:
+            item.user_properties.append((RELIABILITY, marker.args[0] if marker.args else "other"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    counts: dict[str, list[int]] = {}
+    for outcome in ("passed", "failed", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            category = dict(getattr(report, "user_properties", ())).get(RELIABILITY)
+            if category is None or (report.when != "call" and outcome != "error"):
+                continue
+            tally = counts.setdefault(category, [0, 0])
+            tally[0] += outcome == "passed"
+            tally[1] += 1
+    if counts:
+        cases = ", ".join(f"{name} {ok}/{total}" for name, (ok, total) in sorted(counts.items()))
+        terminalreporter.write_line(f"reliability cases passed: {cases}")

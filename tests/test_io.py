@@ -72,3 +72,49 @@ def test_a_failed_write_leaves_the_old_output_and_no_temporary(tmp_path, helper)
     with pytest.raises(RuntimeError), helper(target):
         raise RuntimeError("stage failed")
     assert os.listdir(tmp_path) == ["out"]
+
+
+# ------------------------------------------------------------------ what a folder may hold
+def test_a_folder_is_replaced_only_when_adloco_wrote_all_of_it(tmp_path):
+    from adloco.io import OWNED_LIST, ForeignFolderError
+
+    target = tmp_path / "out"
+    with atomic_dir(target) as tmp:
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "a.bin").write_bytes(b"a")
+    assert (target / OWNED_LIST).is_file()
+    (target / ".snakemake_timestamp").write_text("")  # Snakemake's, for a directory output
+    with atomic_dir(target) as tmp:
+        (tmp / "b.bin").write_bytes(b"b")
+    assert sorted(p.name for p in target.iterdir()) == [OWNED_LIST, "b.bin"]
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(ForeignFolderError, match=r"--out .*/out: holds 1 file\(s\) .*notes.txt"):
+        with atomic_dir(target, what="--out") as tmp:
+            pytest.fail("the work must not start")
+    assert (target / "notes.txt").read_text() == "mine"
+
+
+def test_own_patterns_cover_a_folder_written_before_the_list(tmp_path):
+    from adloco.io import ForeignFolderError, check_replaceable
+
+    legacy = tmp_path / "tokenized"
+    (legacy / "tokenizer").mkdir(parents=True)
+    for name in ("manifest.json", "train-00000.bin", "tokenizer/tokenizer.json"):
+        (legacy / name).write_text("x")
+    own = ("manifest.json", "tokenizer/*", "*-[0-9][0-9][0-9][0-9][0-9].bin")
+    check_replaceable(legacy, own)
+    (legacy / "tokenizer" / ".." / "passwd").write_text("x")
+    with pytest.raises(ForeignFolderError, match="passwd"):
+        check_replaceable(legacy, own)
+    with pytest.raises(ForeignFolderError, match="not a folder"):
+        check_replaceable(legacy / "manifest.json")
+
+
+def test_check_writable_leaves_nothing_behind_and_names_a_file_in_the_way(tmp_path):
+    from adloco.io import NotWritableError, check_writable
+
+    check_writable(tmp_path / "new" / "deeper", "--out")
+    assert list(tmp_path.iterdir()) == []  # probed in tmp_path, nothing created
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotWritableError, match=r"--out .*/file/run \(in .*/file\): cannot write"):
+        check_writable(tmp_path / "file" / "run", "--out")

@@ -1,10 +1,14 @@
-"""The profiles' check of the configuration file's YAML before Snakemake reads it."""
+"""The profiles' check of the configuration file before Snakemake reads it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from adloco.snakemake_preflight import check_configfiles, configfile_args
+from adloco.snakemake_preflight import check_configfiles, config_args, configfile_args
+
+TEST_PRESET = Path(__file__).parents[1] / "config" / "test.yaml"
 
 
 @pytest.mark.parametrize(
@@ -22,12 +26,14 @@ def test_configfile_args(argv, files):
 
 def test_a_syntax_error_stops_with_file_and_line(tmp_path, monkeypatch):
     good, bad = tmp_path / "good.yaml", tmp_path / "bad copy.yaml"
-    good.write_text("seed: 0\n")
+    good.write_text(TEST_PRESET.read_text())
     bad.write_text("seed: 0\ntrain:\n  max_rounds: [3\n  inner_steps: 2\n")
     check_configfiles(["--configfile", str(good)])
     with pytest.raises(SystemExit) as stop:
         check_configfiles(["-n", "--configfile", str(bad)])
-    assert str(stop.value).startswith(f"snakemake: {bad}: not valid YAML: line 4, column 14: ")
+    assert str(stop.value).startswith(
+        f"snakemake: error: {bad}: not valid YAML: line 4, column 14: "
+    )
     # Without --configfile: the workflow's default file, when there is one.
     monkeypatch.chdir(tmp_path)
     check_configfiles([])
@@ -37,3 +43,51 @@ def test_a_syntax_error_stops_with_file_and_line(tmp_path, monkeypatch):
         check_configfiles(["-n"])
     # A missing file is Snakemake's to report.
     check_configfiles(["--configfile", str(tmp_path / "missing.yaml")])
+
+
+@pytest.mark.parametrize(
+    ("argv", "values"),
+    [
+        (
+            ["-n", "--config", "seed=1", "train.inner_lr=2", "--cores", "2"],
+            ["seed=1", "train.inner_lr=2"],
+        ),
+        (["-C", "seed=1"], ["seed=1"]),
+        (["--config=seed=1"], ["seed=1"]),
+        (["--configfile", "a.yaml"], []),
+    ],
+)
+def test_config_args(argv, values):
+    assert config_args(argv) == values
+
+
+def test_config_on_the_command_line_stops_in_one_line():
+    with pytest.raises(SystemExit) as stop:
+        check_configfiles(["-n", "--config", "seed=1"])
+    message = str(stop.value)
+    assert message.startswith("snakemake: error: --config seed=1: the configuration file is ")
+    assert "\n" not in message and "--configfile" in message
+
+
+def test_an_invalid_value_stops_naming_file_and_key(tmp_path):
+    config = tmp_path / "variant.yaml"
+    config.write_text(TEST_PRESET.read_text().replace("inner_steps: 2 ", "inner_steps: -2 "))
+    with pytest.raises(SystemExit) as stop:
+        check_configfiles(["--configfile", str(config)])
+    message = str(stop.value)
+    assert message.startswith(f"snakemake: error: {config}: invalid configuration: ")
+    assert "train.inner_steps" in message and "\n" not in message
+
+
+def test_a_raw_folder_adloco_did_not_write_stops_before_snakemake_empties_it(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "thesis.tex").write_text("years of work")
+    config = tmp_path / "variant.yaml"
+    config.write_text(
+        TEST_PRESET.read_text().replace("raw_dir: data/raw/test-tiny", f"raw_dir: {home}")
+    )
+    with pytest.raises(SystemExit) as stop:
+        check_configfiles(["--configfile", str(config)])
+    assert "data.raw_dir" in str(stop.value) and "thesis.tex" in str(stop.value)
+    assert (home / "thesis.tex").read_text() == "years of work"

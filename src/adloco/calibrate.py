@@ -44,7 +44,7 @@ import torch
 
 from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, SLOT_SHARING, StepTimeCurve
 from adloco.config import load_config, load_schema
-from adloco.data.reader import read_manifest
+from adloco.data.reader import read_checked_manifest
 from adloco.io import read_json_object, write_json_atomic
 from adloco.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
 from adloco.model import DTYPES, batch_loss, build_model, num_parameters
@@ -742,7 +742,7 @@ def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepT
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     device_cfg = find_device(config, args.device)
-    manifest = read_manifest(args.data)
+    manifest = read_checked_manifest(args.data)
     if manifest["seq_len_tokens"] != config["data"]["seq_len_tokens"]:
         raise ValueError(
             f"{Path(args.data) / 'manifest.json'}: seq_len_tokens {manifest['seq_len_tokens']} "

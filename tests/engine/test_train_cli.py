@@ -16,6 +16,7 @@ from adloco import cli
 from adloco.engine import checkpoint
 
 CONFIG = {
+    "experiment": "train-cli",
     "seed": 0,
     "data": {"dataset": "tiny", "source": "local", "seq_len_tokens": 16},
     "model": TINY_MODEL,
@@ -152,6 +153,6 @@ def test_a_subset_smaller_than_a_batch_is_refused_before_training(tmp_path, tiny
     args += ["--out", str(tmp_path / "out"), "--checkpoints", str(tmp_path / "ckpt")]
     assert cli.main(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith("adloco train: runs.r.subset_fraction: 0.001 of the ")
+    assert err.startswith("adloco train: error: runs.r.subset_fraction: 0.001 of the ")
     assert "Traceback" not in err
     assert not (tmp_path / "ckpt").exists() and not (tmp_path / "out").exists()

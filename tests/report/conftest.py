@@ -185,6 +185,7 @@ class Workspace:
             for name, s in self.settings.items()
         }
         config = {
+            "experiment": "report-test",
             **BASE_CONFIG,
             **({"cluster": cluster} if cluster else {}),
             "seeds": seeds,

@@ -37,7 +37,7 @@ DEFAULT_RUNS = resolved(
         "diloco-matched-comms": {"method": "diloco"},
         "localsgd": {"method": "localsgd"},
         "adloco": FULL,
-        "adloco-eta-0.8": {**FULL, "eta": 0.8},
+        "adloco-eta-0_8": {**FULL, "eta": 0.8},
         "adloco-no-adaptive": {**FULL, "batch_test": "none"},
         "adloco-no-merge": {**FULL, "merge": "none"},
         "adloco-no-switch": {**FULL, "switch": "never_accumulate"},
@@ -50,9 +50,9 @@ def test_roles_of_the_default_runs_are_detected():
     assert roles.adloco == "adloco" and roles.diloco == "diloco"
     assert roles.baselines == ["diloco-max-batch", "diloco-matched-comms", "localsgd"]
     assert roles.ablations == ["adloco-no-adaptive", "adloco-no-merge", "adloco-no-switch"]
-    assert roles.variants == ["adloco-eta-0.8"]  # differs in eta only: not an ablation
+    assert roles.variants == ["adloco-eta-0_8"]  # differs in eta only: not an ablation
     assert roles.ablation_labels["adloco-no-merge"] == "merge=none"
-    assert roles.role_of("adloco-eta-0.8") == "AdLoCo variant"
+    assert roles.role_of("adloco-eta-0_8") == "AdLoCo variant"
 
 
 def test_paper_preset_names():
@@ -70,13 +70,13 @@ def test_paper_preset_names():
 
 def test_explicit_roles_win_and_are_checked():
     section = {
-        "adloco": "adloco-eta-0.8",
+        "adloco": "adloco-eta-0_8",
         "diloco": "diloco-max-batch",
         "baselines": ["localsgd"],
         "ablations": ["adloco-no-merge"],
     }
     roles = assign_roles({"report": section}, DEFAULT_RUNS)
-    assert (roles.adloco, roles.diloco) == ("adloco-eta-0.8", "diloco-max-batch")
+    assert (roles.adloco, roles.diloco) == ("adloco-eta-0_8", "diloco-max-batch")
     assert roles.baselines == ["localsgd"] and roles.ablations == ["adloco-no-merge"]
     assert "adloco" in roles.variants and roles.sources["adloco"] == "report.adloco"
     with pytest.raises(ConfigError, match="report.diloco: no run named 'nope'"):

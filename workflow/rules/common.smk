@@ -34,6 +34,8 @@ if SRC_DIR and SRC_DIR not in sys.path:
     sys.path.insert(0, SRC_DIR)
 
 import adloco.config
+import adloco.data.corpus
+import adloco.io
 from adloco import paths
 import adloco.snakemake_lock
 
@@ -94,9 +96,12 @@ def _config_file():
 
 
 def _read_config(path):
-    # As every adloco command reads it: a syntax error names the line.
+    # As every adloco command reads it: a syntax error names the line, a
+    # duplicate key both lines, and the file must name its experiment.
     try:
-        return adloco.config.read_yaml(path)
+        settings = adloco.config.read_yaml(path)
+        adloco.config.check_experiment_named(settings, path)
+        return settings
     except adloco.config.ConfigError as exc:
         raise WorkflowError(str(exc)) from None
 
@@ -120,10 +125,17 @@ validate(config, "../schemas/config.schema.yaml")
 
 DATASET = config["data"]["dataset"]
 RAW_DIR = config["data"]["raw_dir"].rstrip("/")
+# Snakemake empties an output folder before its job runs (--forcerun, a changed
+# setting): the corpus folder must hold nothing adloco did not write there.
+if config["data"]["source"] == "offline-wiki":
+    try:
+        adloco.io.check_replaceable(RAW_DIR, adloco.data.corpus.CORPUS_FILES, "data.raw_dir")
+    except adloco.io.ForeignFolderError as exc:
+        raise WorkflowError(f"{CONFIG_FILE}: {exc}") from None
 TOKENIZED_DIR = str(paths.tokenized_dir(DATASET))
 MANIFEST = f"{TOKENIZED_DIR}/manifest.json"
 # Everything this configuration computes: results/<experiment>/, logs/<experiment>/.
-EXPERIMENT = config.get("experiment", "default")
+EXPERIMENT = config["experiment"]
 CALIBRATION_DIR = str(paths.calibration_dir(EXPERIMENT))
 VARIANCE_DIR = str(paths.variance_dir(EXPERIMENT))
 REPORT_DIR = str(paths.report_dir(EXPERIMENT))

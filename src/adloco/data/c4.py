@@ -18,6 +18,15 @@ file stop the stage with one line naming the file and the line
 and counted instead (:class:`RecordStats`, written to the manifest). The local
 files are read with Python's own gzip and json rather than the ``datasets``
 JSON reader, whose errors name neither the file nor the line.
+
+Each local file is read to its end, and its gzip checksum checked, before any
+of its records is used (:func:`gzip_problem`): a file whose checksum fails is
+refused even when ``max_documents`` would stop reading before the damage. An
+empty (0-byte) file is a broken file too, named. A record longer than
+:data:`MAX_RECORD_BYTES` (1 MiB of JSON, far above any C4 document) is a bad
+record, read no further than that: one hostile line never costs more memory
+than that, in reading or in tokenization, which takes about 130 bytes of
+memory per byte of text.
 """
 
 from __future__ import annotations
@@ -38,6 +47,9 @@ LOCAL_PATTERN = "*.json.gz"
 ON_BAD_RECORD = ("error", "skip")
 # Skipped records quoted in the manifest (all are counted).
 EXAMPLES_KEPT = 10
+# The longest record (one JSON line, or a hub record's text in UTF-8) that is read.
+MAX_RECORD_BYTES = 1 << 20
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class BadRecordError(ValueError):
@@ -81,26 +93,91 @@ def _text_problem(record: object) -> str | None:
     return None
 
 
+def gzip_problem(path: str | Path) -> str | None:
+    """Why the gzip file ``path`` cannot be trusted (read to its end, checksum included), or None.
+
+    The message names the file and the line where reading stopped. Results
+    are remembered per file, size and modification time: tokenization reads
+    each file twice (BPE training, then encoding).
+    """
+    path = Path(path)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _VERIFIED:
+        _VERIFIED[key] = _read_to_end(path, stat.st_size)
+    return _VERIFIED[key]
+
+
+_VERIFIED: dict[tuple, str | None] = {}
+
+
+def _read_to_end(path: Path, size_bytes: int) -> str | None:
+    if size_bytes == 0:
+        return f"{path}: empty file (0 bytes), not gzip data"
+    with open(path, "rb") as fh:
+        if fh.read(2) != GZIP_MAGIC:
+            return f"{path}, line 1: not a gzip file (it does not start with gzip's magic bytes)"
+    lines = 0
+    try:
+        with gzip.open(path, "rb") as fh:
+            # Line by line (each read no further than a record may be long), so
+            # that the message names the line where the damage is.
+            while raw := fh.readline(MAX_RECORD_BYTES + 1):
+                lines += raw.endswith(b"\n")
+    except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        if isinstance(exc, gzip.BadGzipFile):
+            return f"{path}, line {lines + 1}: corrupt gzip data ({exc})"
+        return f"{path}, after line {lines}: truncated or corrupt gzip data ({exc})"
+    return None
+
+
+def _lines(fh) -> Iterator[bytes | None]:
+    """The lines of ``fh``, each read no further than MAX_RECORD_BYTES; None for a longer one."""
+    while raw := fh.readline(MAX_RECORD_BYTES + 1):
+        if len(raw) <= MAX_RECORD_BYTES or raw.endswith(b"\n"):
+            yield raw
+            continue
+        # The rest of an overlong line, dropped as it is read.
+        while (rest := fh.readline(MAX_RECORD_BYTES)) and not rest.endswith(b"\n"):
+            pass
+        yield None
+
+
 def read_local_records(
     files: Iterable[str | Path], on_bad_record: str = "error", stats: RecordStats | None = None
 ) -> Iterator[dict]:
     """The records of gzipped JSON-lines files, in order, each checked line by line.
 
-    Blank lines are passed over. A bad line raises :class:`BadRecordError`
-    naming the file and the line (``on_bad_record="error"``) or is skipped and
-    counted in ``stats`` (``"skip"``); so is the unreadable end of a truncated
-    or corrupt gzip file, whose complete lines before it are kept.
+    Every file is first read to its end (:func:`gzip_problem`); a broken file
+    raises :class:`BadRecordError` naming it before any of its records is used
+    (``on_bad_record="error"``), or with ``"skip"`` counts once in ``stats``
+    while its complete lines before the damage are kept. Blank lines are passed
+    over. A bad line, or one longer than :data:`MAX_RECORD_BYTES`, raises
+    naming the file and the line, or is skipped and counted.
     """
     if on_bad_record not in ON_BAD_RECORD:
         raise ValueError(f"data.on_bad_record: {on_bad_record!r} is not one of {ON_BAD_RECORD}")
     for path in files:
+        problem = gzip_problem(path)
+        if problem is not None:
+            _bad(problem, on_bad_record, stats)
         line_no = 0
         try:
             with gzip.open(path, "rb") as fh:
-                for line_no, raw in enumerate(fh, start=1):  # noqa: B007 (used after the loop)
+                for line_no, raw in enumerate(_lines(fh), start=1):  # noqa: B007 (used after)
+                    where = f"{path}, line {line_no}"
+                    if raw is None:
+                        _bad(
+                            f"{where}: a record longer than {MAX_RECORD_BYTES} bytes (the "
+                            "longest one read, so that one line cannot exhaust memory)",
+                            on_bad_record,
+                            stats,
+                        )
+                        continue
                     if not raw.strip():
                         continue
-                    where = f"{path}, line {line_no}"
                     try:
                         line = raw.decode("utf-8").rstrip("\r\n")
                     except UnicodeDecodeError as exc:
@@ -120,25 +197,16 @@ def read_local_records(
                             stats,
                         )
                         continue
-                    problem = _text_problem(record)
-                    if problem is not None:
-                        _bad(f"{where}: {problem}", on_bad_record, stats)
+                    problem_ = _text_problem(record)
+                    if problem_ is not None:
+                        _bad(f"{where}: {problem_}", on_bad_record, stats)
                         continue
                     yield record
-        except gzip.BadGzipFile as exc:
-            where = f"{path}, line {line_no + 1}"
-            if line_no == 0:
-                _bad(f"{where}: not a gzip file ({exc})", on_bad_record, stats)
-            else:
-                _bad(f"{where}: corrupt gzip data ({exc})", on_bad_record, stats)
-        except (EOFError, zlib.error, OSError) as exc:
+        except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as exc:
             if isinstance(exc, FileNotFoundError):
                 raise
-            _bad(
-                f"{path}, after line {line_no}: truncated or corrupt gzip data ({exc})",
-                on_bad_record,
-                stats,
-            )
+            if problem is None:  # the file changed since it was verified
+                _bad(f"{path}, after line {line_no}: unreadable ({exc})", on_bad_record, stats)
 
 
 def local_files(raw_dir: str | Path) -> list[Path]:
@@ -181,6 +249,8 @@ def normalize_records(
     kept = 0
     for index, record in enumerate(stream):
         problem = _text_problem(record)
+        if problem is None and _utf8_bytes_over(record["text"], MAX_RECORD_BYTES):
+            problem = f"a text longer than {MAX_RECORD_BYTES} bytes (the longest one read)"
         if problem is not None:
             _bad(f"{origin}: record {index}: {problem}", on_bad_record, stats)
             continue
@@ -195,6 +265,11 @@ def normalize_records(
         kept += 1
         if max_documents is not None and kept >= max_documents:
             return
+
+
+def _utf8_bytes_over(text: str, limit: int) -> bool:
+    # A character is 1 to 4 bytes: encode only a text that may be over.
+    return len(text) > limit or (len(text) > limit // 4 and len(text.encode("utf-8")) > limit)
 
 
 def open_stream(

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from adloco.config import ConfigError, load_config
-from adloco.io import atomic_dir, sha256_file
+from adloco.io import atomic_dir, check_replaceable, naming_output, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,10 @@ WIKI_TIMESTAMP = "2019-04-25T00:00:00Z"
 # 10,033 articles -> 2 files, like C4's many-files layout on a small scale.
 DOCUMENTS_PER_FILE = 5120
 C4_FIELDS = ("text", "timestamp", "url")
+# What this stage writes into its folder: a folder holding anything else (a
+# home folder given as data.raw_dir) is refused, never emptied (adloco.io).
+CORPUS_FILES = ("c4-train.*-of-*.json.gz", "SOURCE.json")
+WHAT = "--out (data.raw_dir)"
 
 
 def package_file(distribution: str, relative: str) -> Path:
@@ -105,7 +109,11 @@ def write_c4_file(records: Iterable[dict], path: str | Path) -> int:
     equal bytes.
     """
     count = 0
-    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+    with (
+        naming_output(path),
+        open(path, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+    ):
         for record in records:
             line = json.dumps({k: record[k] for k in C4_FIELDS}, separators=(",", ":"))
             gz.write(line.encode("utf-8") + b"\n")
@@ -123,7 +131,7 @@ def write_c4_files(
     Returns the file paths in order.
     """
     folder = Path(folder)
-    with atomic_dir(folder) as tmp:
+    with atomic_dir(folder, CORPUS_FILES, WHAT) as tmp:
         names = [p.name for p in write_c4_files_into(records, tmp, documents_per_file)]
     return [folder / name for name in names]
 
@@ -152,14 +160,15 @@ def prepare_wiki_corpus(
     documents_per_file: int = DOCUMENTS_PER_FILE,
 ) -> dict:
     """Build the offline corpus in ``out``; return its provenance (also written as SOURCE.json)."""
+    out = Path(out)
+    check_replaceable(out, CORPUS_FILES, WHAT)
     path = Path(source) if source is not None else wiki_summaries_path()
     records = wiki_records(path, max_documents)
     try:
         version = metadata.version(WIKI_PACKAGE)
     except metadata.PackageNotFoundError:
         version = None
-    out = Path(out)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, CORPUS_FILES, WHAT) as tmp:
         files = write_c4_files_into(records, tmp, documents_per_file)
         provenance = {
             "kind": "offline-wiki",
@@ -176,9 +185,32 @@ def prepare_wiki_corpus(
     return provenance
 
 
+def note_hub_source(out: str | Path, data_cfg: dict) -> dict:
+    """For a hub source, a folder whose SOURCE.json says the records are streamed, not stored.
+
+    DVC's pipeline has a prepare-corpus stage for every preset (a template
+    cannot leave a stage out); with ``data.source: hub`` it writes only this
+    note, and ``adloco tokenize`` streams the records itself.
+    """
+    provenance = {
+        "kind": "hub",
+        "hub_path": data_cfg["hub_path"],
+        "hub_name": data_cfg["hub_name"],
+        "files": [],
+        "text": "nothing stored: adloco tokenize streams the records from the hub",
+    }
+    with atomic_dir(out, CORPUS_FILES, WHAT) as tmp:
+        (tmp / "SOURCE.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
+    return provenance
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     data = cfg["data"]
+    if data["source"] == "hub":
+        note_hub_source(args.out, data)
+        log.info("data.source is hub: tokenize streams the records; noted in %s", args.out)
+        return 0
     if data["source"] != "offline-wiki":
         raise ConfigError(
             f"data.source is {data['source']!r}: prepare-corpus only builds the offline-wiki corpus"

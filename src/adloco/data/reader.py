@@ -6,10 +6,14 @@ checks every shard and every file of the tokenizer folder against
 ``manifest.json``: its size always, its sha256 when ``verify`` is true (the
 default), so a truncated or corrupted shard or ``tokenizer.json`` fails at once
 with :class:`CorruptDataError` naming the file instead of training on garbage
-(or failing only when the final model is saved with its tokenizer). Manifests
-written before tokenizer checksums existed have no ``tokenizer.files``; their
-tokenizer is not checked. Shards are memory-mapped, never read whole; :meth:`TokenSplit.get`
-gathers sequences by index with one numpy fancy index per shard touched.
+(or failing only when the final model is saved with its tokenizer). The
+manifest's vocabulary size and special ids are then checked against the
+tokenizer itself (:func:`check_tokenizer_ids`): an edited ``vocab_size``
+would build a model of the wrong size, an edited ``eos_token_id`` would go
+unnoticed. Manifests written before tokenizer checksums existed have no
+``tokenizer.files``; their tokenizer files are not checked. Shards are
+memory-mapped, never read whole; :meth:`TokenSplit.get` gathers sequences by
+index with one numpy fancy index per shard touched.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from adloco.data.tokenizer import saved_ids
 from adloco.io import read_json_object, sha256_file
 
 FORMAT_VERSION = 1
@@ -138,6 +143,7 @@ class TokenData:
         manifest = read_manifest(folder)
         check_shards(folder, manifest, verify=verify)
         check_tokenizer(folder, manifest, verify=verify)
+        check_tokenizer_ids(folder, manifest)
         return cls(folder, manifest)
 
     def split(self, name: str) -> TokenSplit:
@@ -182,6 +188,18 @@ def read_manifest(folder: str | Path) -> dict:
     return manifest
 
 
+def read_checked_manifest(folder: str | Path, verify: bool = True) -> dict:
+    """The manifest, checked against the tokenizer it names; for a stage that needs no shard.
+
+    Calibration builds its model from the manifest's vocabulary: that must be
+    the tokenizer's, as for :meth:`TokenData.open`.
+    """
+    manifest = read_manifest(folder)
+    check_tokenizer(folder, manifest, verify=verify)
+    check_tokenizer_ids(folder, manifest)
+    return manifest
+
+
 def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> None:
     """Size (and with ``verify``, sha256) of every shard against the manifest."""
     folder = Path(folder)
@@ -223,6 +241,33 @@ def check_tokenizer(folder: str | Path, manifest: dict, verify: bool = True) -> 
     if verify:
         for entry in files:
             _check_sha256(tokenizer_dir / entry["file"], entry["sha256"], "tokenizer file")
+
+
+def check_tokenizer_ids(folder: str | Path, manifest: dict) -> None:
+    """The manifest's vocabulary size and EOS/BOS ids are those of the tokenizer it names."""
+    folder = Path(folder)
+    tokenizer_dir = folder / manifest["tokenizer"].get("dir", "tokenizer")
+    try:
+        actual = saved_ids(tokenizer_dir)
+    except Exception as exc:  # noqa: BLE001 (whatever a damaged file makes the loader raise)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CorruptDataError(
+            f"{tokenizer_dir}: the tokenizer does not load ({reason}); re-run adloco tokenize"
+        ) from exc
+    claims = {
+        "vocab_size": manifest["vocab_size"],
+        "tokenizer.vocab_size": manifest["tokenizer"].get("vocab_size", actual["vocab_size"]),
+        "tokenizer.eos_token_id": manifest["tokenizer"].get("eos_token_id"),
+        "tokenizer.bos_token_id": manifest["tokenizer"].get("bos_token_id"),
+    }
+    for key, claimed in claims.items():
+        real = actual[key.rpartition(".")[2]]
+        if claimed != real:
+            raise CorruptDataError(
+                f"{folder / 'manifest.json'}: {key} is {claimed!r}, but the tokenizer in "
+                f"{tokenizer_dir} says {real!r}: the manifest was edited or belongs to other "
+                "data (re-run adloco tokenize)"
+            )
 
 
 def _check_sha256(path: Path, expected: str, what: str) -> None:

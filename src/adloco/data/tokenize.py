@@ -42,7 +42,7 @@ from adloco.config import load_config
 from adloco.data import c4, reference
 from adloco.data import tokenizer as tok
 from adloco.data.reader import DTYPES, TokenSplit
-from adloco.io import atomic_dir, sha256_file, write_json_atomic
+from adloco.io import atomic_dir, naming_output, sha256_file, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +50,18 @@ FORMAT_VERSION = 1
 SPLITS = ("train", "validation")
 BASE_SPLIT = "base"
 # Documents per encode call: large enough to amortise the call, small enough
-# that a worker's batch of C4 text stays a few MiB.
+# that a worker's batch of C4 text stays a few MiB. A batch also ends once its
+# texts reach BATCH_CHARS, so that long documents (each at most
+# c4.MAX_RECORD_BYTES) bound a worker's memory too: encoding takes about 130
+# bytes per byte of text.
 BATCH_DOCUMENTS = 512
+BATCH_CHARS = 1 << 20
 # 2**27 tokens = 256 MiB of uint16 per shard file.
 SHARD_TOKENS = 1 << 27
 # Buffered tokens per split before full sequences are written out.
 FLUSH_TOKENS = 1 << 20
+# What this stage writes into its folder (adloco.io.check_replaceable).
+TOKENIZED_FILES = ("manifest.json", "tokenizer/*", "*-[0-9][0-9][0-9][0-9][0-9].bin")
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -156,7 +162,8 @@ class ShardWriter:
                 self._shard_tokens = 0
             part = data[: self.capacity_tokens - self._shard_tokens]
             raw = part.tobytes()
-            self._file.write(raw)
+            with naming_output(self.folder / self.shards[-1]["file"]):
+                self._file.write(raw)
             self._hash.update(raw)
             self._shard_tokens += int(part.size)
             data = data[part.size :]
@@ -185,13 +192,19 @@ class ShardWriter:
         }
 
 
-def batched_texts(records: Iterable[dict], size: int = BATCH_DOCUMENTS) -> Iterator[list[str]]:
+def batched_texts(
+    records: Iterable[dict], size: int = BATCH_DOCUMENTS, chars: int = BATCH_CHARS
+) -> Iterator[list[str]]:
+    """The texts in batches of ``size`` documents, or fewer once they hold ``chars`` characters."""
     batch: list[str] = []
+    held = 0
     for record in records:
         batch.append(record["text"])
-        if len(batch) == size:
+        held += len(record["text"])
+        if len(batch) == size or held >= chars:
             yield batch
             batch = []
+            held = 0
     if batch:
         yield batch
 
@@ -264,7 +277,10 @@ def tokenize_corpus(
     seq_len = data_cfg["seq_len_tokens"]
     if shard_sequences is None:
         shard_sequences = max(1, SHARD_TOKENS // seq_len)
-    with atomic_dir(out) as tmp, tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch:
+    with (
+        atomic_dir(out, TOKENIZED_FILES, "--out") as tmp,
+        tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch,
+    ):
         tokenizer = build_tokenizer(data_cfg, seed, raw_dir, tmp, scratch, progress)
         writers = {
             s: ShardWriter(tmp, s, seq_len, tokenizer.dtype, shard_sequences)
@@ -293,11 +309,12 @@ def tokenize_corpus(
 class SavedTokenizer:
     """The tokenizer written into the output folder, and what the shards need of it."""
 
-    def __init__(self, tokenizer: Any, folder: Path):
+    def __init__(self, folder: Path):
         self.dir = folder
-        self.vocab_size = len(tokenizer)
-        self.eos_token_id = int(tokenizer.eos_token_id)
-        self.added = tok.describe(tok.load_backend(folder), self.eos_token_id)
+        ids = tok.saved_ids(folder)
+        self.vocab_size = ids["vocab_size"]
+        self.eos_token_id = ids["eos_token_id"]
+        self.added = {k: ids[k] for k in ("bos_token_id", "appends_eos")}
         self.dtype = tok.token_dtype(self.vocab_size)
 
 
@@ -321,7 +338,7 @@ def build_tokenizer(
     tokenizer = tok.build_tokenizer(tok_cfg, train_texts, scratch)
     if train_texts is not None:
         bar.close()
-    return SavedTokenizer(tokenizer, tok.save_tokenizer(tokenizer, out / "tokenizer"))
+    return SavedTokenizer(tok.save_tokenizer(tokenizer, out / "tokenizer"))
 
 
 def write_documents(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -133,7 +134,17 @@ def build_tokenizer(
 def save_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
     """``save_pretrained`` into ``folder``; check that ``tokenizer.json`` is there."""
     folder = Path(folder)
-    tokenizer.save_pretrained(str(folder))
+    try:
+        tokenizer.save_pretrained(str(folder))
+    except OSError:
+        raise
+    except Exception as exc:
+        # The Rust backend's write errors are plain Exceptions: "... (os error 28)".
+        code = re.search(r"\(os error (\d+)\)", str(exc))
+        if code is None:
+            raise
+        errno_ = int(code.group(1))
+        raise OSError(errno_, os.strerror(errno_), str(folder / "tokenizer.json")) from exc
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
     if config.get("tokenizer_class") == "TokenizersBackend":
@@ -151,6 +162,22 @@ def load_backend(folder: str | Path) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer file not found: {path}")
     return Tokenizer.from_file(str(path))
+
+
+def saved_ids(folder: str | Path) -> dict:
+    """What a saved tokenizer folder says: vocabulary size, EOS and added BOS ids, EOS appended.
+
+    Read the way training and the final model read it
+    (``AutoTokenizer.from_pretrained``), so that the manifest written from it
+    and checked against it (:mod:`adloco.data.reader`) hold what every stage
+    will see.
+    """
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"{folder}: the tokenizer has no EOS token")
+    eos = int(tokenizer.eos_token_id)
+    added = describe(load_backend(folder), eos)
+    return {"vocab_size": len(tokenizer), "eos_token_id": eos, **added}
 
 
 def describe(backend: Any, eos_token_id: int) -> dict:

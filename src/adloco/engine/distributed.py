@@ -12,15 +12,21 @@ all-reduces over the whole world, a process that holds no slot of a trainer
 contributing zeros, so every process ends a round with the same bits and takes
 the same outer step, merge and allocation. A collective that fails (a peer
 died) or waits longer than the process-group timeout raises
-:class:`PeerFailure` naming the operation, the rank and the timeout. Launch
-commands, costs and the failure and checkpoint protocol are in
-``docs/distributed.md``.
+:class:`PeerFailure` naming the operation, the rank and the timeout. torchrun
+starts every rank in a session of its own, so a signal to the job's process
+group (Ctrl-C, a cluster's cancel) that kills the launcher never reaches the
+ranks: each rank watches its launcher (:func:`watch_launcher`) and stops
+within a second of it being gone. Launch commands, costs and the failure and
+checkpoint protocol are in ``docs/distributed.md``.
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -29,9 +35,17 @@ import torch.distributed as dist
 
 from adloco.algo.stats import GradientStatsAccumulator, GroupStats, NodeScalars, combine
 
+log = logging.getLogger(__name__)
+
 TIMEOUT_ENV = "ADLOCO_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0  # torch's own default; a round's imbalance between ranks must fit
 LAUNCH_KEYS = ("WORLD_SIZE", "RANK", "LOCAL_RANK")
+# Set by torchrun's elastic agent in the environment of the ranks it starts.
+AGENT_KEY = "TORCHELASTIC_RUN_ID"
+# How often a rank looks whether its launcher is still there.
+LAUNCHER_POLL_S = 0.5
+# The exit status of a rank whose launcher is gone, as if killed by SIGTERM.
+ORPHAN_EXIT_STATUS = 143
 # GroupStats.to_tensor() entries: 4 counts the ranks that had a direction; an
 # appended entry 7 counts the ranks that saw groups.
 _HAS_DIRECTION = 4
@@ -67,6 +81,42 @@ def launch_env(environ: Mapping[str, str] | None = None) -> LaunchEnv | None:
     if env.world_size < 1 or not 0 <= env.rank < env.world_size or env.local_rank < 0:
         raise ValueError(f"torch.distributed launch: inconsistent {env}")
     return env
+
+
+def watch_launcher(
+    env: LaunchEnv, poll_s: float = LAUNCHER_POLL_S, environ: Mapping[str, str] | None = None
+) -> threading.Thread | None:
+    """Stop this process once the torchrun agent that started it is gone.
+
+    A daemon thread compares the parent's pid with the one at start: an
+    orphan is re-parented (to init or a subreaper). Killing the job kills the
+    launcher; without this its ranks, in sessions of their own, would train
+    on. The rank exits at once, as a kill would: its checkpoints stay
+    complete (their protocol survives a kill at any moment). Only under
+    torchrun's agent (``TORCHELASTIC_RUN_ID`` set): a rank started by hand
+    with torchrun's environment may outlive the shell that started it.
+    """
+    environ = os.environ if environ is None else environ
+    if AGENT_KEY not in environ:
+        return None
+    launcher = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != launcher:
+                log.error(
+                    "rank %d of %d: the launcher (pid %d) is gone; stopping",
+                    env.rank,
+                    env.world_size,
+                    launcher,
+                )
+                logging.shutdown()
+                os._exit(ORPHAN_EXIT_STATUS)
+
+    thread = threading.Thread(target=watch, name="adloco-launcher-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def timeout_s(cli_value: float | None = None, environ: Mapping[str, str] | None = None) -> float:

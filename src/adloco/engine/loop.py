@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
-from adloco.config import RunSettings
+from adloco.config import RunSettings, setting_key
 from adloco.engine import checkpoint, ddp
 from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, Worker
@@ -483,9 +483,10 @@ class Engine:
                 self.nodes[p.slot.index].inner_state = _copy_state(inner[p.slot.index], self.device)
             # The samplers have moved past the offending batches, so the retry
             # sees fresh data from the same θ and optimizer states.
+        lr_keys = [setting_key(self.cfg, self.settings.name, f) for f in ("inner_lr", "outer_lr")]
         raise TrainingDiverged(
             f"trainer {trainer.id}: non-finite {failure} in {MAX_NAN_RETRIES + 1} attempts of "
-            f"round {self.round + 1}; lower train.inner_lr (or train.outer_lr) or check the data"
+            f"round {self.round + 1}; lower {lr_keys[0]} (or {lr_keys[1]}) or check the data"
         )
 
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:

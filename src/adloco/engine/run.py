@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     launch = distributed.launch_env()
     try:
         if launch is not None:
+            distributed.watch_launcher(launch)
             device = distributed.compute_device(launch, device)
             timeout_s = distributed.timeout_s(args.dist_timeout_s)
             collective = distributed.init(cfg["cluster"], launch, device, timeout_s)
@@ -125,7 +126,8 @@ def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> N
     best = engine.best_trainer()
     model = engine.export_model(best)
     tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
-    with atomic_dir(out / "final") as tmp:
+    set_special_ids(model, tokenizer)
+    with atomic_dir(out / "final", what="--out") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
     summary = summarize(rows, engine.settings, args.seed, len(engine.trainers))
@@ -134,3 +136,20 @@ def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> N
     log.info(
         "%s seed %d: final val perplexity %s", args.run, args.seed, summary["final_val_perplexity"]
     )
+
+
+def set_special_ids(model, tokenizer) -> None:
+    """The model's and its generation config's BOS/EOS/pad ids, taken from the tokenizer.
+
+    A Llama built from a config says BOS 1 and EOS 2 whatever the vocabulary;
+    with the BPE tokenizer those are ``!`` and ``"``, and ``generate()`` would
+    stop at a quote mark instead of the end of the text.
+    """
+    ids = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    for config in (model.config, model.generation_config):
+        for key, value in ids.items():
+            setattr(config, key, value)

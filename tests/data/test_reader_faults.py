@@ -1,0 +1,160 @@
+"""Damaged or edited tokenized data: refused before any stage uses it, naming file or key.
+
+Each case changes one thing in a copy of the tiny tokenized folder (a shard,
+a tokenizer file, a field of ``manifest.json``) and opens it as training and
+the variance stage do (:meth:`TokenData.open`), and, for the manifest and
+tokenizer, as calibration does (:func:`read_checked_manifest`). An edited
+``vocab_size`` would otherwise give a traceback in training and a model of
+the wrong size in calibration; an edited ``eos_token_id`` would go unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from adloco.data.reader import CorruptDataError, TokenData, read_checked_manifest
+
+
+@pytest.fixture
+def copy_of(tiny_tokenized, tmp_path):
+    folder = tmp_path / "tokenized"
+    shutil.copytree(tiny_tokenized, folder)
+    return folder
+
+
+def edit_manifest(change: Callable[[dict], None]) -> Callable[[Path], str]:
+    def edit(folder: Path) -> str:
+        path = folder / "manifest.json"
+        manifest = json.loads(path.read_text())
+        change(manifest)
+        path.write_text(json.dumps(manifest))
+        return str(path)
+
+    return edit
+
+
+def damage_file(name: str, how: Callable[[bytes], bytes]) -> Callable[[Path], str]:
+    def damage(folder: Path) -> str:
+        path = folder / name
+        path.write_bytes(how(path.read_bytes()))
+        return str(path)
+
+    return damage
+
+
+def remove(name: str) -> Callable[[Path], str]:
+    def gone(folder: Path) -> str:
+        (folder / name).unlink()
+        return str(folder / name)
+
+    return gone
+
+
+def flip(data: bytes) -> bytes:
+    data = bytearray(data)
+    data[len(data) // 2] ^= 0x01
+    return bytes(data)
+
+
+def first_shard(manifest: dict) -> dict:
+    return manifest["splits"]["train"]["shards"][0]
+
+
+def _set(**fields):
+    return lambda m: m.update(fields)
+
+
+def _tokenizer(**fields):
+    return lambda m: m["tokenizer"].update(fields)
+
+
+# (case, the change, what the message names besides the file)
+CASES = [
+    (
+        "vocab_size +1",
+        edit_manifest(lambda m: m.update(vocab_size=m["vocab_size"] + 1)),
+        "vocab_size",
+    ),
+    (
+        "vocab_size -1",
+        edit_manifest(lambda m: m.update(vocab_size=m["vocab_size"] - 1)),
+        "vocab_size",
+    ),
+    (
+        "tokenizer.vocab_size",
+        edit_manifest(lambda m: m["tokenizer"].update(vocab_size=m["vocab_size"] * 2)),
+        "tokenizer.vocab_size",
+    ),
+    ("eos_token_id", edit_manifest(_tokenizer(eos_token_id=2)), "tokenizer.eos_token_id"),
+    ("bos_token_id", edit_manifest(_tokenizer(bos_token_id=1)), "tokenizer.bos_token_id"),
+    ("shard bit flip", damage_file("train-00000.bin", flip), "sha256"),
+    ("shard truncated", damage_file("train-00000.bin", lambda d: d[:-64]), "bytes"),
+    ("shard extended", damage_file("validation-00000.bin", lambda d: d + b"\0\0"), "bytes"),
+    ("shard missing", remove("train-00000.bin"), "not found"),
+    (
+        "shard sha256 edited",
+        edit_manifest(lambda m: first_shard(m).update(sha256="0" * 64)),
+        "sha256",
+    ),
+    (
+        "shard sequences edited",
+        edit_manifest(lambda m: first_shard(m).update(sequences=first_shard(m)["sequences"] + 1)),
+        "add up",
+    ),
+    ("seq_len_tokens edited", edit_manifest(_set(seq_len_tokens=32)), "bytes"),
+    ("dtype edited", edit_manifest(_set(dtype="int8")), "dtype"),
+    ("format_version edited", edit_manifest(_set(format_version=2)), "format_version"),
+    ("splits missing", edit_manifest(lambda m: m.pop("splits")), "missing fields"),
+    (
+        "manifest not JSON",
+        damage_file("manifest.json", lambda d: d[: len(d) // 2]),
+        "not valid JSON",
+    ),
+    ("manifest missing", remove("manifest.json"), "run adloco tokenize"),
+    ("tokenizer.json bit flip", damage_file("tokenizer/tokenizer.json", flip), "sha256"),
+    ("tokenizer.json missing", remove("tokenizer/tokenizer.json"), "not found"),
+    (
+        "tokenizer_config.json edited",
+        damage_file(
+            "tokenizer/tokenizer_config.json", lambda d: d.replace(b"<|endoftext|>", b"<|end|>")
+        ),
+        "tokenizer",
+    ),
+]
+
+
+@pytest.mark.reliability("tokenized files")
+@pytest.mark.parametrize(("case", "change", "named"), CASES, ids=[c[0] for c in CASES])
+def test_damaged_tokenized_data_is_refused_naming_file_and_key(copy_of, case, change, named):
+    change(copy_of)
+    with pytest.raises((CorruptDataError, FileNotFoundError)) as refused:
+        TokenData.open(copy_of)
+    message = str(refused.value)
+    # The file (the one changed, or the shard an edit of the manifest no longer fits).
+    assert f"{copy_of}/" in message, message
+    assert named in message and "\n" not in message, message
+
+
+MANIFEST_CASES = [c for c in CASES if "shard" not in c[0] and "seq_len" not in c[0]]
+
+
+@pytest.mark.reliability("tokenized files")
+@pytest.mark.parametrize(
+    ("case", "change", "named"), MANIFEST_CASES, ids=[c[0] for c in MANIFEST_CASES]
+)
+def test_calibration_refuses_the_same_manifest(copy_of, case, change, named):
+    # Calibration reads no shard, only the manifest and the tokenizer it names.
+    change(copy_of)
+    with pytest.raises((CorruptDataError, FileNotFoundError), match=named):
+        read_checked_manifest(copy_of)
+
+
+def test_the_intact_folder_opens(copy_of):
+    data = TokenData.open(copy_of)
+    assert read_checked_manifest(copy_of) == data.manifest
+    assert data.eos_token_id == 0 and data.bos_token_id is None

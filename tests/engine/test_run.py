@@ -1,0 +1,116 @@
+"""`adloco train`'s final model: its special token ids are the tokenizer's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+from array_data import TINY_CLUSTER, TINY_MODEL, tiny_curves
+from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor
+
+from adloco import cli
+
+CONFIG = {
+    "experiment": "run",
+    "seed": 0,
+    "data": {"dataset": "tiny", "source": "local", "seq_len_tokens": 16},
+    "model": TINY_MODEL,
+    "cluster": TINY_CLUSTER,
+    "train": {"max_rounds": 1, "inner_steps": 1, "max_tokens": 10**6, "eval_sequences": 8},
+    "runs": {"r": {"method": "diloco"}},
+}
+
+
+@pytest.fixture(scope="module")
+def final(tmp_path_factory, tiny_tokenized):
+    """The final/ folder of a one-round run on the tiny data."""
+    from adloco.engine import run as run_module
+
+    root = tmp_path_factory.mktemp("run")
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    args = ["train", "--config", str(config), "--run", "r", "--seed", "0"]
+    args += ["--data", str(tiny_tokenized), "--calibration", str(root / "calibration")]
+    args += ["--out", str(root / "out"), "--checkpoints", str(root / "ckpt")]
+    args += ["--no-progress", "--threads", "1"]
+    curves, threads = run_module.step_time_curves, torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    run_module.step_time_curves = lambda cfg, _dir: tiny_curves(cfg)
+    try:
+        assert cli.main(args) == 0
+    finally:
+        run_module.step_time_curves = curves
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    return root / "out" / "final"
+
+
+class Scripted(LogitsProcessor):
+    """Greedy decoding that emits ``tokens`` in turn, whatever the model says."""
+
+    def __init__(self, tokens: list[int], prompt_length: int):
+        self.tokens, self.prompt_length = tokens, prompt_length
+
+    def __call__(self, input_ids, scores):
+        step = input_ids.shape[1] - self.prompt_length
+        forced = torch.full_like(scores, -float("inf"))
+        forced[:, self.tokens[step]] = 0.0
+        return forced
+
+
+def test_the_saved_config_carries_the_tokenizers_special_ids(final):
+    model = AutoModelForCausalLM.from_pretrained(final)
+    tokenizer = AutoTokenizer.from_pretrained(final)
+    assert tokenizer.eos_token_id == 0 and tokenizer.bos_token_id is None
+    for config in (model.config, model.generation_config):
+        assert config.eos_token_id == tokenizer.eos_token_id
+        assert config.bos_token_id == tokenizer.bos_token_id
+
+
+def test_generate_stops_at_the_end_of_text_not_at_a_quote_mark(final):
+    model = AutoModelForCausalLM.from_pretrained(final)
+    tokenizer = AutoTokenizer.from_pretrained(final)
+    # A Llama's config says EOS 2 unless told otherwise: in this vocabulary, '"'.
+    quote, bang, eos = 2, 1, tokenizer.eos_token_id
+    assert tokenizer.decode([quote]) == '"' and tokenizer.decode([bang]) == "!"
+    prompt = torch.tensor([tokenizer("The city").input_ids])
+    script = [quote, bang, eos, 5, 6, 7]
+    out = model.generate(
+        prompt,
+        max_new_tokens=len(script),
+        do_sample=False,
+        logits_processor=[Scripted(script, prompt.shape[1])],
+        pad_token_id=eos,
+    )
+    assert out[0, prompt.shape[1] :].tolist() == [quote, bang, eos]
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [({"inner_lr": 0.02}, "runs.r.inner_lr"), ({}, "train.inner_lr")],
+    ids=["run's own lr", "train's lr"],
+)
+def test_a_diverged_run_names_the_key_that_set_its_learning_rate(
+    tmp_path, tiny_tokenized, monkeypatch, capsys, override, named
+):
+    from adloco.engine import inner as inner_mod
+    from adloco.engine import run as run_module
+
+    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    real = inner_mod.batch_loss
+    monkeypatch.setattr(inner_mod, "batch_loss", lambda m, x: (real(m, x)[0] * float("nan"), 1))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**CONFIG, "runs": {"r": {"method": "diloco", **override}}}))
+    args = ["train", "--config", str(config), "--run", "r", "--seed", "0"]
+    args += ["--data", str(tiny_tokenized), "--calibration", str(tmp_path / "calibration")]
+    args += ["--out", str(tmp_path / "out"), "--checkpoints", str(tmp_path / "ckpt")]
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        code = cli.main([*args, "--no-progress", "--threads", "1"])
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("adloco train: error: r seed 0 diverged: trainer 0: non-finite")
+    assert f"lower {named} (or train.outer_lr) or check the data" in err
