@@ -91,6 +91,16 @@ def _pretrain_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
 
 
+def _seed(text: str) -> int | str:
+    """A training seed: an integer, or ``all``."""
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: an integer seed, or all") from None
+
+
 def _train_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="configuration YAML")
     # --run-name: torchrun's own parser rejects a bare --run in the script's
@@ -102,7 +112,13 @@ def _train_args(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="run name from `runs` (--run-name under torchrun)",
     )
-    parser.add_argument("--seed", type=int, required=True, help="training seed")
+    parser.add_argument(
+        "--seed",
+        type=_seed,
+        required=True,
+        help="training seed, or `all`: each of the run's seeds in seed<seed>/ of --out and "
+        "--checkpoints (DVC's stage per run)",
+    )
     parser.add_argument("--data", required=True, help="tokenized data folder")
     parser.add_argument(
         "--calibration",

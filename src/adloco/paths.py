@@ -45,14 +45,18 @@ def runs_dir(experiment: str) -> Path:
     return experiment_dir(experiment) / "runs"
 
 
+def seed_dir_name(seed: int | str) -> str:
+    return f"seed{seed}"
+
+
 def run_dir(experiment: str, run: str, seed: int | str) -> Path:
-    return runs_dir(experiment) / run / f"seed{seed}"
+    return runs_dir(experiment) / run / seed_dir_name(seed)
 
 
 def checkpoint_dir(experiment: str, run: str, seed: int | str) -> Path:
     # Outside the run folder: Snakemake removes a failed job's declared outputs,
     # and the checkpoints must survive that so a re-run resumes.
-    return experiment_dir(experiment) / "checkpoints" / run / f"seed{seed}"
+    return experiment_dir(experiment) / "checkpoints" / run / seed_dir_name(seed)
 
 
 def base_dir(experiment: str) -> Path:

@@ -5,7 +5,10 @@ configuration gives each job's shell command and files, DVC's index gives each
 templated stage's command, dependencies, outputs and params. Every job must
 match one stage by command (the log redirection aside) and the other way
 round, with the same files (a DVC folder may hold a Snakemake file) and the
-params keys of workflow/rules/common.smk's STAGE_PARAMS. dvc.yaml reads
+params keys of workflow/rules/common.smk's STAGE_PARAMS. Training is the one
+difference of granularity: Snakemake has a job per run and seed, DVC a stage
+per run that trains each of the run's seeds (``--seed all``), so the train
+jobs of one run are compared, together, with its stage. dvc.yaml reads
 params.yaml, a link to config/config.yaml; pointed at another preset, the
 stages become that preset's, with the paths of ``adloco.paths``.
 """
@@ -41,6 +44,20 @@ def normalize(command: str) -> str:
     return shlex.join(shlex.split(command))
 
 
+def dvc_form(command: str) -> str:
+    """A Snakemake train job's command as the DVC stage of its run spells it (``--seed all``)."""
+    args = shlex.split(command)
+    if args[:2] != ["adloco", "train"]:
+        return command
+    seed = args[args.index("--seed") + 1]
+    args[args.index("--seed") + 1] = "all"
+    for flag in ("--out", "--checkpoints"):
+        folder = args[args.index(flag) + 1]
+        assert folder.endswith(f"/{paths.seed_dir_name(seed)}"), folder
+        args[args.index(flag) + 1] = folder.rsplit("/", 1)[0]
+    return shlex.join(args)
+
+
 def within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -65,8 +82,17 @@ def snakemake_jobs() -> dict[str, dict]:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     jobs = [j for j in parse_dry_run(result.stdout + result.stderr) if j["rule"] != "default"]
-    by_command = {normalize(j["shell"]): j for j in jobs}
-    assert len(by_command) == len(jobs), "two jobs with the same command"
+    assert len({normalize(j["shell"]) for j in jobs}) == len(jobs), "two jobs, one command"
+    by_command: dict[str, dict] = {}
+    for job in jobs:
+        group = by_command.setdefault(
+            dvc_form(normalize(job["shell"])),
+            {"rule": job["rule"], "input": [], "output": [], "wildcards": {}, "seeds": []},
+        )
+        group["input"] += [f for f in job["input"] if f not in group["input"]]
+        group["output"] += job["output"]
+        group["wildcards"] = {k: v for k, v in job["wildcards"].items() if k != "seed"}
+        group["seeds"].append(job["wildcards"].get("seed"))
     return by_command
 
 
@@ -101,6 +127,7 @@ def expected_outputs(config: dict) -> dict[str, list[str]]:
     expected = {
         "prepare-corpus": [],
         "tokenize": [paths.tokenized_dir(dataset)],
+        "pretrain": [paths.base_dir(exp)],
         "variance": [variance / name for name in ("per_batch.csv", "variance.json")]
         + [variance / "deviations.png"],
         "report": [
@@ -119,13 +146,7 @@ def expected_outputs(config: dict) -> dict[str, list[str]]:
     for index, device in enumerate(config["cluster"]["devices"]):
         expected[f"calibrate@{index}"] = [paths.calibration_file(exp, device["name"])]
     for run in config["runs"]:
-        for seed in config["seeds"]:
-            folder = paths.run_dir(exp, run, seed)
-            expected[f"train@{run}-{seed}"] = [
-                folder / "metrics.jsonl",
-                folder / "final",
-                folder / "summary.json",
-            ]
+        expected[f"train@{run}"] = [paths.runs_dir(exp) / run]
     return {name: sorted(map(str, outs)) for name, outs in expected.items()}
 
 
@@ -135,16 +156,22 @@ def stage_outputs(stages: dict[str, dict]) -> dict[str, list[str]]:
 
 def test_every_job_is_a_stage_with_the_same_command(snakemake_jobs, dvc_stages):
     assert sorted(snakemake_jobs) == sorted(dvc_stages)
+    config = yaml.safe_load((ROOT / CONFIG_FILE).read_text())
     for command, job in snakemake_jobs.items():
         stage_name = dvc_stages[command]["name"]
         assert stage_name.split("@")[0].replace("-", "_") == job["rule"]
+        if job["rule"] == "train":
+            # The stage's `--seed all` trains exactly the seeds Snakemake has jobs for.
+            run = stage_name.removeprefix("train@")
+            expected = config["runs"][run].get("seeds", config["seeds"])
+            assert sorted(map(int, job["seeds"])) == sorted(expected)
 
 
 def test_stages_read_and_write_the_same_files(snakemake_jobs, dvc_stages):
     for command, job in snakemake_jobs.items():
         stage = dvc_stages[command]
         # Persistent outputs are outputs too, but for the checkpoints (no Snakemake output).
-        outs = stage["outs"] + ([] if stage["name"].startswith("train@") else stage["persist"])
+        outs = stage["outs"] + [p for p in stage["persist"] if "/checkpoints/" not in p + "/"]
         for kind, files, folders in (
             ("input", job["input"], stage["deps"]),
             ("output", job["output"], outs),
@@ -174,14 +201,22 @@ def test_checkpoints_persist_in_dvc_and_are_no_snakemake_output(snakemake_jobs, 
     config = yaml.safe_load((ROOT / CONFIG_FILE).read_text())
     corpus = [s for s in dvc_stages.values() if s["name"] == "prepare-corpus"]
     assert [s["persist"] for s in corpus] == [[config["data"]["raw_dir"]]]
+    pretrain = [s for s in dvc_stages.values() if s["name"] == "pretrain"]
+    assert [s["persist"] for s in pretrain] == [
+        [str(paths.base_checkpoint_dir(config["experiment"]))]
+    ]
     others = [
-        s for s in dvc_stages.values() if not s["name"].startswith(("train@", "prepare-corpus"))
+        s
+        for s in dvc_stages.values()
+        if not s["name"].startswith(("train@", "prepare-corpus", "pretrain"))
     ]
     assert all(not s["persist"] for s in others)
 
 
 def test_stages_depend_on_the_same_config_keys(snakemake_jobs, dvc_stages):
     keys = stage_params()
+    # DVC's stage of a run trains each of its seeds: the top-level list is an input too.
+    keys["train"].insert(keys["train"].index("seed") + 1, "seeds")
     for command, job in snakemake_jobs.items():
         stage = dvc_stages[command]
         expected = [k.format(**job["wildcards"]) for k in keys[stage["name"].split("@")[0]]]
@@ -200,8 +235,9 @@ def test_stages_write_the_paths_of_the_package(dvc_stages):
     assert stage_outputs(dvc_stages) == expected_outputs(config)
     for stage in dvc_stages.values():
         if stage["name"].startswith("train@"):
-            run, seed = stage["name"].removeprefix("train@").rsplit("-", 1)
-            assert stage["persist"] == [str(paths.checkpoint_dir(config["experiment"], run, seed))]
+            run = stage["name"].removeprefix("train@")
+            seed_folder = paths.checkpoint_dir(config["experiment"], run, 0)
+            assert stage["persist"] == [str(seed_folder.parent)]
 
 
 def dvc_copy(root: Path, preset: str) -> Path:
@@ -230,7 +266,8 @@ def test_dvc_repro_dry_plans_every_shipped_config(tmp_path, preset):
     # limitation): the stages' inputs stand in as empty folders.
     for stage in dvc_index(work).values():
         for dep in stage["deps"]:
-            (work / dep).mkdir(parents=True, exist_ok=True)
+            if not (work / dep).exists():  # config/tuning.json is in the copy
+                (work / dep).mkdir(parents=True)
     result = subprocess.run(
         [str(Path(sys.executable).parent / "dvc"), "repro", "--dry"],
         cwd=work,
@@ -258,7 +295,7 @@ def test_another_preset_by_pointing_params_at_it(tmp_path):
     from dvc.repo import Repo
 
     with Repo(str(work)) as repo:
-        train = next(s for s in repo.index.stages if s.name == "train@diloco-0")
+        train = next(s for s in repo.index.stages if s.name == "train@diloco")
         (params,) = [d for d in train.deps if d.def_path == CONFIG_FILE]
         assert params.read_params()["seed"] == config["seed"]
         assert params.read_params()["model"] == config["model"]

@@ -386,8 +386,13 @@ def _open_round(directory: Path, entry: dict, expected_fingerprint: str) -> Chec
     return Checkpoint(entry["round"], expected_fingerprint, shared, paths[1:])
 
 
-def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
+def load(
+    directory: str | Path, expected_fingerprint: str, finished_ok: bool = False
+) -> Checkpoint | None:
     """The last complete, intact round, or None if there is none.
+
+    A finished run's folder is stale unless ``finished_ok``: then its last
+    round is returned like any other (same fingerprint required).
 
     A checkpoint of another configuration, run, seed, format or code raises
     :class:`StaleCheckpointError`. A round whose files do not match their
@@ -398,7 +403,7 @@ def load(directory: str | Path, expected_fingerprint: str) -> Checkpoint | None:
     directory = Path(directory)
     manifest_path = directory / MANIFEST_NAME
     finished = directory / FINISHED_NAME
-    if finished.exists():
+    if finished.exists() and not finished_ok:
         raise StaleCheckpointError(
             f"{finished}: the run of this checkpoint finished and wrote its outputs; "
             "a new job trains it again"

@@ -163,8 +163,14 @@ class Engine:
         device: torch.device | None = None,
         progress: bool = True,
         collective=None,
+        resume_finished: bool = False,
     ):
         self.cfg = cfg
+        # A finished checkpoint of the same fingerprint is resumed (at its last
+        # round, so nothing is trained) rather than trained again: how one job
+        # of every seed of a run (`adloco train --seed all`) re-writes the
+        # outputs of the seeds a killed job had finished.
+        self.resume_finished = resume_finished
         self.settings = settings
         self.seed = seed
         self.data = data
@@ -828,7 +834,7 @@ class Engine:
         it is moved aside to ``<folder>.stale`` and the run starts over.
         """
         try:
-            saved = checkpoint.load(self.ckpt_dir, self.fingerprint)
+            saved = checkpoint.load(self.ckpt_dir, self.fingerprint, self.resume_finished)
             stale = None
         except checkpoint.StaleCheckpointError as exc:
             saved, stale = None, exc

@@ -1,4 +1,4 @@
-"""`adloco train`: one run of the configuration for one seed.
+"""`adloco train`: one run of the configuration for one seed, or (`--seed all`) each of its seeds.
 
 Reads the tokenized data and the calibration results, trains with
 :class:`adloco.engine.loop.Engine`, and writes ``metrics.jsonl``,
@@ -21,8 +21,15 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
+from adloco import paths
 from adloco.calibrate import load_max_batch, load_step_time_curve
-from adloco.config import RunSettings, check_subset_fraction, load_config, resolve_run
+from adloco.config import (
+    RunSettings,
+    check_subset_fraction,
+    load_config,
+    resolve_run,
+    run_seeds,
+)
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
@@ -60,6 +67,23 @@ def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers
     return {"run": settings.name, "seed": seed, "method": settings.method, **summary}
 
 
+def seeds_to_train(cfg: dict, args: argparse.Namespace) -> list[tuple[int, Path, Path]]:
+    """(seed, out folder, checkpoint folder) of each seed the command trains.
+
+    ``--seed all`` trains every seed of the run (its own ``seeds``, else the
+    top-level ones) one after the other, each in ``seed<seed>/`` of ``--out``
+    and ``--checkpoints``: DVC's stage per run, which a template cannot split
+    by the run's own seeds.
+    """
+    if args.seed != "all":
+        return [(int(args.seed), Path(args.out), Path(args.checkpoints))]
+    return [
+        (seed, Path(args.out) / paths.seed_dir_name(seed),
+         Path(args.checkpoints) / paths.seed_dir_name(seed))
+        for seed in run_seeds(cfg, args.run)
+    ]  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     settings = resolve_run(cfg, args.run)
@@ -76,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     device = compute_device(cfg)
     collective = None
     launch = distributed.launch_env()
+    todo = seeds_to_train(cfg, args)
     try:
         if launch is not None:
             distributed.watch_launcher(launch)
@@ -89,38 +114,58 @@ def run(args: argparse.Namespace) -> int:
                 device,
                 [s for s in range(len(collective.slot_owner)) if collective.owns(s)],
             )
-        engine = Engine(
-            cfg,
-            settings,
-            args.seed,
-            data,
-            batches,
-            step_time_curves(cfg, args.calibration),
-            args.checkpoints,
-            device=device,
-            progress=not args.no_progress,
-            collective=collective,
-        )
-        rows = engine.run()
-    except TrainingDiverged as exc:
-        # A diverged run is a result of its settings, not a crash: one line, no traceback.
-        raise ValueError(f"{args.run} seed {args.seed} diverged: {exc}") from exc
+        for seed, out, checkpoints in todo:
+            train_seed(cfg, settings, seed, data, batches, device, collective, out, checkpoints,
+                       args, resume_finished=len(todo) > 1)  # fmt: skip
     except distributed.PeerFailure as exc:
         # Leave without tearing the broken process group down: that could wait on the dead peer.
         log.error("%s", exc)
         return 1
-    if engine.comm.is_writer:
-        write_outputs(engine, rows, data, args)
-        # Only now: a job killed before this point resumes; a new job on a
-        # finished run (--forcerun, a changed input) trains it again.
-        checkpoint.mark_finished(args.checkpoints, {"out": str(args.out), "round": engine.round})
     distributed.shutdown()
     return 0
 
 
-def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> None:
+def train_seed(
+    cfg: dict,
+    settings: RunSettings,
+    seed: int,
+    data,
+    batches: dict[str, int],
+    device,
+    collective,
+    out: Path,
+    checkpoints: Path,
+    args: argparse.Namespace,
+    resume_finished: bool,
+) -> None:
+    """Train (or resume) one seed and write its outputs; the folder is then marked finished."""
+    engine = Engine(
+        cfg,
+        settings,
+        seed,
+        data,
+        batches,
+        step_time_curves(cfg, args.calibration),
+        checkpoints,
+        device=device,
+        progress=not args.no_progress,
+        collective=collective,
+        resume_finished=resume_finished,
+    )
+    try:
+        rows = engine.run()
+    except TrainingDiverged as exc:
+        # A diverged run is a result of its settings, not a crash: one line, no traceback.
+        raise ValueError(f"{args.run} seed {seed} diverged: {exc}") from exc
+    if engine.comm.is_writer:
+        write_outputs(engine, rows, data, out, seed)
+        # Only now: a job killed before this point resumes; a new job on a
+        # finished run (--forcerun, a changed input) trains it again.
+        checkpoint.mark_finished(checkpoints, {"out": str(out), "round": engine.round})
+
+
+def write_outputs(engine, rows: list[dict], data, out: Path, seed: int) -> None:
     """metrics.jsonl, final/ (best trainer and tokenizer) and summary.json, atomically."""
-    out = Path(args.out)
     with atomic_path(out / "metrics.jsonl") as tmp:
         shutil.copyfile(engine.metrics_path, tmp)
     best = engine.best_trainer()
@@ -130,11 +175,14 @@ def write_outputs(engine, rows: list[dict], data, args: argparse.Namespace) -> N
     with atomic_dir(out / "final", what="--out") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-    summary = summarize(rows, engine.settings, args.seed, len(engine.trainers))
+    summary = summarize(rows, engine.settings, seed, len(engine.trainers))
     summary["final_trainer"] = best.id
     write_json_atomic(out / "summary.json", summary)
     log.info(
-        "%s seed %d: final val perplexity %s", args.run, args.seed, summary["final_val_perplexity"]
+        "%s seed %d: final val perplexity %s",
+        engine.settings.name,
+        seed,
+        summary["final_val_perplexity"],
     )
 
 
