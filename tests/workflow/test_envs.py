@@ -140,4 +140,4 @@ def test_every_rule_uses_the_workflow_environment():
         rules += count
         assert text.count("conda:\n") == count, path
         assert text.count('"../envs/adloco.yaml"') == count, path
-    assert rules == 6
+    assert rules == 7

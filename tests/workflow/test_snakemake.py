@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from adloco import paths
+from adloco.config import run_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -83,8 +84,9 @@ def test_dry_run_has_one_job_per_stage_device_and_run(config_file):
         "prepare_corpus": 1 if config["data"]["source"] == "offline-wiki" else 0,
         "tokenize": 1,
         "calibrate": len(config["cluster"]["devices"]),  # every device, fixed max_batch or not
+        "pretrain": 1 if config["model"]["source"] == "base" else 0,
         "variance": 1,
-        "train": len(config["runs"]) * len(config["seeds"]),
+        "train": sum(len(run_seeds(config, run)) for run in config["runs"]),
         "report": 1,
         "default": 1,
     }
@@ -98,7 +100,7 @@ def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
     jobs = parse_dry_run(default_dry_run)
     trains = [j for j in jobs if j["rule"] == "train"]
     assert {(j["wildcards"]["run"], j["wildcards"]["seed"]) for j in trains} == {
-        (run, str(seed)) for run in config["runs"] for seed in config["seeds"]
+        (run, str(seed)) for run in config["runs"] for seed in run_seeds(config, run)
     }
     for job in trains:
         run, seed = job["wildcards"]["run"], int(job["wildcards"]["seed"])
@@ -195,7 +197,7 @@ def test_config_on_the_command_line_is_refused_in_one_line():
         ("train", "eta", 1.2, "train.eta: 1.2 is greater than or equal to the maximum of 1"),
         ("variance", "eta", 1.0, "variance.eta"),
         ("runs", "adloco", {"method": "adloco", "eta": 2.0}, "runs.adloco.eta"),
-        ("train", "merge_count", 3, "train.merge_count: run adloco merges 3 trainers"),
+        ("train", "merge_count", 5, "train.merge_count: run adloco merges 5 trainers"),
         ("train", "inner_lr", float("nan"), "train.inner_lr: nan is not a finite number"),
         ("report", "test_level", float("inf"), "report.test_level: inf is not"),
         ("train", "inner_lr", "1e-4", "(YAML reads 1e-4 as a string: write 1.0e-4,"),

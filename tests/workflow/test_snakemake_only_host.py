@@ -24,6 +24,8 @@ import pytest
 import yaml
 from test_snakemake import ROOT, parse_dry_run
 
+from adloco.config import run_seeds
+
 # pip's words when it cannot reach the index (or finds nothing there).
 UNREACHABLE = re.compile(
     r"No matching distribution found|Could not find a version|Failed to establish a new "
@@ -109,7 +111,8 @@ def test_dry_run_plans_every_job(snakemake_only, config_file):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     counts = Counter(job["rule"] for job in parse_dry_run(output))
-    assert counts["train"] == len(config["runs"]) * len(config["seeds"])
+    assert counts["train"] == sum(len(run_seeds(config, run)) for run in config["runs"])
+    assert counts["pretrain"] == (config["model"]["source"] == "base")
     assert counts["calibrate"] == len(config["cluster"]["devices"])
     assert counts["tokenize"] == counts["variance"] == counts["report"] == 1
 
@@ -118,13 +121,13 @@ def test_dry_run_plans_every_job(snakemake_only, config_file):
 def test_a_bad_run_fails_before_any_job_naming_the_key(snakemake_only, tmp_path):
     # A cross-field rule of adloco.config, beyond the schema: run resolution.
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    config["train"]["merge_count"] = 3
+    config["train"]["merge_count"] = 5
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
     result = run(snakemake_only, "snakemake", "-n", "--configfile", str(path))
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert f"{path}: " in output and "train.merge_count: run adloco merges 3 trainers" in output
+    assert f"{path}: " in output and "train.merge_count: run adloco merges 5 trainers" in output
     assert "Building DAG of jobs" not in output
 
 
