@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 
 import pytest
 import torch
@@ -33,30 +34,44 @@ CONFIG = {
 }
 
 
+def run_train(config, data, calibration, seed: str, out, ckpt) -> None:
+    """`adloco train` of run r in this process, torch's determinism flag restored after."""
+    args = ["train", "--config", str(config), "--run", "r", "--seed", seed]
+    args += ["--data", str(data), "--calibration", str(calibration)]
+    args += ["--out", str(out), "--checkpoints", str(ckpt), "--no-progress", "--threads", "1"]
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        assert cli.main(args) == 0
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+
+
+def read_rows(folder) -> list[dict]:
+    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def without_wall_time(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows]
+
+
 @pytest.fixture
-def train(tmp_path, tiny_tokenized, monkeypatch):
-    """train() runs `adloco train` in this process on the tiny data; returns its metric rows."""
+def curves_from_config(monkeypatch):
+    """The devices' step-time curves, which would come from `adloco calibrate`."""
     from adloco.engine import run as run_module
 
-    # The devices' step-time curves would come from `adloco calibrate`.
     monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+
+
+@pytest.fixture
+def train(tmp_path, tiny_tokenized, curves_from_config):
+    """train() runs `adloco train` in this process on the tiny data; returns its metric rows."""
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    args = ["train", "--config", str(config), "--run", "r", "--seed", "0"]
-    args += ["--data", str(tiny_tokenized), "--calibration", str(tmp_path / "calibration")]
-    args += ["--out", str(out), "--checkpoints", str(ckpt), "--no-progress", "--threads", "1"]
 
     def train() -> list[dict]:
-        deterministic = torch.are_deterministic_algorithms_enabled()
-        try:
-            assert cli.main(args) == 0
-        finally:
-            torch.use_deterministic_algorithms(deterministic)
-        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-        for row in rows:
-            row.pop("wall_time_s")
-        return rows
+        run_train(config, tiny_tokenized, tmp_path / "calibration", "0", out, ckpt)
+        return without_wall_time(read_rows(out))
 
     train.ckpt = ckpt
     return train
@@ -126,10 +141,9 @@ def _cli_args(config, data, tmp_path, *extra):
     return [*args, "--checkpoints", str(tmp_path / "ckpt"), "--no-progress", *extra]
 
 
-def test_a_diverged_run_ends_with_one_error_line(tmp_path, tiny_tokenized, monkeypatch, capsys):
-    from adloco.engine import run as run_module
-
-    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+def test_a_diverged_run_ends_with_one_error_line(
+    tmp_path, tiny_tokenized, curves_from_config, capsys
+):
     cfg = {**CONFIG, "runs": {"m": {"method": "diloco", "inner_lr": 1.0e6, "grad_clip_norm": None}}}
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg))
@@ -156,3 +170,38 @@ def test_a_subset_smaller_than_a_batch_is_refused_before_training(tmp_path, tiny
     assert err.startswith("adloco train: error: runs.r.subset_fraction: 0.001 of the ")
     assert "Traceback" not in err
     assert not (tmp_path / "ckpt").exists() and not (tmp_path / "out").exists()
+
+
+def test_seed_all_trains_each_seed_of_the_run_and_rewrites_finished_ones(
+    tmp_path, tiny_tokenized, curves_from_config, caplog
+):
+    # DVC's stage per run: `--seed all` trains the run's own seeds into
+    # seed<seed>/; DVC empties the run folder before re-running a killed stage,
+    # and the finished seeds come back from their checkpoints without training.
+    config = tmp_path / "config.yaml"
+    runs = {"r": {"method": "diloco", "seeds": [3, 5]}}
+    config.write_text(yaml.safe_dump({**CONFIG, "seeds": [0], "runs": runs}))
+    calibration = tmp_path / "calibration"
+
+    def outputs(folder) -> tuple[list[dict], dict]:
+        return read_rows(folder), json.loads((folder / "summary.json").read_text())
+
+    out, ckpt = tmp_path / "runs" / "r", tmp_path / "checkpoints" / "r"
+    run_train(config, tiny_tokenized, calibration, "all", out, ckpt)
+    assert sorted(p.name for p in out.iterdir()) == ["seed3", "seed5"]
+    first = {seed: outputs(out / f"seed{seed}") for seed in (3, 5)}
+    for seed in (3, 5):
+        rows, summary = first[seed]
+        assert summary["seed"] == seed and {r["round"] for r in rows} == {1, 2}
+        # The same numbers as the job of that seed alone (wall time aside).
+        alone = tmp_path / "one" / str(seed)
+        run_train(config, tiny_tokenized, calibration, str(seed), alone, alone / "ckpt")
+        assert without_wall_time(rows) == without_wall_time(read_rows(alone))
+    assert first[3][0] != first[5][0]
+    shutil.rmtree(out)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        run_train(config, tiny_tokenized, calibration, "all", out, ckpt)
+    # Restored, not trained: the logged wall times are those of the first job.
+    assert {seed: outputs(out / f"seed{seed}") for seed in (3, 5)} == first
+    assert caplog.text.count("after round 2") == 2 and "starting over" not in caplog.text

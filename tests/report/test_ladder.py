@@ -63,3 +63,16 @@ def test_reach_on_the_engine_fixture(engine_fixture):
         stays = reach(r.rows, target, "stays")
         later_ok = [k for k in curve if all(p <= target for j, p in curve.items() if j >= k)]
         assert (stays["round"] if stays else None) == (min(later_ok) if later_ok else None)
+
+
+def test_the_ladder_figure_of_targets_no_run_reached_has_no_legend(workspace):
+    # A short run that never gets below its targets (the tiny pipeline's) still
+    # gets its figure: axes and reference lines, no legend of nothing.
+    from adloco.report import figures
+
+    workspace.two_seed_runs()
+    runs, _, ladder, _ = workspace.load([1.0])
+    table = ladder_table(runs, ladder)
+    assert all(not s["communications"].reached for s in table.values())
+    png = figures.ladder_figure(runs, table, ladder.targets, {"communications": "comms"})
+    assert png.startswith(b"\x89PNG")

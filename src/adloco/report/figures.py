@@ -222,9 +222,7 @@ def curves_figure(
         level_lines(ax, levels or {})
     for ax in axes[:, 0]:
         ax.set_ylabel("validation perplexity")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 5), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.045 * math.ceil(len(labels) / 5)))
+    _legend_on_top(fig, axes[0, 0], row_height=0.045)
     return _png(fig)
 
 
@@ -268,6 +266,14 @@ def merges_figure(
     return _png(fig)
 
 
+def _legend_on_top(fig, ax, row_height: float) -> None:
+    """``ax``'s legend above the panels, five entries a row; none when nothing was drawn."""
+    handles, labels = ax.get_legend_handles_labels()
+    if labels:
+        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 5), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - row_height * math.ceil(len(labels) / 5)))
+
+
 def ladder_figure(
     runs: list[RunSeed],
     table: dict,
@@ -300,9 +306,7 @@ def ladder_figure(
         ax.invert_xaxis()
         ax.set_xlabel("target perplexity (harder to the right)")
         ax.set_ylabel(label)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 5), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.08 * math.ceil(max(len(labels), 1) / 5)))
+    _legend_on_top(fig, axes.flat[0], row_height=0.08)
     return _png(fig)
 
 
