@@ -37,7 +37,7 @@ from adloco.cli import build_parser
 args = build_parser().parse_args(sys.argv[1:])
 stage = args.stage
 record = {{"stage": stage, "argv": sys.argv[1:]}}
-if stage in ("calibrate", "variance", "train"):
+if stage in ("calibrate", "variance", "pretrain", "train"):
     # Jobs that would hold the GPU: how many of them run at once.
     running = Path(os.environ["FAKE_ADLOCO_RUNNING"])
     running.mkdir(parents=True, exist_ok=True)
@@ -48,7 +48,7 @@ if stage in ("calibrate", "variance", "train"):
     mine.unlink()
 with open(os.environ["FAKE_ADLOCO_RECORD"], "a") as fh:
     fh.write(json.dumps(record) + "\\n")
-if stage in ("prepare-corpus", "tokenize", "variance", "train", "report"):
+if stage in ("prepare-corpus", "tokenize", "variance", "pretrain", "train", "report"):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 if stage == "prepare-corpus":
@@ -63,17 +63,30 @@ elif stage == "variance":
     (out / "variance.json").write_text(json.dumps({{"trace_cov": 2.0, "b_simple": 4.0}}))
     (out / "per_batch.csv").write_text("batch,deviation\\n0,1.5\\n")
     (out / "deviations.png").write_bytes(b"png")
+elif stage == "pretrain":
+    Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
+    (Path(args.checkpoints) / "step-000001.pt").write_bytes(b"state")
+    (out / "base.json").write_text(json.dumps({{"model_dir": "model", "val_perplexity": 20.0}}))
+    (out / "metrics.jsonl").write_text(json.dumps({{"step": 1, "val_perplexity": 20.0}}) + "\n")
 elif stage == "train":
-    ckpt = Path(args.checkpoints)
-    ckpt.mkdir(parents=True, exist_ok=True)
-    (ckpt / "round-00001.pt").write_bytes(b"state")
-    row = {{"run": args.run, "seed": int(args.seed), "round": 1, "tokens_total": 1000,
-           "val_perplexity": 12.5}}
-    (out / "metrics.jsonl").write_text(json.dumps(row) + "\\n")
-    (out / "summary.json").write_text(json.dumps({{"run": args.run, "seed": int(args.seed),
-                                                  "final_val_perplexity": 12.5}}))
-    (out / "final").mkdir(exist_ok=True)
-    (out / "final" / "config.json").write_text("{{}}")
+    from adloco.config import load_config, run_seeds
+
+    if args.seed == "all":  # DVC's stage per run: seed<seed>/ of --out and --checkpoints
+        seeds = run_seeds(load_config(args.config), args.run)
+        todo = [(s, out / f"seed{{s}}", Path(args.checkpoints) / f"seed{{s}}") for s in seeds]
+    else:
+        todo = [(int(args.seed), out, Path(args.checkpoints))]
+    for seed, folder, ckpt in todo:
+        ckpt.mkdir(parents=True, exist_ok=True)
+        (ckpt / "round-00001.pt").write_bytes(b"state")
+        folder.mkdir(parents=True, exist_ok=True)
+        row = {{"run": args.run, "seed": seed, "round": 1, "tokens_total": 1000,
+               "val_perplexity": 12.5}}
+        (folder / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+        (folder / "summary.json").write_text(json.dumps({{"run": args.run, "seed": seed,
+                                                         "final_val_perplexity": 12.5}}))
+        (folder / "final").mkdir(exist_ok=True)
+        (folder / "final" / "config.json").write_text("{{}}")
 elif stage == "report":
     (out / "index.html").write_text("<html></html>")
     (out / "summary.csv").write_text("run,seed,final_val_perplexity\\ndiloco,0,12.5\\n")
@@ -151,8 +164,11 @@ def outputs_of(config: dict) -> list[str]:
     files = [config["data"]["raw_dir"], f"data/tokenized/{dataset}/manifest.json"]
     files += [f"{exp}/calibration/{d['name']}.json" for d in config["cluster"]["devices"]]
     files += [f"{exp}/variance/{n}" for n in ("variance.json", "per_batch.csv", "deviations.png")]
+    if config["model"]["source"] == "base":
+        files += [f"{exp}/base/{n}" for n in ("base.json", "metrics.jsonl")]
+        files.append(f"{exp}/checkpoints/base/step-000001.pt")
     for run_name in config["runs"]:
-        for seed in config["seeds"]:
+        for seed in config["runs"][run_name].get("seeds", config["seeds"]):
             folder = f"{exp}/runs/{run_name}/seed{seed}"
             files += [f"{folder}/{n}" for n in ("metrics.jsonl", "summary.json", "final")]
             files.append(f"{exp}/checkpoints/{run_name}/seed{seed}/round-00001.pt")
@@ -168,7 +184,8 @@ def test_snakemake_writes_every_output_log_and_benchmark(tmp_path):
     missing = [p for p in outputs_of(config) if not (work / p).exists()]
     assert not missing
     stages = sorted(c["stage"] for c in calls(env))
-    jobs = 1 + 1 + len(config["cluster"]["devices"]) + 1 + len(config["runs"]) + 1
+    assert config["model"]["source"] == "base" and config["seeds"] == [0]
+    jobs = 1 + 1 + len(config["cluster"]["devices"]) + 1 + 1 + len(config["runs"]) + 1
     assert len(stages) == jobs
     logs = sorted(str(p.relative_to(work)) for p in (work / "logs").rglob("*.log"))
     assert len(logs) == jobs
@@ -184,13 +201,13 @@ def test_snakemake_writes_every_output_log_and_benchmark(tmp_path):
 
 @pytest.mark.slow
 def test_default_profile_runs_gpu_jobs_one_at_a_time(tmp_path):
-    # The CUDA config gives 1 calibration, 1 variance and 3 training jobs, each
-    # asking for a GPU; 8 cores would let several run together.
+    # The CUDA config gives 1 calibration, 1 pretraining, 1 variance and 3
+    # training jobs, each asking for a GPU; 8 cores would let several run together.
     with_profile, env = make_copy(tmp_path / "with", cuda_config())
     env["FAKE_ADLOCO_SLEEP_S"] = "0.5"
     run([SNAKEMAKE, "--cores", "8"], with_profile, env)
     concurrent = [c["concurrent"] for c in calls(env) if "concurrent" in c]
-    assert len(concurrent) == 5
+    assert len(concurrent) == 6
     assert max(concurrent) == 1
     # The same run without the profile overlaps them: the limit is the profile's.
     without, env = make_copy(tmp_path / "without", cuda_config())
@@ -209,12 +226,13 @@ def test_dvc_repro_push_pull_then_snakemake_touch_is_up_to_date(tmp_path):
     run([DVC, "remote", "add", "-d", "local", str(store)], work, env)
     run([DVC, "repro"], work, env)
     commands_run = len(calls(env))
-    assert commands_run == 1 + 1 + 1 + 1 + len(config["runs"]) + 1
+    # One stage per run, however many seeds (the test preset has one).
+    assert commands_run == 1 + 1 + 1 + 1 + 1 + len(config["runs"]) + 1
     assert not [p for p in outputs_of(config) if not (work / p).exists()]
     status = run([DVC, "status"], work, env)
     assert "up to date" in status.stdout
     metrics = run([DVC, "metrics", "show"], work, env)
-    assert "12.5" in metrics.stdout  # final_val_perplexity of the runs' summary.json
+    assert "12.5" in metrics.stdout  # target_perplexity of claims.json
     run([DVC, "push"], work, env)
 
     # A fresh clone: no outputs, no Snakemake metadata, then `dvc pull`.
