@@ -67,7 +67,7 @@ elif stage == "pretrain":
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
     (Path(args.checkpoints) / "step-000001.pt").write_bytes(b"state")
     (out / "base.json").write_text(json.dumps({{"model_dir": "model", "val_perplexity": 20.0}}))
-    (out / "metrics.jsonl").write_text(json.dumps({{"step": 1, "val_perplexity": 20.0}}) + "\n")
+    (out / "metrics.jsonl").write_text(json.dumps({{"step": 1, "val_perplexity": 20.0}}) + "\\n")
 elif stage == "train":
     from adloco.config import load_config, run_seeds
 
@@ -82,7 +82,7 @@ elif stage == "train":
         folder.mkdir(parents=True, exist_ok=True)
         row = {{"run": args.run, "seed": seed, "round": 1, "tokens_total": 1000,
                "val_perplexity": 12.5}}
-        (folder / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+        (folder / "metrics.jsonl").write_text(json.dumps(row) + "\\n")
         (folder / "summary.json").write_text(json.dumps({{"run": args.run, "seed": seed,
                                                          "final_val_perplexity": 12.5}}))
         (folder / "final").mkdir(exist_ok=True)
