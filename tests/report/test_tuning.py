@@ -18,19 +18,19 @@ def grid(ws):
     finals = {0.001: (70, 71, 69), 0.003: (61, 60, 59), 0.01: (58, 60, 62)}
     for lr, ppl in finals.items():
         ws.run(
-            f"tune-adloco-{lr:g}",
+            f"tune-adloco-lr{lr:g}".replace(".", "_"),
             {**ws.FULL_ADLOCO, "inner_lr": lr},
             {s: ws.pair([90, p], [95, p]) for s, p in enumerate(ppl)},
         )
-    ws.run("tune-diloco-0.003", {"method": "diloco", "inner_lr": 0.003},
+    ws.run("tune-diloco-lr0_003", {"method": "diloco", "inner_lr": 0.003},
            {s: ws.single([100, 80]) for s in range(3)})  # fmt: skip
 
 
 def test_the_tuning_experiment_writes_its_record(workspace):
     grid(workspace)
     groups = {
-        "adloco": ["tune-adloco-0.01", "tune-adloco-0.001", "tune-adloco-0.003"],
-        "diloco": ["tune-diloco-0.003"],
+        "adloco": ["tune-adloco-lr0_01", "tune-adloco-lr0_001", "tune-adloco-lr0_003"],
+        "diloco": ["tune-diloco-lr0_003"],
     }
     config = load_config(workspace.write([60], tuning_groups=groups))
     runs = load_runs(workspace.runs_dir, config)
@@ -39,7 +39,7 @@ def test_the_tuning_experiment_writes_its_record(workspace):
     assert adloco["inner_lr"] == [0.001, 0.003, 0.01]  # sorted by lr
     assert adloco["value"] == [70.0, 60.0, 60.0] and adloco["chosen"] == 0.003
     assert record["groups"]["diloco"] == {
-        "inner_lr": [0.003], "value": [80.0], "runs": ["tune-diloco-0.003"], "chosen": 0.003
+        "inner_lr": [0.003], "value": [80.0], "runs": ["tune-diloco-lr0_003"], "chosen": 0.003
     }  # fmt: skip
     assert record["metric"] == "final_val_perplexity" and record["seeds"] == [0, 1, 2]
     with pytest.raises(ConfigError, match="report.tuning_groups.adloco: no run named nope"):
@@ -48,7 +48,7 @@ def test_the_tuning_experiment_writes_its_record(workspace):
 
 def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp_path):
     grid(workspace)
-    groups = {"adloco": ["tune-adloco-0.001", "tune-adloco-0.003", "tune-adloco-0.01"]}
+    groups = {"adloco": ["tune-adloco-lr0_001", "tune-adloco-lr0_003", "tune-adloco-lr0_01"]}
     ws = workspace
     config = ws.write([60], tuning_groups=groups)
     out = tmp_path / "tune-report"
