@@ -281,3 +281,33 @@ def test_a_subset_leaving_a_trainer_less_than_a_batch_is_refused_naming_the_key(
     cfg["runs"]["adloco"]["subset_fraction"] = 0.05
     with pytest.raises(ConfigError, match=r"^runs\.adloco\.subset_fraction"):
         check_subset_fraction(cfg, run, train_sequences=40, initial_local_batch=2)
+
+
+def _leaves(node: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in node.items():
+        if isinstance(value, dict):
+            out.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+# Variants of the default: what each may change besides its name, seeds, runs and report.
+VARIANTS = {
+    "tune.yaml": {"train.eval_sequences"},  # as when config/tuning.json was measured
+    "small-memory.yaml": {"cluster.devices"},  # the one setting the variant is about
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variants_differ_from_the_default_only_where_they_say(name):
+    default = _leaves(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    variant = _leaves(yaml.safe_load((ROOT / "config" / name).read_text()))
+    own = ("experiment", "seeds", "runs.", "report.")
+    differ = {
+        k
+        for k in default.keys() | variant.keys()
+        if default.get(k, "<absent>") != variant.get(k, "<absent>") and not k.startswith(own)
+    }
+    assert differ == VARIANTS[name]

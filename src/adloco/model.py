@@ -69,13 +69,16 @@ def causal_lm_loss(
     padding (``attention_mask == 0``) is not counted; neither is a prediction
     made from a padded position.
     """
-    shift_logits = logits[:, :-1, :]
     targets = input_ids[:, 1:]
     if attention_mask is not None:
         valid = attention_mask[:, 1:].bool() & attention_mask[:, :-1].bool()
         targets = targets.masked_fill(~valid, -100)
+    # The shift moves the targets, not the logits: the last position predicts
+    # nothing (-100), so the logits stay one contiguous view instead of a copy
+    # of batch x length x vocabulary values per pass.
+    targets = F.pad(targets, (0, 1), value=-100)
     loss_sum = F.cross_entropy(
-        shift_logits.reshape(-1, shift_logits.size(-1)).float(),
+        logits.reshape(-1, logits.size(-1)).float(),
         targets.reshape(-1),
         ignore_index=-100,
         reduction="sum",
