@@ -295,7 +295,8 @@ def _leaves(node: dict, prefix: str = "") -> dict:
 
 # Variants of the default: what each may change besides its name, seeds, runs and report.
 VARIANTS = {
-    "tune.yaml": {"train.eval_sequences"},  # as when config/tuning.json was measured
+    # The evaluation, as when config/tuning.json was measured.
+    "tune.yaml": {"train.eval_sequences", "train.eval_batch"},
     "small-memory.yaml": {"cluster.devices"},  # the one setting the variant is about
 }
 
