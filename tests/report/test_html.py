@@ -188,3 +188,24 @@ def test_regime_section_says_what_it_cannot_recompute(report):
     ]  # fmt: skip
     header = (out / "regimes.csv").read_text().splitlines()[0].split(",")
     assert {"saturation_batch", "latency_s", "network", "p_adloco_faster"} <= set(header)
+
+
+def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are():
+    from types import SimpleNamespace as NS
+
+    from adloco.report.html_regimes import regime_summary
+
+    def cell(bandwidth, holds, sharing="concurrent"):
+        return NS(target=100.0, against="diloco", network=None, clock="run", sharing=sharing,
+                  bandwidth_gbit_s=bandwidth, holds=holds)  # fmt: skip
+
+    cells = [cell(0.01, "holds"), cell(0.1, "unclear"), cell(1.0, "fails")]
+    cells += [cell(0.01, "holds", "time_slicing"), cell(0.1, "holds", "time_slicing")]
+    page = NS(regimes=cells, ladder=NS(main=100.0), settings=NS(test_level=0.05),
+              clock_models=[NS(key="run", label="the runs' own curve")])  # fmt: skip
+    text = regime_summary(page)
+    assert "concurrent: at 10 Mbit/s (AdLoCo slower by the same test at 1 of 3 bandwidths)" in text
+    assert (
+        "time slicing: at every bandwidth;" not in text
+        and "time slicing: at every bandwidth." in text
+    )

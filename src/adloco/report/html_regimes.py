@@ -44,9 +44,15 @@ def regime_summary(p: Page) -> str:
                 if len(holds) == len(line)
                 else "at no bandwidth"
                 if not holds
+                else f"at {bandwidth_text(min(holds))}"
+                if min(holds) == max(holds)
                 else f"at {bandwidth_text(min(holds))}–{bandwidth_text(max(holds))}"
             )
-            tail = f" (AdLoCo slower at {len(fails)} of {len(line)})" if fails else ""
+            tail = (
+                f" (AdLoCo slower by the same test at {len(fails)} of {len(line)} bandwidths)"
+                if fails
+                else ""
+            )
             parts.append(f"{labels[clock]}, {sharing.replace('_', ' ')}: {where}{tail}")
     return (
         f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.ladder.main)} by the exact "
