@@ -5,7 +5,8 @@ sequence length from the manifest) and before training, once per entry of
 ``cluster.devices``, and writes ``results/<experiment>/calibration/<device>.json``
 (:func:`adloco.paths.calibration_file`).
 
-*Max batch.* Training reads it through :func:`load_max_batch` to cap
+*Max batch.* Training reads it through
+:func:`adloco.calibration_record.load_max_batch` to cap
 micro-batches (the switch mode's ``max_batch``). A trial trains the configured
 model for ``calibration.steps_per_trial`` AdamW steps on one batch of random
 tokens at the real sequence length and dtype and records its peak memory;
@@ -23,7 +24,8 @@ max_batch`` and one optimizer update (:func:`measure_step_times`: warm-up, then
 the median of ``calibration.timing_repeats`` timed repetitions). The simulated
 clock (:mod:`adloco.clock`) charges steps from the curve the device's
 ``step_time`` block selects: the measured one times ``scale``, or a declared
-roofline; training reads it through :func:`load_step_time_curve`. The formulas
+roofline; training reads it through
+:func:`adloco.calibration_record.load_step_time_curve`. The formulas
 are in ``docs/calibration.md``.
 """
 
@@ -42,10 +44,10 @@ from typing import Any
 
 import torch
 
+from adloco.calibration_record import CalibrationRecord, step_time_settings
 from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, SLOT_SHARING, StepTimeCurve
-from adloco.config import load_config, load_schema
+from adloco.config import load_config
 from adloco.data.reader import read_checked_manifest
-from adloco.io import read_json_object, write_json_atomic
 from adloco.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
 from adloco.model import DTYPES, batch_loss, build_model, num_parameters
 
@@ -57,7 +59,6 @@ GIB = 1 << 30
 # same dtype. Gradients are not counted: the inner loop frees them after every
 # optimizer step (zero_grad(set_to_none=True)).
 IDLE_SLOT_PARAM_MULTIPLE = 3
-STEP_TIME_MODELS = ("measured", "roofline")
 
 
 @dataclass
@@ -346,20 +347,6 @@ def measure_step_times(
         "update_repeats_s": update_repeats,
         "stopped_by_oom": stopped_by_oom,
     }
-
-
-def step_time_settings(device_cfg: dict) -> dict[str, Any]:
-    """A device's ``step_time`` block with the schema's defaults filled in."""
-    device_schema = load_schema()["properties"]["cluster"]["properties"]["devices"]["items"]
-    fields = device_schema["properties"]["step_time"]["properties"]
-    settings = {name: field["default"] for name, field in fields.items()}
-    settings.update(device_cfg.get("step_time") or {})
-    if settings["model"] not in STEP_TIME_MODELS:
-        raise ValueError(
-            f"device {device_cfg['name']}: step_time.model must be one of {STEP_TIME_MODELS}, "
-            f"got {settings['model']!r}"
-        )
-    return settings
 
 
 def roofline_seconds_per_sequence(num_params: int, seq_len_tokens: int, tflops: float) -> float:
@@ -673,72 +660,6 @@ def time_device_steps(
     }
 
 
-def _calibration_record(calibration_dir: str | Path, device_cfg: dict, what: str) -> tuple:
-    path = Path(calibration_dir) / f"{device_cfg['name']}.json"
-    record = read_json_object(
-        path,
-        f"{path}: no calibration for device {device_cfg['name']}; run `adloco calibrate "
-        f"--device {device_cfg['name']} --out {path} ...`{what}",
-    )
-    if record.get("device") != device_cfg["name"]:
-        raise ValueError(
-            f"{path}: calibrates device {record.get('device')!r}, not {device_cfg['name']!r}"
-        )
-    return path, record
-
-
-def load_max_batch(calibration_dir: str | Path, device_cfg: dict) -> int:
-    """The micro-batch cap of a device: its configured ``max_batch``, else its calibration file."""
-    if device_cfg.get("max_batch") is not None:
-        return int(device_cfg["max_batch"])
-    path, record = _calibration_record(
-        calibration_dir, device_cfg, " or set its max_batch in the config"
-    )
-    max_batch = record.get("max_batch")
-    if not isinstance(max_batch, int) or max_batch < 1:
-        raise ValueError(f"{path}: max_batch missing or not a positive integer")
-    return max_batch
-
-
-def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepTimeCurve:
-    """The step-time curve the simulated clock charges on a device, from its calibration file.
-
-    Every device has a file (a configured ``max_batch`` skips only the search).
-    The file must have been written under the device's current ``step_time``
-    settings (and ``speed_tflops`` for a roofline); otherwise re-run
-    ``adloco calibrate``.
-    """
-    path, record = _calibration_record(calibration_dir, device_cfg, "")
-    curve = record.get("step_time_curve")
-    if not isinstance(curve, dict):
-        raise ValueError(
-            f"{path}: no step_time_curve (written before step timing?); re-run `adloco calibrate`"
-        )
-    try:
-        parsed = StepTimeCurve.from_dict(curve)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: step_time_curve is malformed: {exc!r}") from exc
-    settings = step_time_settings(device_cfg)
-    recorded = record.get("step_time") or {}
-    if settings["model"] == "measured":
-        wanted = {"model": "measured", "scale": settings["scale"]}
-    else:
-        wanted = {
-            "model": "roofline",
-            "saturation_batch": settings["saturation_batch"],
-            "update_s": settings["update_s"],
-            "speed_tflops": float(device_cfg.get("speed_tflops", 1.0)),
-        }
-    stale = {k: recorded.get(k) for k in wanted if recorded.get(k) != wanted[k]}
-    if stale:
-        config_says = {k: wanted[k] for k in stale}
-        raise ValueError(
-            f"{path}: written for step_time {stale}, the config says {config_says}; "
-            f"re-run `adloco calibrate --device {device_cfg['name']}`"
-        )
-    return parsed
-
-
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     device_cfg = find_device(config, args.device)
@@ -752,7 +673,7 @@ def run(args: argparse.Namespace) -> int:
     record = calibrate_device(
         config, device_cfg, manifest["vocab_size"], manifest["seq_len_tokens"]
     )
-    write_json_atomic(args.out, record)
+    CalibrationRecord.write(args.out, record)
     measured = record["step_time_measured"]
     log.info(
         "device %s: max batch %d (raw %d, method %s)",

@@ -22,7 +22,7 @@ import torch
 from transformers import AutoTokenizer
 
 from adloco import paths
-from adloco.calibrate import load_max_batch, load_step_time_curve
+from adloco.calibration_record import load_max_batch, load_step_time_curve
 from adloco.config import (
     RunSettings,
     check_subset_fraction,
