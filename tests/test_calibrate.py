@@ -10,20 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adloco.calibrate import (
-    GIB,
+from adloco.calibrate.memory_search import (
     TrialResult,
     apply_margin,
-    calibrate_device,
-    declared_step_time,
     measure_cpu_peak_bytes,
-    measure_step_times,
     search_max_batch,
     slot_budget_bytes,
-    time_repeats,
-    timing_batches,
     train_steps,
 )
+from adloco.calibrate.record import GIB, calibrate_device
+from adloco.calibrate.step_time_model import declared_step_time
+from adloco.calibrate.step_timing import measure_step_times, time_repeats, timing_batches
 from adloco.calibration_record import load_max_batch, load_step_time_curve
 from adloco.clock import StepTimeCurve
 from adloco.config import ConfigError, load_config, validate
