@@ -43,8 +43,8 @@ from adloco.algo import exact, stats, switch
 from adloco.clock import allreduce_bytes
 from adloco.config import load_config, resolve_run, total_slots
 from adloco.engine.inner import NodeState, Worker
-from adloco.engine.loop import sync_payload_bytes
 from adloco.engine.stacked import SlotJob, Stack
+from adloco.engine.trainers import sync_payload_bytes
 from adloco.model import batch_loss, build_model
 
 # keeeeenw/MicroLlama's architecture (300M parameters), for random-weight runs.

@@ -10,22 +10,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adloco.calibrate import (
-    GIB,
+from adloco.calibrate.memory_search import (
     TrialResult,
     apply_margin,
-    calibrate_device,
-    declared_step_time,
-    load_max_batch,
-    load_step_time_curve,
     measure_cpu_peak_bytes,
-    measure_step_times,
     search_max_batch,
     slot_budget_bytes,
-    time_repeats,
-    timing_batches,
     train_steps,
 )
+from adloco.calibrate.record import GIB, calibrate_device
+from adloco.calibrate.step_time_model import declared_step_time
+from adloco.calibrate.step_timing import measure_step_times, time_repeats, timing_batches
+from adloco.calibration_record import load_max_batch, load_step_time_curve
 from adloco.clock import StepTimeCurve
 from adloco.config import ConfigError, load_config, validate
 
@@ -340,61 +336,6 @@ def test_roofline_from_speed_tflops_by_hand():
     assert curve == StepTimeCurve((1, 2), (0.03, 0.06), 0.003)
 
 
-def _calibration(device: str, curve: StepTimeCurve, **step_time) -> dict:
-    settings = {
-        "model": "roofline",
-        "saturation_batch": 8,
-        "update_s": 0.0,
-        "scale": 1.0,
-        "speed_tflops": 1.0,
-    }
-    return {
-        "device": device,
-        "max_batch": 5,
-        "step_time": {**settings, **step_time},
-        "step_time_curve": curve.as_dict(),
-    }
-
-
-def test_load_step_time_curve_round_trip_and_errors(tmp_path):
-    curve = StepTimeCurve.roofline(0.01, 8, update_s=0.002)
-    device = {"name": "gpu-a", "max_batch": 7, "speed_tflops": 1.0}
-    # Even a device with a fixed max_batch needs its file for the curve.
-    with pytest.raises(FileNotFoundError, match="gpu-a.json"):
-        load_step_time_curve(tmp_path, device)
-    (tmp_path / "gpu-a.json").write_text(json.dumps(_calibration("gpu-a", curve)))
-    assert load_step_time_curve(tmp_path, device) == curve
-
-    def write(name: str, record: dict) -> dict:
-        (tmp_path / f"{name}.json").write_text(json.dumps(record))
-        return {**device, "name": name}
-
-    other = write("gpu-b", _calibration("gpu-a", curve))
-    with pytest.raises(ValueError, match="gpu-b.json.*calibrates device 'gpu-a'"):
-        load_step_time_curve(tmp_path, other)
-    old = {k: v for k, v in _calibration("gpu-c", curve).items() if k != "step_time_curve"}
-    with pytest.raises(ValueError, match="gpu-c.json: no step_time_curve"):
-        load_step_time_curve(tmp_path, write("gpu-c", old))
-    bad = _calibration("gpu-d", curve)
-    bad["step_time_curve"]["batches"] = [4, 2, 8]
-    with pytest.raises(ValueError, match="gpu-d.json: step_time_curve is malformed"):
-        load_step_time_curve(tmp_path, write("gpu-d", bad))
-    # A file written under other step_time settings is stale.
-    stale = write("gpu-e", _calibration("gpu-e", curve, saturation_batch=4))
-    with pytest.raises(ValueError, match="gpu-e.json: written for step_time.*saturation_batch"):
-        load_step_time_curve(tmp_path, stale)
-    slower = {**device, "name": "gpu-a", "speed_tflops": 2.0}
-    with pytest.raises(ValueError, match="gpu-a.json.*speed_tflops"):
-        load_step_time_curve(tmp_path, slower)
-    measured = {**device, "name": "gpu-f", "step_time": {"model": "measured", "scale": 2.0}}
-    write("gpu-f", _calibration("gpu-f", curve, model="measured", scale=1.0))
-    with pytest.raises(ValueError, match="gpu-f.json.*scale"):
-        load_step_time_curve(tmp_path, measured)
-    # speed_tflops does not matter to a measured curve.
-    write("gpu-g", _calibration("gpu-g", curve, model="measured", scale=2.0, speed_tflops=9.0))
-    assert load_step_time_curve(tmp_path, {**measured, "name": "gpu-g"}) == curve
-
-
 BAD_STEP_TIME = [
     ("step_time", {"model": "linear"}, "cluster.devices.0.step_time.model"),
     ("step_time", {"saturation_batch": 0}, "cluster.devices.0.step_time.saturation_batch"),
@@ -445,21 +386,6 @@ def test_schema_defaults_of_step_time_and_sharing():
     shipped = {n: load_config(REPO / "config" / f"{n}.yaml") for n in ("config", "test", "paper")}
     models = {n: c["cluster"]["devices"][0]["step_time"]["model"] for n, c in shipped.items()}
     assert models == {"config": "roofline", "test": "roofline", "paper": "measured"}
-
-
-def test_load_max_batch(tmp_path):
-    device = {"name": "gpu-a", "max_batch": None}
-    with pytest.raises(FileNotFoundError, match="gpu-a.json"):
-        load_max_batch(tmp_path, device)
-    (tmp_path / "gpu-a.json").write_text(json.dumps({"device": "gpu-a", "max_batch": 23}))
-    assert load_max_batch(tmp_path, device) == 23
-    assert load_max_batch(tmp_path, {"name": "gpu-a", "max_batch": 7}) == 7
-    (tmp_path / "gpu-b.json").write_text(json.dumps({"device": "gpu-a", "max_batch": 23}))
-    with pytest.raises(ValueError, match="gpu-b.json"):
-        load_max_batch(tmp_path, {"name": "gpu-b"})
-    (tmp_path / "gpu-c.json").write_text(json.dumps({"device": "gpu-c"}))
-    with pytest.raises(ValueError, match="max_batch"):
-        load_max_batch(tmp_path, {"name": "gpu-c"})
 
 
 def _write_config(tmp_path: Path, seq_len: int, memory_gib: float) -> Path:

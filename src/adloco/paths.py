@@ -34,7 +34,12 @@ def calibration_dir(experiment: str) -> Path:
 
 
 def calibration_file(experiment: str, device: str) -> Path:
-    return calibration_dir(experiment) / f"{device}.json"
+    return device_calibration_file(calibration_dir(experiment), device)
+
+
+def device_calibration_file(calibration_dir: str | Path, device: str) -> Path:
+    """A device's file in a calibration folder (``--calibration``)."""
+    return Path(calibration_dir) / f"{device}.json"
 
 
 def variance_dir(experiment: str) -> Path:

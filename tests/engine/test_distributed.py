@@ -25,7 +25,7 @@ import yaml
 from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL, assert_close
 
 from adloco.engine import checkpoint, distributed
-from adloco.engine.loop import build_slots
+from adloco.engine.trainers import build_slots
 
 HERE = Path(__file__).parent
 

@@ -11,7 +11,8 @@ import torch
 from array_data import tiny_curves
 
 from adloco.engine import inner as inner_mod
-from adloco.engine.loop import Engine, TrainingDiverged
+from adloco.engine.loop import Engine
+from adloco.engine.trainers import TrainingDiverged
 from adloco.model import batch_loss
 
 

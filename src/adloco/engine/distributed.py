@@ -149,7 +149,7 @@ def device_owners(cluster_cfg: dict, world_size: int) -> list[int]:
 
 
 def slot_owners(cluster_cfg: dict, world_size: int) -> list[int]:
-    """Rank of each node slot, in the order ``loop.build_slots`` numbers them."""
+    """Rank of each node slot, in the order ``trainers.build_slots`` numbers them."""
     per_device = cluster_cfg.get("nodes_per_device", 1)
     return [rank for rank in device_owners(cluster_cfg, world_size) for _ in range(per_device)]
 

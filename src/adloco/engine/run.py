@@ -22,7 +22,7 @@ import torch
 from transformers import AutoTokenizer
 
 from adloco import paths
-from adloco.calibrate import load_max_batch, load_step_time_curve
+from adloco.calibration_record import load_max_batch, load_step_time_curve
 from adloco.config import (
     RunSettings,
     check_subset_fraction,
@@ -32,7 +32,8 @@ from adloco.config import (
 )
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
-from adloco.engine.loop import Engine, TrainingDiverged, initial_local_batch
+from adloco.engine.loop import Engine
+from adloco.engine.trainers import TrainingDiverged, initial_local_batch
 from adloco.io import atomic_dir, atomic_path, write_json_atomic
 from adloco.pretrain import base_model_config
 from adloco.records import derive_summary

@@ -23,8 +23,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from adloco.calibration_record import CalibrationRecord
 from adloco.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
-from adloco.io import read_json_object
 from adloco.report.inputs import RunSeed
 from adloco.report.regimes import ClockModel, NetworkPoint
 
@@ -86,19 +86,17 @@ def parse_network(spec: str) -> NetworkPoint:
     return NetworkPoint(numbers[0], numbers[1], name)
 
 
-def load_device_file(path: Path, runs_record: dict | None) -> BroughtDevice:
+def load_device_file(path: Path, runs_record: CalibrationRecord | None) -> BroughtDevice:
     """A calibration file from another machine: its measured curve, on the runs' model.
 
     ``runs_record``: a calibration record of the runs' own cluster, whose
     ``model_parameters`` and ``seq_len_tokens`` the file must match (a curve
     of another model times other passes).
     """
-    record = read_json_object(path, f"{path}: device file not found")
-    measured = record.get("step_time_measured")
-    if not isinstance(measured, dict):
-        raise ValueError(f"{path}: no step_time_measured (write it with `adloco calibrate`)")
+    record = CalibrationRecord.read(path, missing=f"{path}: device file not found")
+    curve = record.curve("step_time_measured", " (write it with `adloco calibrate`)")
     for key in ("model_parameters", "seq_len_tokens"):
-        mine, theirs = (runs_record or {}).get(key), record.get(key)
+        mine, theirs = runs_record.get(key) if runs_record else None, record.get(key)
         if mine is not None and theirs is not None and mine != theirs:
             raise ValueError(
                 f"{path}: measured with {key} {theirs}, the runs' model has {mine}: its curve "
@@ -107,7 +105,6 @@ def load_device_file(path: Path, runs_record: dict | None) -> BroughtDevice:
     # The GPU's own name when the file has one, else the file's: the record's "device" is
     # the configured device it stood in for, not the machine measured.
     name = str(record.get("gpu_name") or path.stem)
-    curve = StepTimeCurve.from_dict(measured)
     return BroughtDevice(name, curve, f"measured, {path.name}", False)
 
 

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adloco.calibration_record import CalibrationRecord
 from adloco.config import RunSettings, resolve_run, run_seeds
 from adloco.io import read_json_object
+from adloco.paths import device_calibration_file
 from adloco.records import (
     REQUIRED_ROW_KEYS,
     SUMMARY_KEYS,
@@ -165,12 +167,10 @@ def load_calibration(cal_dir: Path, config: dict) -> list[Calibration]:
     out = []
     for device in config["cluster"]["devices"]:
         name = device["name"]
-        path = cal_dir / f"{name}.json"
+        path = device_calibration_file(cal_dir, name)
         if device.get("max_batch") is None:
-            fields = read_json_object(path, f"{path}: calibration not found")
-            if fields.get("device", name) != name:
-                raise ValueError(f"{path}: calibrates device {fields['device']!r}, not {name!r}")
-            out.append(Calibration(name, "file", fields, path))
+            record = CalibrationRecord.read(path, name, f"{path}: calibration not found")
+            out.append(Calibration(name, "file", dict(record.fields), path))
         else:
             # Training uses the configured value, so that is what the report shows.
             out.append(

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from adloco.calibration_record import CalibrationError
 from adloco.clock import SLOT_SHARING, StepTimeCurve
 from adloco.report.claims import measure
 from adloco.report.devices import logged_pass_sizes
@@ -87,10 +88,12 @@ def roofline_rates(config: dict, cal_dir: Path) -> Rates:
     per_sequence, update, saturations, missing = {}, {}, set(), []
     for device in config["cluster"]["devices"]:
         name = device["name"]
-        record = calibration_record(cal_dir, name) or {}
+        record = calibration_record(cal_dir, name)
         try:
-            curve = StepTimeCurve.from_dict(record["step_time_curve"])
-        except (KeyError, TypeError, ValueError):
+            if record is None:
+                raise CalibrationError(name)
+            curve = record.curve()
+        except CalibrationError:
             missing.append(f"{name}: no calibration file with a step_time_curve")
             continue
         rate = peak_seconds_per_sequence(curve)

@@ -16,14 +16,15 @@ order-statistic interval and the exact paired test).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adloco.calibration_record import CalibrationRecord
 from adloco.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
+from adloco.paths import device_calibration_file
 from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, Effect, judge, measure
 from adloco.report.inputs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
@@ -48,16 +49,9 @@ CLOCK_LABELS = {
 }
 
 
-def calibration_record(cal_dir: Path, name: str) -> dict | None:
-    """A device's calibration file, or None when absent or unreadable."""
-    path = cal_dir / f"{name}.json"
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return None
-    return record if isinstance(record, dict) else None
+def calibration_record(cal_dir: Path, name: str) -> CalibrationRecord | None:
+    """A device's calibration file, or None when there is none (a malformed one raises)."""
+    return CalibrationRecord.read_if_present(device_calibration_file(cal_dir, name), name)
 
 
 def clock_models(config: dict, cal_dir: Path) -> list[ClockModel]:
@@ -80,9 +74,9 @@ def clock_models(config: dict, cal_dir: Path) -> list[ClockModel]:
                 if record is None:
                     raise KeyError("no calibration file")
                 if key == "run":
-                    curves[name] = StepTimeCurve.from_dict(record["step_time_curve"])
+                    curves[name] = record.curve("step_time_curve")
                 elif key == "measured":
-                    curves[name] = StepTimeCurve.from_dict(record["step_time_measured"])
+                    curves[name] = record.curve("step_time_measured")
                 else:
                     tflops = (record.get("step_time") or {}).get("speed_tflops") or device.get(
                         "speed_tflops"
@@ -90,7 +84,7 @@ def clock_models(config: dict, cal_dir: Path) -> list[ClockModel]:
                     if not tflops:
                         raise KeyError("speed_tflops")
                     curves[name] = StepTimeCurve.linear_in_tokens(
-                        int(record["model_parameters"]),
+                        int(record.require("model_parameters")),
                         int(record.get("seq_len_tokens") or seq_len),
                         float(tflops),
                     )

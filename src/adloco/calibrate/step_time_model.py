@@ -1,0 +1,42 @@
+"""The step-time model: the curve a device's simulated clock charges, from its ``step_time`` block.
+
+Part of ``adloco calibrate`` (:mod:`adloco.calibrate`). ``measured``: the
+curve timed on this machine (:mod:`adloco.calibrate.step_timing`) times
+``scale``; ``roofline``: flat up to ``saturation_batch`` sequences, then linear
+at ``speed_tflops``. The formulas are in ``docs/calibration.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adloco.calibration_record import step_time_settings
+from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, StepTimeCurve
+
+
+def roofline_seconds_per_sequence(num_params: int, seq_len_tokens: int, tflops: float) -> float:
+    """6 · parameters · seq_len_tokens FLOPs of one sequence's pass at ``tflops``."""
+    return FLOPS_PER_TOKEN_PER_PARAM * num_params * seq_len_tokens / (tflops * 1e12)
+
+
+def declared_step_time(
+    device_cfg: dict, num_params: int, seq_len_tokens: int, measured: StepTimeCurve
+) -> tuple[dict[str, Any], StepTimeCurve]:
+    """The ``step_time`` record of a device and the curve its clock uses.
+
+    ``measured``: this machine's curve times ``scale``. ``roofline``: flat at
+    ``saturation_batch`` sequences' worth of compute up to ``saturation_batch``,
+    then linear at ``speed_tflops``, with ``update_s`` per update.
+    """
+    settings = step_time_settings(device_cfg)
+    tflops = float(device_cfg.get("speed_tflops", 1.0))
+    record = {**settings, "speed_tflops": tflops}
+    if settings["model"] == "measured":
+        return record, measured.scaled(settings["scale"])
+    per_sequence = roofline_seconds_per_sequence(num_params, seq_len_tokens, tflops)
+    record.update(
+        seconds_per_sequence=per_sequence,
+        flops_per_sequence=FLOPS_PER_TOKEN_PER_PARAM * num_params * seq_len_tokens,
+    )
+    curve = StepTimeCurve.roofline(per_sequence, settings["saturation_batch"], settings["update_s"])
+    return record, curve

@@ -1,0 +1,210 @@
+"""The calibration record: one device's ``results/<experiment>/calibration/<device>.json``.
+
+``adloco calibrate`` (:mod:`adloco.calibrate`) writes it; training reads a
+device's max micro-batch and the step-time curve its simulated clock charges
+(:func:`load_max_batch`, :func:`load_step_time_curve`); the report reads its
+fields, its curves and, from a file measured on another machine, its measured
+curve. :class:`CalibrationRecord` is the only reader and writer of the file,
+so every stage refuses a bad file the same way: an error that names the file
+and the field. A field written with the wrong type is refused when the file
+is read; a field a reader needs but the file lacks, when it is asked for (a
+file whose ``max_batch`` is configured need not be searched, and a report
+shows what a file has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adloco.clock import StepTimeCurve
+from adloco.config import load_schema
+from adloco.io import read_json_object, write_json_atomic
+from adloco.paths import device_calibration_file
+
+STEP_TIME_MODELS = ("measured", "roofline")
+
+NUMBER = (int, float)
+# The JSON type of every field adloco calibrate writes (docs/calibration.md).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "device": (str,),
+    "kind": (str,),
+    "memory_bytes": (int,),
+    "nodes_per_device": (int,),
+    "slot_sharing": (str,),
+    "margin": NUMBER,
+    "seq_len_tokens": (int,),
+    "vocab_size": (int,),
+    "dtype": (str,),
+    "torch_version": (str,),
+    "param_bytes": (int,),
+    "model_parameters": (int,),
+    "gpu_name": (str,),
+    "gpu_total_bytes": (int,),
+    "method": (str,),
+    "budget_bytes": (int, type(None)),
+    "raw_max_batch": (int,),
+    "max_batch": (int,),
+    "max_batch_limit": (int,),
+    "steps_per_trial": (int,),
+    "trials": (list,),
+    "step_time": (dict,),
+    "step_time_measured": (dict,),
+    "step_time_curve": (dict,),
+}
+
+
+class CalibrationError(ValueError):
+    """A calibration file that is malformed, of another device, or stale."""
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list"}
+    names |= {dict: "an object", type(None): "null"}
+    return " or ".join(dict.fromkeys(names[t] for t in types))
+
+
+def check_field_types(path: Path | str, fields: Mapping[str, Any]) -> None:
+    """Every known field present has its JSON type (a bool is not a number)."""
+    for name, types in FIELD_TYPES.items():
+        if name not in fields:
+            continue
+        value = fields[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise CalibrationError(
+                f"{path}: field {name!r} must be {_type_name(types)}, got {value!r}"
+            )
+
+
+@dataclass(frozen=True)
+class CalibrationRecord:
+    """A calibration file's fields, with typed access that names the file and the field."""
+
+    path: Path
+    fields: Mapping[str, Any]
+
+    @classmethod
+    def read(
+        cls, path: str | Path, device: str | None = None, missing: str | None = None
+    ) -> CalibrationRecord:
+        """The file at ``path``; ``device``: the device it must calibrate.
+
+        ``missing``: the message when the file does not exist (FileNotFoundError).
+        """
+        path = Path(path)
+        fields = read_json_object(path, missing, error=CalibrationError)
+        check_field_types(path, fields)
+        if device is not None and fields.get("device") != device:
+            raise CalibrationError(
+                f"{path}: calibrates device {fields.get('device')!r}, not {device!r}"
+            )
+        return cls(path, fields)
+
+    @classmethod
+    def read_if_present(
+        cls, path: str | Path, device: str | None = None
+    ) -> CalibrationRecord | None:
+        """The file at ``path``, or None when there is none (a malformed one raises)."""
+        return cls.read(path, device) if Path(path).is_file() else None
+
+    @classmethod
+    def write(cls, path: str | Path, fields: Mapping[str, Any]) -> CalibrationRecord:
+        """Write ``fields`` atomically (after checking their types) and return the record."""
+        path = Path(path)
+        check_field_types(path, fields)
+        write_json_atomic(path, dict(fields))
+        return cls(path, fields)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field the file may lack (its type was checked on reading)."""
+        return self.fields.get(name, default)
+
+    def require(self, name: str, why: str = "") -> Any:
+        """A field the reader needs: missing, it raises naming the file and the field."""
+        if name not in self.fields:
+            raise CalibrationError(f"{self.path}: no {name}{why}")
+        return self.fields[name]
+
+    @property
+    def max_batch(self) -> int:
+        value = self.fields.get("max_batch")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise CalibrationError(f"{self.path}: max_batch missing or not a positive integer")
+        return value
+
+    def curve(self, name: str = "step_time_curve", why: str = "") -> StepTimeCurve:
+        """``step_time_curve`` (what the runs' clock charges) or ``step_time_measured``."""
+        fields = self.require(name, why)
+        try:
+            return StepTimeCurve.from_dict(fields)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CalibrationError(f"{self.path}: {name} is malformed: {exc!r}") from exc
+
+
+def read_device_record(
+    calibration_dir: str | Path, device_cfg: dict, what: str
+) -> CalibrationRecord:
+    """A configured device's record; ``what``: how else to get one, for the missing-file error."""
+    name = device_cfg["name"]
+    path = device_calibration_file(calibration_dir, name)
+    missing = (
+        f"{path}: no calibration for device {name}; run `adloco calibrate --device {name} "
+        f"--out {path} ...`{what}"
+    )
+    return CalibrationRecord.read(path, name, missing)
+
+
+def step_time_settings(device_cfg: dict) -> dict[str, Any]:
+    """A device's ``step_time`` block with the schema's defaults filled in."""
+    device_schema = load_schema()["properties"]["cluster"]["properties"]["devices"]["items"]
+    fields = device_schema["properties"]["step_time"]["properties"]
+    settings = {name: field["default"] for name, field in fields.items()}
+    settings.update(device_cfg.get("step_time") or {})
+    if settings["model"] not in STEP_TIME_MODELS:
+        raise ValueError(
+            f"device {device_cfg['name']}: step_time.model must be one of {STEP_TIME_MODELS}, "
+            f"got {settings['model']!r}"
+        )
+    return settings
+
+
+def load_max_batch(calibration_dir: str | Path, device_cfg: dict) -> int:
+    """The micro-batch cap of a device: its configured ``max_batch``, else its calibration file."""
+    if device_cfg.get("max_batch") is not None:
+        return int(device_cfg["max_batch"])
+    return read_device_record(
+        calibration_dir, device_cfg, " or set its max_batch in the config"
+    ).max_batch
+
+
+def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepTimeCurve:
+    """The step-time curve the simulated clock charges on a device, from its calibration file.
+
+    Every device has a file (a configured ``max_batch`` skips only the search).
+    The file must have been written under the device's current ``step_time``
+    settings (and ``speed_tflops`` for a roofline); otherwise re-run
+    ``adloco calibrate``.
+    """
+    record = read_device_record(calibration_dir, device_cfg, "")
+    curve = record.curve(why=" (written before step timing?); re-run `adloco calibrate`")
+    settings = step_time_settings(device_cfg)
+    recorded = record.get("step_time") or {}
+    if settings["model"] == "measured":
+        wanted = {"model": "measured", "scale": settings["scale"]}
+    else:
+        wanted = {
+            "model": "roofline",
+            "saturation_batch": settings["saturation_batch"],
+            "update_s": settings["update_s"],
+            "speed_tflops": float(device_cfg.get("speed_tflops", 1.0)),
+        }
+    stale = {k: recorded.get(k) for k in wanted if recorded.get(k) != wanted[k]}
+    if stale:
+        config_says = {k: wanted[k] for k in stale}
+        raise CalibrationError(
+            f"{record.path}: written for step_time {stale}, the config says {config_says}; "
+            f"re-run `adloco calibrate --device {device_cfg['name']}`"
+        )
+    return curve

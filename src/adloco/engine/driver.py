@@ -1,0 +1,328 @@
+"""What runs an engine's rounds and keeps them: start, checkpoints, agreement, progress, export.
+
+:class:`Driver` is the half of :class:`adloco.engine.loop.Engine` that is not
+the round: ``run()`` creates the trainers of round 0 (``_init_trainers``) or
+resumes from the checkpoint folder, calls
+``Engine.run_round`` until the run ends, appends each round's metrics rows,
+saves a checkpoint every ``checkpoint_every_rounds`` rounds and shows progress
+in tokens. The replicated state (:meth:`Driver.state_dict`, saved once) and
+each process's own (:meth:`Driver.local_state_dict`: its slots' inner
+optimizer states and its RNG) go through :mod:`adloco.engine.checkpoint`;
+every process checks that all hold the same replicated state at the start and
+whenever a checkpoint is saved (:meth:`Driver._agree`). ``best_trainer`` and
+``export_model`` hand the finished run to ``adloco train``'s outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+
+import torch
+from tqdm.auto import tqdm
+
+from adloco.algo import merge, outer, trust
+from adloco.config import RunSettings
+from adloco.engine import checkpoint, ddp
+from adloco.engine.inner import NodeState
+from adloco.engine.sampler import SubsetSampler, draw_subset
+from adloco.engine.trainers import Trainer, copy_inner_state
+from adloco.model import DTYPES, build_model
+
+log = logging.getLogger(__name__)
+
+
+def run_fingerprint(
+    cfg: dict, settings: RunSettings, seed: int, max_batches: dict[str, int], curves, data
+) -> str:
+    """What a checkpoint must have been trained under to be resumed (``checkpoint.fingerprint``)."""
+    return checkpoint.fingerprint(
+        {
+            "run": asdict(settings),
+            "seed": seed,
+            "model": cfg["model"],
+            # How many processes run the slots does not change the trajectory,
+            # so a run may resume under another number of them.
+            "cluster": {k: v for k, v in cfg["cluster"].items() if k != "processes_per_machine"},
+            "max_batches": max_batches,
+            "curves": {name: c.as_dict() for name, c in sorted(curves.items())},
+            "data": data.manifest.get("splits"),
+        }
+    )
+
+
+class Driver:
+    """Start, resume, checkpoint and export an :class:`adloco.engine.loop.Engine`.
+
+    A base of ``Engine``: it creates the trainers of round 0 or restores them,
+    using the engine's settings, slots, worker, collective and counters, and
+    its ``run_round``, ``_finished`` and ``trainer_by_id``.
+    """
+
+    def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        """The trainer's optimizer of θ: outer SGD, or (ddp) the optimizer of every step."""
+        if self.settings.method == "ddp":
+            return ddp.make_optimizer(params, self.settings)
+        return outer.make_outer_optimizer(
+            params, self.settings.outer_lr, self.settings.outer_momentum, self.settings.nesterov
+        )
+
+    def _init_trainers(self) -> None:
+        """The trainers of round 0, when there is no checkpoint to resume."""
+        shared = [p.detach().clone().float() for p in self.worker.params]
+        k = self.settings.initial_trainers
+        # Equal shares of the slots; each trainer's global batch is initial_batch per slot.
+        first_slots = merge.slot_counts(dict.fromkeys(range(k), len(self.slots)), len(self.slots))
+        for t in range(k):
+            if self.settings.init == "independent" and t > 0:
+                model = build_model(
+                    self.cfg["model"], self.data.vocab_size, self.seq_len, self.seed * 1000 + t
+                )
+                params = [p.detach().clone().float().to(self.device) for p in model.parameters()]
+            else:
+                params = [p.clone() for p in shared]
+            subset = draw_subset(
+                len(self.train_split), self.settings.subset_fraction, self.seed * 7919 + t
+            )
+            sampler = SubsetSampler(subset, seed=self.seed * 104_729 + t)
+            batch = self.initial_local_batch * first_slots[t]
+            self.trainers.append(Trainer(t, params, self._new_outer(params), batch, sampler))
+
+    def state_dict(self) -> dict:
+        """The replicated state: identical on every process, saved once (by rank 0)."""
+        return {
+            "round": self.round,
+            "tokens_total": self.tokens_total,
+            "communications": self.communications,
+            "bytes_total": self.bytes_total,
+            "sim_time_s": self.sim_time_s,
+            "wall_time_s": self._wall_s(),
+            "slot_owner": [[s, t] for s, t in sorted(self.slot_owner.items())],
+            "trainers": [
+                {
+                    "id": t.id,
+                    "params": [p.cpu() for p in t.params],
+                    "outer_state": t.outer_opt.state_dict(),
+                    "global_batch": t.global_batch,
+                    "sampler": t.sampler.state_dict(),
+                    "tokens": t.tokens,
+                    "direction": None if t.direction is None else [d.cpu() for d in t.direction],
+                    "smoothed": json.dumps(None if t.smoothed is None else t.smoothed.as_dict()),
+                }
+                for t in self.trainers
+            ],
+            "history": json.dumps(self.history),
+        }
+
+    def local_state_dict(self) -> dict:
+        """This process's own state: inner optimizer states of the slots it runs, its RNG."""
+        return {
+            "nodes": [
+                {"slot": n.slot, "inner_state": n.inner_state}
+                for n in self.nodes.values()
+                if self.comm.owns(n.slot) and n.inner_state is not None
+            ],
+            "rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict, local: dict) -> None:
+        """Restore from :meth:`state_dict` and ``local`` (``{"nodes": {slot: inner}, "rng"}``)."""
+        self.round = state["round"]
+        self.tokens_total = state["tokens_total"]
+        self.communications = state["communications"]
+        self.bytes_total = state["bytes_total"]
+        self.sim_time_s = state["sim_time_s"]
+        self.wall_offset_s = state["wall_time_s"]
+        self.slot_owner = {int(s): int(t) for s, t in state["slot_owner"]}
+        self.trainers = []
+        for ts in state["trainers"]:
+            params = [p.to(self.device) for p in ts["params"]]
+            opt = self._new_outer(params)
+            opt.load_state_dict(ts["outer_state"])
+            direction = ts["direction"]
+            self.trainers.append(
+                Trainer(
+                    ts["id"],
+                    params,
+                    opt,
+                    ts["global_batch"],
+                    SubsetSampler.from_state_dict(ts["sampler"]),
+                    ts["tokens"],
+                    None if direction is None else [d.to(self.device) for d in direction],
+                    trust.Smoothed.from_dict(json.loads(ts["smoothed"])),
+                )
+            )
+        for slot in self.nodes:
+            self.nodes[slot] = NodeState(
+                slot, copy_inner_state(local["nodes"].get(slot), self.device)
+            )
+        if local["rng"] is not None:
+            torch.set_rng_state(local["rng"])
+        self.history = json.loads(state["history"])
+
+    def _replica_digest(self) -> int:
+        """A 31-bit digest of the replicated state; equal on all processes whose replicas agree."""
+        values = [self.round, self.tokens_total]
+        for t in self.trainers:
+            # The bit patterns of θ: any changed bit changes the sum (barring cancellation).
+            bits = torch.stack(
+                [p.detach().contiguous().view(torch.int32).sum(dtype=torch.int64) for p in t.params]
+            ).sum()
+            values += [t.id, t.global_batch, t.sampler.epoch, t.sampler.position, int(bits)]
+        digest = 0
+        for v in values:
+            digest = (digest * 1_000_003 + v) % (2**31 - 1)
+        return digest
+
+    def _agree(self, when: str) -> None:
+        """Fail on every process unless all hold the same round and replicated state.
+
+        Also a barrier. Sums of small integers are exact in float64, so the
+        check is exact; a second reduction makes every process reach the same
+        verdict.
+        """
+        mine = torch.tensor(
+            [self.round, self._replica_digest()], dtype=torch.float64, device=self.device
+        )
+        total = mine.clone()
+        self.comm.all_reduce_sum_([total])
+        verdict = torch.tensor(
+            [0.0 if torch.equal(total, mine * self.comm.world_size) else 1.0],
+            dtype=torch.float64,
+            device=self.device,
+        )
+        self.comm.all_reduce_sum_([verdict])
+        if verdict.item() > 0:
+            raise RuntimeError(
+                f"rank {self.comm.rank}: the {self.comm.world_size} processes disagree on the "
+                f"round or the trainers' state {when}; their replicas diverged (different "
+                "checkpoints, code or non-deterministic kernels)"
+            )
+
+    def _wall_s(self) -> float:
+        return self.wall_offset_s + (time.perf_counter() - self._t0)
+
+    def start(self) -> None:
+        """Resume from the checkpoint folder, or create the trainers of round 0."""
+        self._t0 = time.perf_counter()
+        if not self.load_checkpoint():
+            self._init_trainers()
+            if self.comm.is_writer:
+                self.metrics_path.write_text("")
+        else:
+            log.info(
+                "resuming %s seed %d after round %d", self.settings.name, self.seed, self.round
+            )
+            if self.comm.is_writer:
+                self._truncate_metrics()
+        self._agree("at the start")
+
+    def run(self) -> list[dict]:
+        """Train to the end, resuming from the checkpoint folder; return all rows."""
+        self.start()
+        # Progress in tokens: runs end at the token budget, after however many rounds.
+        bar = _progress(
+            self.settings.max_tokens,
+            min(self.tokens_total, self.settings.max_tokens),
+            f"{self.settings.name} s{self.seed}",
+            self.progress and self.comm.is_writer,
+        )
+        try:
+            while not self._finished(self.round):
+                before = self.tokens_total
+                rows = self.run_round()
+                if self.comm.is_writer:
+                    with open(self.metrics_path, "a") as fh:
+                        for row in rows:
+                            fh.write(json.dumps(row) + "\n")
+                self.history.extend(rows)
+                if self.round % self.settings.checkpoint_every_rounds == 0 or self._finished(
+                    self.round
+                ):
+                    self.save_checkpoint()
+                bar.update(
+                    min(self.tokens_total, self.settings.max_tokens) - min(before, bar.total)
+                )
+                bar.set_postfix(_postfix(rows))
+        finally:
+            bar.close()
+        return self.history
+
+    def save_checkpoint(self) -> None:
+        """Save the current round; every process calls it (see ``checkpoint``'s protocol)."""
+        checkpoint.save(
+            self.ckpt_dir,
+            self.round,
+            self.fingerprint,
+            self.state_dict() if self.comm.is_writer else None,
+            self.local_state_dict(),
+            self.comm.rank,
+            self.comm.world_size,
+            barrier=lambda: self._agree(f"when saving round {self.round}"),
+        )
+
+    def load_checkpoint(self) -> bool:
+        """Load the last complete round, if any; whether there was one.
+
+        A checkpoint of another configuration, run or seed cannot be resumed:
+        it is moved aside to ``<folder>.stale`` and the run starts over.
+        """
+        try:
+            saved = checkpoint.load(self.ckpt_dir, self.fingerprint, self.resume_finished)
+            stale = None
+        except checkpoint.StaleCheckpointError as exc:
+            saved, stale = None, exc
+        self.comm.barrier()  # every process has read the folder before it may move
+        if stale is not None:
+            if self.comm.is_writer:
+                moved = checkpoint.set_aside(self.ckpt_dir)
+                log.warning("%s; moved to %s, starting over", stale, moved)
+            self.comm.barrier()
+        if saved is None:
+            return False
+        self.load_state_dict(saved.shared, saved.local(self.comm.rank, self.comm.owns))
+        return True
+
+    def _truncate_metrics(self) -> None:
+        # Rows written after the checkpoint belong to a round that will be redone.
+        rows = [json.dumps(r) for r in self.history]
+        self.metrics_path.write_text("".join(line + "\n" for line in rows))
+
+    def best_trainer(self) -> Trainer:
+        """The active trainer with the lowest validation perplexity in the last round."""
+        last = [
+            r for r in self.history if r["round"] == self.round and r["val_perplexity"] is not None
+        ]
+        alive = {t.id for t in self.trainers}
+        scored = sorted((r["val_perplexity"], r["trainer"]) for r in last if r["trainer"] in alive)
+        best_id = scored[0][1] if scored else self.trainers[0].id
+        return self.trainer_by_id(best_id)
+
+    def export_model(self, trainer: Trainer) -> torch.nn.Module:
+        self.worker.load(trainer.params)
+        dtype = DTYPES[self.cfg["model"]["dtype"]]
+        return self.worker.model.to(dtype)
+
+
+def _progress(total: int, initial: int, desc: str, enabled: bool):
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit="tok",
+        unit_scale=True,
+        disable=not enabled,
+        dynamic_ncols=True,
+    )
+
+
+def _postfix(rows: list[dict]) -> dict:
+    ppl = [r["val_perplexity"] for r in rows if r["val_perplexity"] is not None]
+    return {
+        "round": rows[0]["round"],
+        "trainers": len(rows),
+        "batch": ",".join(str(r["requested_batch"]) for r in rows),
+        "val_ppl": f"{min(ppl):.1f}" if ppl else "-",
+    }
