@@ -209,3 +209,11 @@ def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are(
         "time slicing: at every bandwidth;" not in text
         and "time slicing: at every bandwidth." in text
     )
+
+
+def test_a_log_axis_labels_its_minor_ticks_at_2_and_5_only():
+    from adloco.report.figures import _sparse_minor_numbers
+
+    label = _sparse_minor_numbers()
+    ticks = [0.08, 0.2, 0.3, 0.5, 0.9, 2.0, 3.0, 5.0, 20.0, 0.0]
+    assert [label(t, None) for t in ticks] == ["", "0.2", "", "0.5", "", "2", "", "5", "20", ""]

@@ -73,6 +73,18 @@ def _plain_numbers():
     return FuncFormatter(lambda value, _: f"{value:g}")
 
 
+def _sparse_minor_numbers():
+    """Labels of a log axis's minor ticks at 2 and 5 times a power of ten only (no crowding)."""
+
+    def label(value, _):
+        if value <= 0:
+            return ""
+        leading = round(value / 10 ** math.floor(math.log10(value)), 6)
+        return f"{value:g}" if leading in (2.0, 5.0) else ""
+
+    return FuncFormatter(label)
+
+
 def _binary_units():
     def label(value, _):
         for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -355,7 +367,7 @@ def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) ->
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(_plain_numbers())
-        ax.yaxis.set_minor_formatter(_plain_numbers())
+        ax.yaxis.set_minor_formatter(_sparse_minor_numbers())
         ax.set_xlabel("bandwidth (Gbit/s)")
         titles = {"diloco": "AdLoCo / DiLoCo", "best": "AdLoCo / best baseline",
                   "ddp": "AdLoCo / ddp anchor"}  # fmt: skip
