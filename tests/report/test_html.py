@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from pathlib import Path
 
@@ -217,3 +218,21 @@ def test_a_log_axis_labels_its_minor_ticks_at_2_and_5_only():
     label = _sparse_minor_numbers()
     ticks = [0.08, 0.2, 0.3, 0.5, 0.9, 2.0, 3.0, 5.0, 20.0, 0.0]
     assert [label(t, None) for t in ticks] == ["", "0.2", "", "0.5", "", "2", "", "5", "20", ""]
+
+
+def test_the_regime_figure_leaves_out_ratios_no_log_axis_holds():
+    # A baseline that never reaches the target gives a ratio of 0, an AdLoCo
+    # that never does one of infinity; a figure of only those has nothing to draw.
+    from types import SimpleNamespace as NS
+
+    from adloco.report.figures import regimes_figure
+
+    def cell(estimate, bandwidth):
+        return NS(target=100.0, against="diloco", clock="run", sharing="concurrent",
+                  bandwidth_gbit_s=bandwidth, own=False,
+                  effect=NS(estimate=estimate, interval=None))  # fmt: skip
+
+    labels = {"run": "the runs' own curve"}
+    assert regimes_figure([cell(math.inf, 0.1), cell(0.0, 1.0)], 100.0, labels) is None
+    png = regimes_figure([cell(math.inf, 0.1), cell(0.9, 1.0), cell(1.1, 10.0)], 100.0, labels)
+    assert png.startswith(b"\x89PNG")

@@ -327,7 +327,8 @@ REGIME_STYLES = {"concurrent": "-", "time_slicing": "--"}
 
 def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) -> bytes | None:
     """AdLoCo / baseline time-to-target ratio against bandwidth, per clock model and sharing."""
-    mine = [c for c in cells if c.target == target]
+    # A ratio of 0 or infinity (a run that never gets there) has no place on a log axis.
+    mine = [c for c in cells if c.target == target and 0 < c.effect.estimate < math.inf]
     if not mine:
         return None
     plt, sns = _pyplot()
@@ -350,7 +351,7 @@ def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) ->
                 ax.plot(x, y, style, color=colors[clock], label=f"{labels[clock]}, {sharing}")
                 lo = [c.effect.interval.low if c.effect.interval else None for c in line]
                 hi = [c.effect.interval.high if c.effect.interval else None for c in line]
-                if all(v is not None and math.isfinite(v) for v in lo + hi):
+                if all(v is not None and 0 < v < math.inf for v in lo + hi):
                     ax.fill_between(x, lo, hi, color=colors[clock], alpha=0.12, linewidth=0)
                 for c in line:
                     if c.own:
