@@ -154,6 +154,14 @@ def test_a_damaged_last_round_resumes_from_the_previous_one(
     assert not (last / "PAYLOAD-RAN").exists()
 
 
+def _damage_both_rounds(ckpt, manifest: dict, name: str, damage: str) -> None:
+    """Damage file ``name`` of the last round and of the one before it."""
+    for entry in (manifest, manifest["previous"]):
+        DAMAGE[damage](ckpt / entry["dir"] / name)
+    if damage != "bit flip":  # the sha256 finds a bit flip; the file's structure the rest
+        _reseal(ckpt)
+
+
 @pytest.mark.reliability("checkpoints")
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_damaged_rounds_with_nothing_intact_are_refused_naming_the_file(
@@ -161,10 +169,7 @@ def test_damaged_rounds_with_nothing_intact_are_refused_naming_the_file(
 ):
     ckpt, _ = trained
     manifest = _manifest(ckpt)
-    for entry in (manifest, manifest["previous"]):
-        DAMAGE[damage](ckpt / entry["dir"] / "shared.pt")
-    if damage != "bit flip":  # the sha256 finds a bit flip; the file's structure the rest
-        _reseal(ckpt)
+    _damage_both_rounds(ckpt, manifest, "shared.pt", damage)
     with pytest.raises(checkpoint.CorruptCheckpointError) as refused:
         make_engine(make_config, array_data, ckpt).run()
     message = str(refused.value)
@@ -253,10 +258,7 @@ def test_adloco_train_refuses_a_damaged_checkpoint_in_one_line(train_cli, capsys
     ckpt = train_cli.ckpt
     (ckpt / checkpoint.FINISHED_NAME).unlink()  # as if killed before its outputs
     manifest = _manifest(ckpt)
-    for entry in (manifest, manifest["previous"]):
-        DAMAGE[damage](ckpt / entry["dir"] / "rank-00000.pt")
-    if damage != "bit flip":
-        _reseal(ckpt)
+    _damage_both_rounds(ckpt, manifest, "rank-00000.pt", damage)
     code, err = train_cli(capsys)
     path = ckpt / manifest["dir"] / "rank-00000.pt"
     assert code == 1
