@@ -41,7 +41,7 @@ import torch
 
 from adloco.algo import exact, stats, switch
 from adloco.clock import allreduce_bytes
-from adloco.config import load_config, resolve_run, total_slots
+from adloco.config import load_config_dict, model_config, resolve_run, total_slots
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine.stacked import SlotJob, Stack
 from adloco.engine.trainers import sync_payload_bytes
@@ -113,7 +113,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    cfg = load_config(args.config)
+    cfg = load_config_dict(args.config)
     settings = resolve_run(cfg, next(iter(cfg["runs"])))
     if device.type == "cuda":
         settings = dataclasses.replace(
@@ -137,10 +137,10 @@ def main() -> None:
     lrs = [settings.inner_lr] * args.steps
     tokens = data.numel()
 
-    model = build_model(model_cfg, vocab, seq_len, 0)
+    model = build_model(model_config(model_cfg), vocab, seq_len, 0)
     worker = Worker(model, settings, device)
     theta = [p.detach().clone() for p in worker.params]
-    reference = build_model(model_cfg, vocab, seq_len, 0).to(device)
+    reference = build_model(model_config(model_cfg), vocab, seq_len, 0).to(device)
     ref_params = list(reference.parameters())
     autocast = worker._autocast
 

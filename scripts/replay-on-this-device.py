@@ -29,7 +29,7 @@ import yaml
 
 from adloco import paths
 from adloco.cli import main as adloco
-from adloco.config import load_config
+from adloco.config import load_config_dict
 
 # Memory a CUDA device may use while timing (the max batch is fixed, so no search runs).
 TIMING_MEMORY_GIB = 4.0
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    config = load_config(args.config)
+    config = load_config_dict(args.config)
     experiment = config.get("experiment", "default")
     calibration = paths.calibration_dir(experiment)
     out = paths.experiment_dir(experiment) / "replay" / args.name

@@ -21,7 +21,8 @@ TINY_SEED = 0
 
 def make_data_config(**overrides) -> dict:
     """A default-filled ``data`` section of the configuration for the tiny corpus."""
-    from adloco.config import load_schema, validate
+    from adloco.config import load_schema
+    from adloco.config.schema import fill_and_check
 
     tokenizer = {"kind": "bpe", "vocab_size": TINY_VOCAB_SIZE, **overrides.pop("tokenizer", {})}
     data = {
@@ -33,7 +34,9 @@ def make_data_config(**overrides) -> dict:
         "tokenizer": tokenizer,
         **overrides,
     }
-    return validate(data, load_schema()["properties"]["data"], prefix="data")
+    schema = load_schema()
+    sub = {**schema["properties"]["data"], "$defs": schema["$defs"]}
+    return fill_and_check(data, sub, prefix="data")
 
 
 @pytest.fixture(scope="session")
@@ -72,19 +75,23 @@ def tiny_data_config(tiny_c4_dir):
 
 
 @pytest.fixture(scope="session")
-def tiny_model_cfg() -> dict:
-    """A Llama config section small enough for exact per-sample gradients (do not mutate)."""
-    return {
-        "source": "config",
-        "name": None,
-        "hidden_size": 16,
-        "intermediate_size": 32,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 2,
-        "tie_word_embeddings": True,
-        "dtype": "float32",
-    }
+def tiny_model_cfg():
+    """A Llama ``model`` section (ModelConfig) small enough for exact per-sample gradients."""
+    from adloco.config import ModelConfig
+
+    return ModelConfig(
+        **{
+            "source": "config",
+            "name": None,
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "tie_word_embeddings": True,
+            "dtype": "float32",
+        }
+    )
 
 
 @pytest.fixture(scope="module")

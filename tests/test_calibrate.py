@@ -23,7 +23,7 @@ from adloco.calibrate.step_time_model import declared_step_time
 from adloco.calibrate.step_timing import measure_step_times, time_repeats, timing_batches
 from adloco.calibration_record import load_max_batch, load_step_time_curve
 from adloco.clock import StepTimeCurve
-from adloco.config import ConfigError, load_config, validate
+from adloco.config import ConfigError, device_config, load_config_dict, model_config, validate
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -97,7 +97,7 @@ def test_slot_budget():
 
 @pytest.fixture(scope="module")
 def tiny_config() -> dict:
-    config = load_config(REPO / "config" / "test.yaml")
+    config = load_config_dict(REPO / "config" / "test.yaml")
     config["calibration"]["steps_per_trial"] = 2
     config["data"]["seq_len_tokens"] = 16
     return config
@@ -107,7 +107,9 @@ def tiny_config() -> dict:
 def tiny_model(tiny_config):
     from adloco.model import build_model
 
-    return build_model(tiny_config["model"], 64, tiny_config["data"]["seq_len_tokens"], seed=0)
+    return build_model(
+        model_config(tiny_config["model"]), 64, tiny_config["data"]["seq_len_tokens"], seed=0
+    )
 
 
 def _peak(model, batch: int, seq_len: int, steps: int = 2) -> int:
@@ -314,7 +316,9 @@ def test_roofline_from_speed_tflops_by_hand():
         "step_time": {"model": "roofline", "saturation_batch": 8, "update_s": 0.25},
     }
     measured = StepTimeCurve((1, 2), (0.01, 0.02), 0.001)
-    record, curve = declared_step_time(device, 920_192, 128, measured)
+    record, curve = declared_step_time(
+        device_config({"memory_gib": 1, **device}), 920_192, 128, measured
+    )
     # 6 x 920,192 parameters x 128 tokens = 706,707,456 FLOPs per sequence, at 5e10 FLOP/s.
     per_sequence = 706_707_456 / 5e10
     assert record["flops_per_sequence"] == 706_707_456
@@ -327,11 +331,18 @@ def test_roofline_from_speed_tflops_by_hand():
         12 * per_sequence
     )
     # Schema defaults fill a device without a step_time block: roofline at 8.
-    record, _ = declared_step_time({"name": "sim", "speed_tflops": 0.05}, 920_192, 128, measured)
+    record, _ = declared_step_time(
+        device_config({"name": "sim", "speed_tflops": 0.05, "memory_gib": 1}),
+        920_192,
+        128,
+        measured,
+    )
     assert (record["model"], record["saturation_batch"], record["update_s"]) == ("roofline", 8, 0.0)
     # measured: this machine's curve times scale.
     scaled = {"name": "sim", "step_time": {"model": "measured", "scale": 3.0}}
-    record, curve = declared_step_time(scaled, 920_192, 128, measured)
+    record, curve = declared_step_time(
+        device_config({"memory_gib": 1, **scaled}), 920_192, 128, measured
+    )
     assert record["model"] == "measured" and "seconds_per_sequence" not in record
     assert curve == StepTimeCurve((1, 2), (0.03, 0.06), 0.003)
 
@@ -383,7 +394,9 @@ def test_schema_defaults_of_step_time_and_sharing():
         "scale": 1.0,
     }
     assert (cfg["calibration"]["timing_repeats"], cfg["calibration"]["timing_warmup"]) == (5, 2)
-    shipped = {n: load_config(REPO / "config" / f"{n}.yaml") for n in ("config", "test", "paper")}
+    shipped = {
+        n: load_config_dict(REPO / "config" / f"{n}.yaml") for n in ("config", "test", "paper")
+    }
     models = {n: c["cluster"]["devices"][0]["step_time"]["model"] for n, c in shipped.items()}
     assert models == {"config": "roofline", "test": "roofline", "paper": "measured"}
 
@@ -435,11 +448,11 @@ def test_cli_writes_the_calibration(tmp_path, tiny_tokenized):
     # 25 MiB per slot is far above what batch 8 of this model needs.
     assert record["raw_max_batch"] == 8
     assert record["max_batch"] == 7
-    assert load_max_batch(out.parent, {"name": "cpu-tiny"}) == 7
+    assert load_max_batch(out.parent, device_config({"name": "cpu-tiny", "memory_gib": 1})) == 7
     # Timed up to 2 slots x 7 sequences; the clock's curve is the declared roofline.
     assert record["step_time_measured"]["batches"] == [1, 2, 4, 8, 14]
-    config = load_config(config_path)
-    curve = load_step_time_curve(out.parent, config["cluster"]["devices"][0])
+    config = load_config_dict(config_path)
+    curve = load_step_time_curve(out.parent, device_config(config["cluster"]["devices"][0]))
     assert curve == StepTimeCurve.from_dict(record["step_time_curve"])
     assert curve.batches == (1, 8, 16) and record["step_time"]["model"] == "roofline"
     # An unknown device and a data folder without a manifest are clear errors.

@@ -7,13 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from adloco.calibration_record import (
-    CalibrationError,
-    CalibrationRecord,
-    load_max_batch,
-    load_step_time_curve,
-)
+from adloco import calibration_record
+from adloco.calibration_record import CalibrationError, CalibrationRecord
 from adloco.clock import StepTimeCurve
+from adloco.config import device_config
+
+
+def load_max_batch(folder: Path, device: dict) -> int:
+    return calibration_record.load_max_batch(folder, device_config({"memory_gib": 1, **device}))
+
+
+def load_step_time_curve(folder: Path, device: dict) -> StepTimeCurve:
+    typed = device_config({"memory_gib": 1, **device})
+    return calibration_record.load_step_time_curve(folder, typed)
+
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "calibration"
 TINY = {

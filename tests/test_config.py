@@ -11,7 +11,7 @@ import yaml
 
 from adloco import paths
 from adloco.cli import main
-from adloco.config import ConfigError, load_config, resolve_run, run_seeds, validate
+from adloco.config import Config, ConfigError, config_from_dict, load_config, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,8 +26,8 @@ SHIPPED = sorted(p.name for p in (ROOT / "config").glob("*.yaml"))
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_configs_validate_and_every_run_resolves(name):
     cfg = load_config(ROOT / "config" / name)
-    for run in cfg["runs"]:
-        settings = resolve_run(cfg, run)
+    for run in cfg.runs:
+        settings = cfg.run(run)
         assert settings.name == run and settings.method in {"adloco", "diloco", "localsgd", "ddp"}
 
 
@@ -42,7 +42,7 @@ def test_run_settings_fields_are_the_schema_train_fields():
 
 def test_run_settings_are_frozen_and_give_back_the_merged_dict():
     cfg = validate(base())
-    run = resolve_run(cfg, "adloco")
+    run = Config.from_dict(cfg).run("adloco")
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.inner_lr = 1.0  # type: ignore[misc]
     merged = {**cfg["train"], **cfg["runs"]["adloco"], "name": "adloco"}
@@ -60,13 +60,13 @@ def test_defaults_come_from_the_schema():
 
 
 def test_run_overrides_train_and_method_rules_apply():
-    cfg = validate(base())
-    run = resolve_run(cfg, "adloco")
+    cfg = config_from_dict(base())
+    run = cfg.run("adloco")
     assert run.batch_test == "norm" and run.initial_trainers == 2
-    assert run.inner_steps == cfg["train"]["inner_steps"]
+    assert run.inner_steps == cfg.train.inner_steps
     cfg2 = base()
     cfg2["runs"]["local"] = {"method": "localsgd"}
-    local = resolve_run(validate(cfg2), "local")
+    local = config_from_dict(cfg2).run("local")
     assert (local.inner_optimizer, local.outer_lr, local.outer_momentum) == (
         "sgd",
         1.0,
@@ -129,8 +129,6 @@ def test_malformed_config_is_rejected_with_the_key(key, value, named):
     cfg = set_key(copy.deepcopy(base()), key, value)
     with pytest.raises(ConfigError) as err:
         validate(cfg)
-        for run in cfg["runs"]:
-            resolve_run(cfg, run)
     assert named in str(err.value)
 
 
@@ -187,11 +185,11 @@ def test_a_run_may_have_its_own_seeds():
     cfg = base()
     cfg["seeds"] = [0, 1, 2, 3]
     cfg["runs"]["adloco"]["seeds"] = [0, 1]
-    cfg = validate(cfg)
-    assert run_seeds(cfg, "adloco") == [0, 1]
-    assert run_seeds(cfg, "diloco") == [0, 1, 2, 3]
+    typed = config_from_dict(cfg)
+    assert typed.run_seeds("adloco") == [0, 1]
+    assert typed.run_seeds("diloco") == [0, 1, 2, 3]
     # Seeds are not a training setting: the resolved run has none.
-    assert not hasattr(resolve_run(cfg, "adloco"), "seeds")
+    assert not hasattr(typed.run("adloco"), "seeds")
     cfg["runs"]["adloco"]["seeds"] = [1, 1]
     with pytest.raises(ConfigError, match=r"runs\.adloco\.seeds"):
         validate(cfg)
@@ -269,8 +267,9 @@ def test_a_yaml_syntax_error_names_the_file_line_and_column(tmp_path):
 def test_a_subset_leaving_a_trainer_less_than_a_batch_is_refused_naming_the_key():
     from adloco.config import check_subset_fraction
 
-    cfg = validate(base())
-    run = resolve_run(cfg, "adloco")  # 2 trainers on 4 slots, initial_batch 2: batches of 4
+    raw = base()
+    cfg = config_from_dict(raw)
+    run = cfg.run("adloco")  # 2 trainers on 4 slots, initial_batch 2: batches of 4
     check_subset_fraction(cfg, run, train_sequences=40, initial_local_batch=2)  # 40 x 0.1 = 4
     run = dataclasses.replace(run, subset_fraction=0.05)
     with pytest.raises(ConfigError) as err:
@@ -278,9 +277,9 @@ def test_a_subset_leaving_a_trainer_less_than_a_batch_is_refused_naming_the_key(
     message = str(err.value)
     assert message.startswith("train.subset_fraction: 0.05 of the 40 train sequences")
     assert "2 sequences per trainer" in message and "batch of 4" in message
-    cfg["runs"]["adloco"]["subset_fraction"] = 0.05
+    raw["runs"]["adloco"]["subset_fraction"] = 0.05
     with pytest.raises(ConfigError, match=r"^runs\.adloco\.subset_fraction"):
-        check_subset_fraction(cfg, run, train_sequences=40, initial_local_batch=2)
+        check_subset_fraction(config_from_dict(raw), run, train_sequences=40, initial_local_batch=2)
 
 
 def _leaves(node: dict, prefix: str = "") -> dict:

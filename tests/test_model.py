@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -85,9 +86,8 @@ def test_seeded_init_is_reproducible_and_seed_dependent(tiny_model_cfg):
 def test_pretrained_source_loads_a_local_folder(tmp_path, tiny_model_cfg):
     model = build_model(tiny_model_cfg, 32, 8, seed=0)
     model.save_pretrained(tmp_path)
-    loaded = build_model(
-        {**tiny_model_cfg, "source": "pretrained", "name": str(tmp_path)}, 32, 8, seed=1
-    )
+    pretrained = dataclasses.replace(tiny_model_cfg, source="pretrained", name=str(tmp_path))
+    loaded = build_model(pretrained, 32, 8, seed=1)
     assert all(
         torch.equal(p, q) for p, q in zip(model.parameters(), loaded.parameters(), strict=True)
     )

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from adloco import pretrain
-from adloco.config import ConfigError, validate
+from adloco.config import ConfigError, model_config, thaw, validate
 from adloco.data.reader import TokenData
 from adloco.data.tokenize import tokenize_corpus
 from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
@@ -41,7 +41,7 @@ def based(tmp_path_factory, tiny_data_config):
 def cfg(tiny_model_cfg):
     return {
         "seed": 3,
-        "model": {**tiny_model_cfg, "source": "base"},
+        "model": {**thaw(tiny_model_cfg), "source": "base"},
         "pretrain": copy.deepcopy(SETTINGS),
         "train": {"eval_sequences": 8, "eval_batch": 4},
     }
@@ -54,7 +54,7 @@ def test_the_loop_is_plain_adamw_on_the_base_split(based, cfg, tmp_path, one_thr
     training.split.get = lambda idx: drawn.append(original(idx)) or drawn[-1]
     history = training.run(progress=False)
 
-    model = build_model({**cfg["model"], "source": "config"}, based.vocab_size, 16, 3)
+    model = build_model(model_config({**cfg["model"], "source": "config"}), based.vocab_size, 16, 3)
     s = SETTINGS
     opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], betas=s["betas"], weight_decay=0.1)
     seen = 0
@@ -121,7 +121,9 @@ def test_outputs_are_checksummed_and_a_run_starts_from_exactly_the_base(
     assert rows == training.history
     model_cfg = pretrain.base_model_config(cfg, tmp_path / "base")
     assert model_cfg["source"] == "pretrained" and model_cfg["base"] == summary["model_sha256"]
-    loaded = build_model(model_cfg, based.vocab_size, 16, seed=123)  # the seed plays no part
+    loaded = build_model(
+        model_config(model_cfg), based.vocab_size, 16, seed=123
+    )  # the seed plays no part
     for (name, p), q in zip(loaded.named_parameters(), training.model.parameters(), strict=True):
         assert torch.equal(p, q), name
     direct = AutoModelForCausalLM.from_pretrained(tmp_path / "base" / "model")

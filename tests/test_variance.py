@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from adloco.config import model_config
 from adloco.variance import (
     SPREAD_DRAWS,
     analyse_gradient_variance,
@@ -194,11 +195,11 @@ def test_rejects_bad_settings():
 
 def test_language_model_figures_agree_with_the_exact_reference():
     from adloco.algo.exact import exact_estimate, per_sample_grads
-    from adloco.config import load_config
+    from adloco.config import load_config_dict
     from adloco.model import build_model
 
-    config = load_config(REPO / "config" / "test.yaml")
-    model = build_model(config["model"], 97, 12, seed=0)
+    config = load_config_dict(REPO / "config" / "test.yaml")
+    model = build_model(model_config(config["model"]), 97, 12, seed=0)
     sample = torch.randint(97, (10, 12), generator=torch.Generator().manual_seed(0))
     s = analyse_gradient_variance(
         model, sample, batch_size=3, num_batches=4, eta=0.8, seed=0, chunk_size=4
@@ -390,14 +391,16 @@ def test_cli_writes_json_csv_and_figure(tmp_path, tiny_tokenized):
 
 def test_cli_loads_a_saved_model_and_rejects_bad_inputs(tmp_path, tiny_tokenized):
     from adloco.cli import main
-    from adloco.config import load_config
+    from adloco.config import load_config_dict
     from adloco.model import build_model
 
     manifest = json.loads((tiny_tokenized / "manifest.json").read_text())
     config_path = _write_config(tmp_path, manifest["seq_len_tokens"])
-    config = load_config(config_path)
+    config = load_config_dict(config_path)
     saved = tmp_path / "saved"
-    model = build_model(config["model"], manifest["vocab_size"], manifest["seq_len_tokens"], 0)
+    model = build_model(
+        model_config(config["model"]), manifest["vocab_size"], manifest["seq_len_tokens"], 0
+    )
     model.save_pretrained(saved)
     argv = ["variance", "--config", str(config_path), "--data", str(tiny_tokenized)]
     out = tmp_path / "from-saved"

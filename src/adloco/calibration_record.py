@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.clock import StepTimeCurve
-from adloco.config import load_schema
+from adloco.config import DeviceConfig
 from adloco.io import read_json_object, write_json_atomic
 from adloco.paths import device_calibration_file
 
@@ -144,10 +144,10 @@ class CalibrationRecord:
 
 
 def read_device_record(
-    calibration_dir: str | Path, device_cfg: dict, what: str
+    calibration_dir: str | Path, device: DeviceConfig, what: str
 ) -> CalibrationRecord:
     """A configured device's record; ``what``: how else to get one, for the missing-file error."""
-    name = device_cfg["name"]
+    name = device.name
     path = device_calibration_file(calibration_dir, name)
     missing = (
         f"{path}: no calibration for device {name}; run `adloco calibrate --device {name} "
@@ -156,30 +156,32 @@ def read_device_record(
     return CalibrationRecord.read(path, name, missing)
 
 
-def step_time_settings(device_cfg: dict) -> dict[str, Any]:
-    """A device's ``step_time`` block with the schema's defaults filled in."""
-    device_schema = load_schema()["properties"]["cluster"]["properties"]["devices"]["items"]
-    fields = device_schema["properties"]["step_time"]["properties"]
-    settings = {name: field["default"] for name, field in fields.items()}
-    settings.update(device_cfg.get("step_time") or {})
-    if settings["model"] not in STEP_TIME_MODELS:
-        raise ValueError(
-            f"device {device_cfg['name']}: step_time.model must be one of {STEP_TIME_MODELS}, "
-            f"got {settings['model']!r}"
-        )
-    return settings
-
-
-def load_max_batch(calibration_dir: str | Path, device_cfg: dict) -> int:
+def load_max_batch(calibration_dir: str | Path, device: DeviceConfig) -> int:
     """The micro-batch cap of a device: its configured ``max_batch``, else its calibration file."""
-    if device_cfg.get("max_batch") is not None:
-        return int(device_cfg["max_batch"])
-    return read_device_record(
-        calibration_dir, device_cfg, " or set its max_batch in the config"
-    ).max_batch
+    if device.max_batch is not None:
+        return int(device.max_batch)
+    why = " or set its max_batch in the config"
+    return read_device_record(calibration_dir, device, why).max_batch
 
 
-def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepTimeCurve:
+def step_time_record(device: DeviceConfig) -> dict[str, Any]:
+    """What a calibration file records of a device's step-time settings, and checks against.
+
+    ``measured``: the model and its ``scale``; ``roofline``: the model, its
+    saturation batch, update time and the device's ``speed_tflops``.
+    """
+    step_time = device.step_time
+    if step_time.model == "measured":
+        return {"model": "measured", "scale": step_time.scale}
+    return {
+        "model": "roofline",
+        "saturation_batch": step_time.saturation_batch,
+        "update_s": step_time.update_s,
+        "speed_tflops": float(device.speed_tflops),
+    }
+
+
+def load_step_time_curve(calibration_dir: str | Path, device: DeviceConfig) -> StepTimeCurve:
     """The step-time curve the simulated clock charges on a device, from its calibration file.
 
     Every device has a file (a configured ``max_batch`` skips only the search).
@@ -187,24 +189,15 @@ def load_step_time_curve(calibration_dir: str | Path, device_cfg: dict) -> StepT
     settings (and ``speed_tflops`` for a roofline); otherwise re-run
     ``adloco calibrate``.
     """
-    record = read_device_record(calibration_dir, device_cfg, "")
+    record = read_device_record(calibration_dir, device, "")
     curve = record.curve(why=" (written before step timing?); re-run `adloco calibrate`")
-    settings = step_time_settings(device_cfg)
     recorded = record.get("step_time") or {}
-    if settings["model"] == "measured":
-        wanted = {"model": "measured", "scale": settings["scale"]}
-    else:
-        wanted = {
-            "model": "roofline",
-            "saturation_batch": settings["saturation_batch"],
-            "update_s": settings["update_s"],
-            "speed_tflops": float(device_cfg.get("speed_tflops", 1.0)),
-        }
+    wanted = step_time_record(device)
     stale = {k: recorded.get(k) for k in wanted if recorded.get(k) != wanted[k]}
     if stale:
         config_says = {k: wanted[k] for k in stale}
         raise CalibrationError(
             f"{record.path}: written for step_time {stale}, the config says {config_says}; "
-            f"re-run `adloco calibrate --device {device_cfg['name']}`"
+            f"re-run `adloco calibrate --device {device.name}`"
         )
     return curve

@@ -21,6 +21,10 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from adloco.config import NetworkConfig
 
 # How the slots of one device share it:
 # - concurrent: the slots are parallel streams; the device runs the i-th
@@ -126,8 +130,8 @@ class Network:
     latency_s: float
 
     @classmethod
-    def from_config(cls, network_cfg: Mapping) -> Network:
-        return cls(network_cfg["bandwidth_gbit_s"] * 1e9 / 8, network_cfg["latency_s"])
+    def from_config(cls, network: NetworkConfig) -> Network:
+        return cls(network.bandwidth_gbit_s * 1e9 / 8, network.latency_s)
 
 
 def allreduce_bytes(payload_bytes: int, nodes: int) -> int:

@@ -15,27 +15,29 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
+from adloco.config import ModelConfig
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def llama_config(model_cfg: dict, vocab_size: int, seq_len_tokens: int) -> LlamaConfig:
+def llama_config(model: ModelConfig, vocab_size: int, seq_len_tokens: int) -> LlamaConfig:
     return LlamaConfig(
         vocab_size=vocab_size,
-        hidden_size=model_cfg["hidden_size"],
-        intermediate_size=model_cfg["intermediate_size"],
-        num_hidden_layers=model_cfg["num_hidden_layers"],
-        num_attention_heads=model_cfg["num_attention_heads"],
-        num_key_value_heads=model_cfg["num_key_value_heads"],
+        hidden_size=model.hidden_size,
+        intermediate_size=model.intermediate_size,
+        num_hidden_layers=model.num_hidden_layers,
+        num_attention_heads=model.num_attention_heads,
+        num_key_value_heads=model.num_key_value_heads,
         max_position_embeddings=seq_len_tokens,
-        tie_word_embeddings=model_cfg["tie_word_embeddings"],
+        tie_word_embeddings=model.tie_word_embeddings,
         attention_dropout=0.0,
     )
 
 
 def build_model(
-    model_cfg: dict, vocab_size: int, seq_len_tokens: int, seed: int
+    model: ModelConfig, vocab_size: int, seq_len_tokens: int, seed: int
 ) -> torch.nn.Module:
-    """A causal LM per ``model_cfg``: seeded random init or ``from_pretrained``.
+    """A causal LM per ``model``: seeded random init or ``from_pretrained``.
 
     ``source: base`` builds the base model's architecture with a seeded init,
     as calibration measures it and pretraining starts it; a stage that starts
@@ -43,21 +45,21 @@ def build_model(
     (:func:`adloco.pretrain.base_model_config` turns the section into a
     verified ``pretrained`` one).
     """
-    dtype = DTYPES[model_cfg["dtype"]]
-    if model_cfg["source"] == "pretrained":
+    dtype = DTYPES[model.dtype]
+    if model.source == "pretrained":
         # Never trust_remote_code: the architecture must be one transformers ships.
-        model = AutoModelForCausalLM.from_pretrained(model_cfg["name"], dtype=dtype)
-        if model.config.vocab_size < vocab_size:
+        loaded = AutoModelForCausalLM.from_pretrained(model.name, dtype=dtype)
+        if loaded.config.vocab_size < vocab_size:
             raise ValueError(
-                f"model {model_cfg['name']} has vocabulary {model.config.vocab_size}, "
+                f"model {model.name} has vocabulary {loaded.config.vocab_size}, "
                 f"the tokenized data needs {vocab_size}"
             )
-        return model
-    config = llama_config(model_cfg, vocab_size, seq_len_tokens)
+        return loaded
+    config = llama_config(model, vocab_size, seq_len_tokens)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
-    return model.to(dtype)
+        built = LlamaForCausalLM(config)
+    return built.to(dtype)
 
 
 def causal_lm_loss(

@@ -11,6 +11,11 @@ because the Snakemake workflow validates the configuration while it parses.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from adloco.config import ModelConfig
+
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # Weights, gradients and AdamW's two moments, all live at an inner step (as
@@ -18,21 +23,21 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 TRAINING_COPIES = 4
 
 
-def parameter_count(model_cfg: dict, vocab_size: int) -> int:
-    """Parameters of the Llama that ``model_cfg`` describes, over ``vocab_size`` tokens.
+def parameter_count(model: ModelConfig, vocab_size: int) -> int:
+    """Parameters of the Llama that ``model`` describes, over ``vocab_size`` tokens.
 
     Per layer: the query and output projections (hidden x hidden), key and
     value projections (hidden x key/value heads x head size), the gated MLP
     (3 x hidden x intermediate) and two RMS norms; then the final norm, the
     embedding and, unless tied, the LM head. No biases.
     """
-    hidden = model_cfg["hidden_size"]
-    head_dim = hidden // model_cfg["num_attention_heads"]
-    kv = model_cfg["num_key_value_heads"] * head_dim
-    layer = 2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * model_cfg["intermediate_size"]
+    hidden = model.hidden_size
+    head_dim = hidden // model.num_attention_heads
+    kv = model.num_key_value_heads * head_dim
+    layer = 2 * hidden * hidden + 2 * hidden * kv + 3 * hidden * model.intermediate_size
     layer += 2 * hidden
-    embeddings = vocab_size * hidden * (1 if model_cfg.get("tie_word_embeddings", True) else 2)
-    return model_cfg["num_hidden_layers"] * layer + hidden + embeddings
+    embeddings = vocab_size * hidden * (1 if model.tie_word_embeddings else 2)
+    return model.num_hidden_layers * layer + hidden + embeddings
 
 
 def training_state_bytes(parameters: int, dtype: str) -> int:

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from adloco.algo.schedule import inner_lr
-from adloco.config import ConfigError, load_config
+from adloco.config import ConfigError, load_config_dict, model_config
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
 from adloco.engine.sampler import SubsetSampler
@@ -91,7 +91,9 @@ class Pretraining:
         self.eval_batch = train["eval_batch"]
         self.seq_len = data.seq_len_tokens
         model_cfg = cfg["model"]
-        self.model = build_model(model_cfg, data.vocab_size, self.seq_len, cfg["seed"])
+        self.model = build_model(
+            model_config(model_cfg), data.vocab_size, self.seq_len, cfg["seed"]
+        )
         self.model.train()
         s = self.settings
         self.optimizer = torch.optim.AdamW(
@@ -305,7 +307,7 @@ def base_model_config(cfg: dict, base: str | Path | None) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    cfg = load_config_dict(args.config)
     if cfg["model"]["source"] != "base":
         # dvc.yaml cannot leave a stage out by configuration: say so and stop.
         write_json_atomic(

@@ -46,7 +46,7 @@ from adloco.algo.stats import (
     estimate,
     estimate_scalars,
 )
-from adloco.config import load_config
+from adloco.config import load_config_dict, model_config
 from adloco.data.reader import TokenData
 from adloco.io import atomic_dir, naming_output, write_json_atomic
 from adloco.model import build_model, causal_lm_loss
@@ -596,7 +596,9 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
 def load_model(model_dir: str | None, config: dict, vocab_size: int, seq_len_tokens: int):
     """The saved model in ``model_dir``, or the seeded initial model of the config."""
     if model_dir is None:
-        return build_model(config["model"], vocab_size, seq_len_tokens, config["seed"])
+        return build_model(
+            model_config(config["model"]), vocab_size, seq_len_tokens, config["seed"]
+        )
     if not (Path(model_dir) / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: not a saved model folder (no config.json)")
     # float32: gradient statistics are sums of many small squares.
@@ -609,7 +611,7 @@ def load_model(model_dir: str | None, config: dict, vocab_size: int, seq_len_tok
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = load_config_dict(args.config)
     settings = config["variance"]
     if args.chunk_size < 1:
         raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")

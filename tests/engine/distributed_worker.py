@@ -23,7 +23,7 @@ import torch.distributed as dist
 from array_data import ArrayData, tiny_curves
 
 from adloco.algo.stats import GradientStatsAccumulator, estimate
-from adloco.config import load_config, resolve_run
+from adloco.config import load_config_dict, resolve_run
 from adloco.engine import distributed
 from adloco.engine.loop import Engine
 
@@ -88,7 +88,7 @@ def sums_case(comm: distributed.TorchCollective) -> dict:
 
 
 def replica_case(comm: distributed.TorchCollective, config_path: str, out: Path) -> dict:
-    cfg = load_config(config_path)
+    cfg = load_config_dict(config_path)
     engine = Engine(
         cfg,
         resolve_run(cfg, "r"),
@@ -131,7 +131,7 @@ def timeout_case(comm: distributed.TorchCollective) -> dict:
 def main() -> None:
     config_path, out = sys.argv[1], Path(sys.argv[2])
     env = distributed.launch_env()
-    cfg = load_config(config_path)
+    cfg = load_config_dict(config_path)
     comm = distributed.init(cfg["cluster"], env, torch.device("cpu"), timeout_s=60.0)
     result: dict = {"rank": comm.rank, "owned": [s for s in range(4) if comm.owns(s)]}
     try:

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from array_data import ArrayData, tiny_curves
 
-from adloco.config import load_config, resolve_run
+from adloco.config import load_config_dict, resolve_run
 from adloco.engine import checkpoint
 from adloco.engine.loop import Engine
 
@@ -159,7 +159,7 @@ def identical(a: tuple[list[dict], dict], b: tuple[list[dict], dict]) -> bool:
 def main() -> None:
     config, root, *moments = sys.argv[1:]
     torch.set_num_threads(1)
-    cfg = load_config(config)
+    cfg = load_config_dict(config)
     root = Path(root)
     assert forked(cfg, root / "straight") == 0
     straight = outcome(root / "straight")

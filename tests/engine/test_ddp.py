@@ -9,6 +9,7 @@ from array_data import tiny_curves
 
 from adloco.algo import schedule
 from adloco.clock import TrainerSync, allreduce_bytes
+from adloco.config import model_config
 from adloco.engine import ddp
 from adloco.engine.loop import Engine
 from adloco.model import batch_loss, build_model
@@ -55,7 +56,7 @@ def test_ddp_equals_a_plain_data_parallel_loop_on_the_same_batches(
     seq = array_data.seq_len_tokens
     slots = len(drawn) // run.max_rounds  # one fetch per slot and round
     per_round = [drawn[r * slots : (r + 1) * slots] for r in range(run.max_rounds)]
-    model = build_model(cfg["model"], array_data.vocab_size, seq, 0)
+    model = build_model(model_config(cfg["model"]), array_data.vocab_size, seq, 0)
     opt = torch.optim.AdamW(
         model.parameters(), lr=run.inner_lr, betas=run.betas, weight_decay=run.weight_decay
     )

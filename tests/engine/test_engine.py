@@ -10,6 +10,7 @@ import pytest
 import torch
 from array_data import tiny_curves
 
+from adloco.config import cluster_config, model_config
 from adloco.engine import inner as inner_mod
 from adloco.engine.loop import Engine
 from adloco.engine.trainers import TrainingDiverged
@@ -57,7 +58,9 @@ def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
 
     from adloco.model import build_model
 
-    reference = build_model(cfg["model"], array_data.vocab_size, array_data.seq_len_tokens, 0)
+    reference = build_model(
+        model_config(cfg["model"]), array_data.vocab_size, array_data.seq_len_tokens, 0
+    )
     opt = torch.optim.SGD(reference.parameters(), lr=0.05)
     for batch in seen:
         opt.zero_grad()
@@ -355,12 +358,18 @@ def test_logged_time_is_recomputed_exactly_from_the_rows(array_data, make_config
     rows = make_engine(cfg, run, array_data, tmp_path).run()
     rows = [json.loads(json.dumps(r)) for r in rows]  # as read back from metrics.jsonl
     got = recompute_sim_time_s(
-        rows, tiny_curves(cfg), Network.from_config(cfg["cluster"]["network"]), "concurrent"
+        rows,
+        tiny_curves(cfg),
+        Network.from_config(cluster_config(cfg["cluster"]).network),
+        "concurrent",
     )
     assert {r["round"]: r["sim_time_s"] for r in rows} == got  # exact, not approximate
     # The rows alone answer other clocks: time slicing never beats concurrent streams here.
     sliced = recompute_sim_time_s(
-        rows, tiny_curves(cfg), Network.from_config(cfg["cluster"]["network"]), "time_slicing"
+        rows,
+        tiny_curves(cfg),
+        Network.from_config(cluster_config(cfg["cluster"]).network),
+        "time_slicing",
     )
     assert all(sliced[r] >= got[r] for r in got) and sliced[4] > got[4]
 
@@ -507,9 +516,9 @@ def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp
 
     from array_data import TINY_MODEL
 
-    from adloco.config import load_config, resolve_run, validate
+    from adloco.config import load_config_dict, resolve_run, validate
 
-    cfg = load_config(Path(__file__).parents[2] / "config" / "config.yaml")
+    cfg = load_config_dict(Path(__file__).parents[2] / "config" / "config.yaml")
     cfg["model"].update(TINY_MODEL)
     cfg["data"]["seq_len_tokens"] = array_data.seq_len_tokens
     cfg["train"].update(max_tokens=1000, inner_steps=3, eval_sequences=8, eval_batch=8)

@@ -19,7 +19,7 @@ import pytest
 import torch
 from array_data import assert_close, tiny_curves
 
-from adloco.config import load_config, resolve_run
+from adloco.config import load_config_dict, model_config, resolve_run
 from adloco.engine import stacked
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine.loop import Engine
@@ -61,7 +61,9 @@ def test_the_runner_yields_in_slot_order_and_runs_loners_on_the_worker(
     from adloco.model import build_model
 
     cfg, settings = make_config()
-    model = build_model(cfg["model"], array_data.vocab_size, array_data.seq_len_tokens, 0)
+    model = build_model(
+        model_config(cfg["model"]), array_data.vocab_size, array_data.seq_len_tokens, 0
+    )
     worker = Worker(model, settings, torch.device("cpu"))
     theta = [p.detach().clone() for p in worker.params]
     passes = [[(2,)], [(1,)], [(2,)], [(1, 1)]]  # slots 0 and 2 stack; 1 and 3 run alone
@@ -105,7 +107,7 @@ def rows_without_wall_time(rows: list[dict]) -> list[dict]:
 
 def preset_engine(name: str, mode: str, data, folder: Path) -> Engine:
     """A run of config/test.yaml on the tiny data, slots capped at 2 sequences a pass."""
-    cfg = load_config(REPO / "config" / "test.yaml")
+    cfg = load_config_dict(REPO / "config" / "test.yaml")
     cfg["train"]["slot_execution"] = mode
     settings = resolve_run(cfg, name)
     return Engine(

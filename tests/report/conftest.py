@@ -201,9 +201,9 @@ class Workspace:
         return path
 
     def load(self, targets: list[float] | None = None, references=None, base=None, **report):
-        from adloco.config import load_config
+        from adloco.config import load_config_dict
 
-        config = load_config(self.write(targets, **report))
+        config = load_config_dict(self.write(targets, **report))
         runs = load_runs(self.runs_dir, config)
         settings = ReportSettings.from_config(config)
         roles = assign_roles(config, {r.run: r.settings for r in runs})

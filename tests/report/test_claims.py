@@ -235,12 +235,12 @@ def test_ddp_is_an_anchor_compared_but_not_a_baseline(workspace):
 
 
 def test_unknown_method_plays_no_role(workspace):
-    from adloco.config import load_config
+    from adloco.config import load_config_dict
     from adloco.report.settings import assign_roles
 
     diloco(workspace, seeds=(0,))
     workspace.run("anchor", {"method": "ddp"}, {0: workspace.single([70, 60])})
-    config = load_config(workspace.write([60]))
+    config = load_config_dict(workspace.write([60]))
     settings = {n: adloco.config.resolve_run(config, n) for n in config["runs"]}
     fake = {**settings, "mystery": settings["diloco"].__class__(
         **{**settings["diloco"].__dict__, "name": "mystery", "method": "mystery"})}  # fmt: skip
@@ -284,7 +284,7 @@ def test_claims_json_has_each_seed(workspace):
 
 
 def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
-    from adloco.config import load_config
+    from adloco.config import load_config_dict
     from adloco.report.claims import evaluate_claims
     from adloco.report.exact import sign_flip_test
     from adloco.report.inputs import load_runs
@@ -292,7 +292,7 @@ def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
     from adloco.report.settings import ReportSettings, assign_roles
     from adloco.report.targets import build_ladder
 
-    config = load_config(engine_fixture / "config.yaml")
+    config = load_config_dict(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
     settings = ReportSettings.from_config(config)
     roles = assign_roles(config, {r.run: r.settings for r in runs})

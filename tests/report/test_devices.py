@@ -9,7 +9,7 @@ import pytest
 
 from adloco.cli import main
 from adloco.clock import StepTimeCurve
-from adloco.config import load_config
+from adloco.config import load_config_dict
 from adloco.report.devices import (
     check_devices,
     load_device_file,
@@ -49,7 +49,7 @@ def device_file(ws, name="gpu.json", **fields) -> str:
 def test_a_two_pass_example_recomputed_by_hand(two_passes):
     ws = two_passes
     runs, roles, ladder, settings = ws.load([60])
-    config = load_config(ws.root / "config.yaml")
+    config = load_config_dict(ws.root / "config.yaml")
     device = load_device_file(ws.root / device_file(ws), None)
     assert device.name == "NVIDIA H100" and device.curve == StepTimeCurve.from_dict(CURVE)
     # By hand: pass(3) = 0.1 + (0.2 - 0.1)(3 - 1)/(4 - 1) = 0.16667 s; pass(5) = 0.2 +
@@ -139,7 +139,7 @@ def test_the_replay_script_times_this_device_at_the_runs_max_batch(tmp_path):
     spec = importlib.util.spec_from_file_location("replay_script", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    config = load_config(Path(__file__).parents[2] / "config" / "config.yaml")
+    config = load_config_dict(Path(__file__).parents[2] / "config" / "config.yaml")
     (tmp_path / "cpu-sim.json").write_text(json.dumps({"device": "cpu-sim", "max_batch": 5}))
     measured = script.calibrate_config(config, tmp_path, "cuda")
     (device,) = measured["cluster"]["devices"]

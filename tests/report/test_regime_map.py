@@ -23,7 +23,7 @@ import json
 import pytest
 
 from adloco.clock import StepTimeCurve
-from adloco.config import load_config
+from adloco.config import load_config_dict
 from adloco.report.regime_map import crossings, regime_map
 from adloco.report.regimes import sweep_networks
 
@@ -57,7 +57,7 @@ def pair(workspace):
         {"method": "diloco"},
         {s: [[row(p, 1, 4, v)] for p in four_rounds] for s, v in payload.items()},
     )
-    config = load_config(ws.write([60], cluster=CLUSTER, saturation_batches=SATURATIONS))
+    config = load_config_dict(ws.write([60], cluster=CLUSTER, saturation_batches=SATURATIONS))
     record = {"device": "cpu-t", "model_parameters": 1_000_000, "seq_len_tokens": 100,
               "step_time": {"model": "roofline", "saturation_batch": 4},
               "step_time_curve": StepTimeCurve.roofline(C, 4).as_dict()}  # fmt: skip
@@ -128,7 +128,7 @@ def test_the_crossing_line_and_its_band_are_the_closed_form(pair):
 def test_no_roofline_rates_no_map(pair, workspace):
     grid, roles, settings = pair
     (workspace.root / "calibration" / "cpu-t.json").unlink()
-    config = load_config(workspace.root / "config.yaml")
+    config = load_config_dict(workspace.root / "config.yaml")
     runs, *_ = workspace.load([60], cluster=CLUSTER, saturation_batches=SATURATIONS)
     empty = regime_map(runs, roles, 60.0, config, workspace.root / "calibration", settings, [])
     assert empty.cells == [] and empty.target == 60.0 and "no calibration file" in empty.note
@@ -144,7 +144,7 @@ def test_the_runs_own_saturation_and_bandwidth_reproduce_the_logged_times(engine
     from adloco.report.targets import build_ladder
 
     f = engine_fixture
-    config = load_config(f / "config.yaml")
+    config = load_config_dict(f / "config.yaml")
     rates = roofline_rates(config, f / "calibration")
     assert rates.per_sequence_s == {"sim": pytest.approx(0.01)} and rates.own_saturation == 4
     assert peak_seconds_per_sequence(StepTimeCurve((1,), (0.3,), 0.0)) == pytest.approx(0.3)

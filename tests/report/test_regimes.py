@@ -7,7 +7,7 @@ import math
 import pytest
 
 from adloco.clock import Network, StepTimeCurve, recompute_sim_time_s
-from adloco.config import load_config
+from adloco.config import load_config_dict
 from adloco.report.inputs import load_runs
 from adloco.report.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
 from adloco.report.settings import ReportSettings, assign_roles
@@ -18,7 +18,7 @@ from adloco.report.targets import build_ladder
 
 @pytest.fixture(scope="module")
 def sweep(engine_fixture):
-    config = load_config(engine_fixture / "config.yaml")
+    config = load_config_dict(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
     settings = ReportSettings.from_config(config)
     roles = assign_roles(config, {r.run: r.settings for r in runs})
@@ -119,7 +119,7 @@ def test_best_baseline_cell_uses_the_lowest_median(sweep):
 def test_no_calibration_no_sweep(workspace):
     workspace.run("diloco", {"method": "diloco"}, {0: workspace.single([100, 60])})
     workspace.run("adloco", workspace.FULL_ADLOCO, {0: workspace.pair([90, 50], [95, 55])})
-    from adloco.config import load_config as load
+    from adloco.config import load_config_dict as load
 
     config = load(workspace.write())
     models = clock_models(config, workspace.root / "calibration")

@@ -109,8 +109,8 @@ def test_schema_defaults_match_the_settings_defaults():
 def test_the_three_configs_validate_their_report_section():
     from pathlib import Path
 
-    from adloco.config import load_config
+    from adloco.config import load_config_dict
 
     for name in ("config.yaml", "paper.yaml", "test.yaml"):
-        config = load_config(Path(__file__).parents[2] / "config" / name)
+        config = load_config_dict(Path(__file__).parents[2] / "config" / name)
         ReportSettings.from_config(config)

@@ -69,10 +69,10 @@ elif stage == "pretrain":
     (out / "base.json").write_text(json.dumps({{"model_dir": "model", "val_perplexity": 20.0}}))
     (out / "metrics.jsonl").write_text(json.dumps({{"step": 1, "val_perplexity": 20.0}}) + "\\n")
 elif stage == "train":
-    from adloco.config import load_config, run_seeds
+    from adloco.config import load_config
 
     if args.seed == "all":  # DVC's stage per run: seed<seed>/ of --out and --checkpoints
-        seeds = run_seeds(load_config(args.config), args.run)
+        seeds = load_config(args.config).run_seeds(args.run)
         todo = [(s, out / f"seed{{s}}", Path(args.checkpoints) / f"seed{{s}}") for s in seeds]
     else:
         todo = [(int(args.seed), out, Path(args.checkpoints))]

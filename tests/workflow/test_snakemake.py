@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from adloco import paths
-from adloco.config import run_seeds
+from adloco.config import config_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -86,7 +86,7 @@ def test_dry_run_has_one_job_per_stage_device_and_run(config_file):
         "calibrate": len(config["cluster"]["devices"]),  # every device, fixed max_batch or not
         "pretrain": 1 if config["model"]["source"] == "base" else 0,
         "variance": 1,
-        "train": sum(len(run_seeds(config, run)) for run in config["runs"]),
+        "train": sum(len(config_from_dict(config).run_seeds(run)) for run in config["runs"]),
         "report": 1,
         "default": 1,
     }
@@ -100,7 +100,9 @@ def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
     jobs = parse_dry_run(default_dry_run)
     trains = [j for j in jobs if j["rule"] == "train"]
     assert {(j["wildcards"]["run"], j["wildcards"]["seed"]) for j in trains} == {
-        (run, str(seed)) for run in config["runs"] for seed in run_seeds(config, run)
+        (run, str(seed))
+        for run in config["runs"]
+        for seed in config_from_dict(config).run_seeds(run)
     }
     for job in trains:
         run, seed = job["wildcards"]["run"], int(job["wildcards"]["seed"])

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from test_snakemake import ROOT, parse_dry_run
 
-from adloco.config import run_seeds
+from adloco.config import config_from_dict
 
 # pip's words when it cannot reach the index (or finds nothing there).
 UNREACHABLE = re.compile(
@@ -111,7 +111,9 @@ def test_dry_run_plans_every_job(snakemake_only, config_file):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     counts = Counter(job["rule"] for job in parse_dry_run(output))
-    assert counts["train"] == sum(len(run_seeds(config, run)) for run in config["runs"])
+    assert counts["train"] == sum(
+        len(config_from_dict(config).run_seeds(run)) for run in config["runs"]
+    )
     assert counts["pretrain"] == (config["model"]["source"] == "base")
     assert counts["calibrate"] == len(config["cluster"]["devices"])
     assert counts["tokenize"] == counts["variance"] == counts["report"] == 1

@@ -116,18 +116,20 @@ try:
     # adloco's checks first, so that the messages are those of the adloco
     # commands (dotted keys, NaN refused, a hint for 1e-4 written as a string).
     adloco.config.validate(config)
-    # Every run merged with `train` and checked, so that a bad override fails
-    # here, naming the run and the key, rather than in its training job.
-    RUN_SETTINGS = {name: adloco.config.resolve_run(config, name) for name in config["runs"]}
+    # The typed configuration the adloco commands read (every run merged with
+    # `train` and checked, so that a bad override fails here, naming the run
+    # and the key, rather than in its training job). `config` itself stays the
+    # file's mapping: the rules' params are its values.
+    SETTINGS = adloco.config.Config.from_dict(config)
 except adloco.config.ConfigError as exc:
     raise WorkflowError(f"{CONFIG_FILE}: {exc}") from None
 validate(config, "../schemas/config.schema.yaml")
 
-DATASET = config["data"]["dataset"]
-RAW_DIR = config["data"]["raw_dir"].rstrip("/")
+DATASET = SETTINGS.data.dataset
+RAW_DIR = SETTINGS.data.raw_dir.rstrip("/")
 # Snakemake empties an output folder before its job runs (--forcerun, a changed
 # setting): the corpus folder must hold nothing adloco did not write there.
-if config["data"]["source"] == "offline-wiki":
+if SETTINGS.data.source == "offline-wiki":
     try:
         adloco.io.check_replaceable(RAW_DIR, adloco.data.corpus.CORPUS_FILES, "data.raw_dir")
     except adloco.io.ForeignFolderError as exc:
@@ -135,19 +137,19 @@ if config["data"]["source"] == "offline-wiki":
 TOKENIZED_DIR = str(paths.tokenized_dir(DATASET))
 MANIFEST = f"{TOKENIZED_DIR}/manifest.json"
 # Everything this configuration computes: results/<experiment>/, logs/<experiment>/.
-EXPERIMENT = config["experiment"]
+EXPERIMENT = SETTINGS.experiment
 CALIBRATION_DIR = str(paths.calibration_dir(EXPERIMENT))
 VARIANCE_DIR = str(paths.variance_dir(EXPERIMENT))
 REPORT_DIR = str(paths.report_dir(EXPERIMENT))
 BASE_DIR = str(paths.base_dir(EXPERIMENT))
 # Every run of a `model.source: base` experiment starts from the base model.
-USES_BASE = config["model"]["source"] == "base"
+USES_BASE = SETTINGS.model.source == "base"
 LOG_DIR = str(paths.logs_dir(EXPERIMENT))
 DATA_LOG_DIR = str(paths.data_logs_dir(DATASET))
-RUNS = list(config["runs"])
+RUNS = list(SETTINGS.runs)
 # Each run's own seeds (runs.<name>.seeds, else the top-level seeds).
-RUN_SEEDS = {name: [str(s) for s in adloco.config.run_seeds(config, name)] for name in RUNS}
-DEVICES = {device["name"]: device for device in config["cluster"]["devices"]}
+RUN_SEEDS = {name: [str(s) for s in SETTINGS.run_seeds(name)] for name in RUNS}
+DEVICES = {device.name: device for device in SETTINGS.cluster.devices}
 # Every device is calibrated: a fixed max_batch in the config skips only the
 # max-batch search, not the step timing the simulated clock needs.
 CALIBRATED_DEVICES = list(DEVICES)
@@ -242,28 +244,28 @@ def base_arg():
 
 def report_tuning_input():
     """The tuning record report.tuning names (config/tuning.json), when it names one."""
-    tuning = config.get("report", {}).get("tuning")
+    tuning = SETTINGS.report.tuning
     return [tuning] if tuning else []
 
 
 def report_tuning_output():
     """tuning.json, written by a tuning experiment's report (report.tuning_groups)."""
-    groups = config.get("report", {}).get("tuning_groups")
+    groups = SETTINGS.report.tuning_groups
     return [f"{REPORT_DIR}/tuning.json"] if groups else []
 
 
 def tokenize_raw_arg():
     # The hub source streams records; the other sources read C4-format files.
     # A list, so that `{params.raw:q}` quotes the folder alone.
-    return [] if config["data"]["source"] == "hub" else ["--raw", RAW_DIR]
+    return [] if SETTINGS.data.source == "hub" else ["--raw", RAW_DIR]
 
 
 def tokenize_raw_input():
-    return [] if config["data"]["source"] == "hub" else [RAW_DIR]
+    return [] if SETTINGS.data.source == "hub" else [RAW_DIR]
 
 
 def _uses_cuda():
-    return any(device["kind"] == "cuda" for device in DEVICES.values())
+    return any(device.kind == "cuda" for device in DEVICES.values())
 
 
 # GPU resources. A job that trains or measures on CUDA asks for one GPU; the
@@ -276,18 +278,18 @@ GPU_MODEL = os.environ.get("ADLOCO_GPU_MODEL") or None
 
 
 def _gpu_model(device):
-    return (device.get("gpu_model") or GPU_MODEL) if device["kind"] == "cuda" else None
+    return (device.gpu_model or GPU_MODEL) if device.kind == "cuda" else None
 
 
 def device_gpu(wildcards):
-    return 1 if DEVICES[wildcards.device]["kind"] == "cuda" else 0
+    return 1 if DEVICES[wildcards.device].kind == "cuda" else 0
 
 
 def device_gpu_model(wildcards):
     return _gpu_model(DEVICES[wildcards.device])
 
 
-TRAIN_PROCESSES = config["cluster"]["processes_per_machine"]
+TRAIN_PROCESSES = SETTINGS.cluster.processes_per_machine
 
 
 def train_threads(wildcards):
@@ -318,21 +320,21 @@ def cluster_gpu(wildcards):
 
 def cluster_gpu_model(wildcards):
     """The GPU model of the first CUDA device: a training job runs on one kind."""
-    models = [_gpu_model(d) for d in DEVICES.values() if d["kind"] == "cuda"]
+    models = [_gpu_model(d) for d in DEVICES.values() if d.kind == "cuda"]
     return models[0] if models else None
 
 
 def calibrate_mem_mb(wildcards):
     """Host memory of a calibration: a simulated CPU device lives in it."""
     device = DEVICES[wildcards.device]
-    simulated_mb = round(device["memory_gib"] * 1024) if device["kind"] == "cpu" else 0
+    simulated_mb = round(device.memory_gib * 1024) if device.kind == "cpu" else 0
     return 4000 + simulated_mb
 
 
 def cpu_budget_mb():
     """Host memory the simulated CPU devices of the config may fill."""
     return sum(
-        round(device["count"] * device["memory_gib"] * 1024)
+        round(device.count * device.memory_gib * 1024)
         for device in DEVICES.values()
-        if device["kind"] == "cpu"
+        if device.kind == "cpu"
     )

@@ -2,7 +2,7 @@
 # data.source is offline-wiki; `local` reads existing files, `hub` streams C4),
 # then tokenized, packed shards with a manifest that every later stage reads.
 
-if config["data"]["source"] == "offline-wiki":
+if SETTINGS.data.source == "offline-wiki":
 
     rule prepare_corpus:
         output:
@@ -36,7 +36,7 @@ rule tokenize:
         f"{DATA_LOG_DIR}/tokenize.log",
     benchmark:
         f"{DATA_LOG_DIR}/tokenize.tsv"
-    threads: config["data"]["num_proc"]
+    threads: SETTINGS.data.num_proc
     resources:
         mem_mb=8000,
         runtime=240,

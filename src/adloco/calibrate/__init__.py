@@ -36,7 +36,7 @@ from pathlib import Path
 
 from adloco.calibrate.record import calibrate_device
 from adloco.calibration_record import CalibrationRecord
-from adloco.config import load_config
+from adloco.config import load_config_dict
 from adloco.data.reader import read_checked_manifest
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def find_device(config: dict, name: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = load_config_dict(args.config)
     device_cfg = find_device(config, args.device)
     manifest = read_checked_manifest(args.data)
     if manifest["seq_len_tokens"] != config["data"]["seq_len_tokens"]:

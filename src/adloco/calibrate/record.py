@@ -19,6 +19,7 @@ from adloco.calibrate.bench import Bench, torch_device
 from adloco.calibrate.memory_search import search_device_max_batch
 from adloco.calibrate.step_timing import time_device_steps
 from adloco.clock import SLOT_SHARING
+from adloco.config import model_config
 from adloco.model import build_model, num_parameters
 
 GIB = 1 << 30
@@ -38,7 +39,9 @@ def calibrate_device(
         raise ValueError(f"cluster.slot_sharing must be one of {SLOT_SHARING}, got {sharing!r}")
     device = torch_device(device_cfg)
     model_cfg = config["model"]
-    model = build_model(model_cfg, vocab_size, seq_len_tokens, config["seed"]).to(device)
+    model = build_model(model_config(model_cfg), vocab_size, seq_len_tokens, config["seed"]).to(
+        device
+    )
     model.train()
     record = device_record(config, device_cfg, device, model, vocab_size, seq_len_tokens)
     # One generator for the search's batches, then the timing's: the order is part of the seed.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adloco.calibration_record import step_time_settings
 from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, StepTimeCurve
+from adloco.config import DeviceConfig, thaw
 
 
 def roofline_seconds_per_sequence(num_params: int, seq_len_tokens: int, tflops: float) -> float:
@@ -20,7 +20,7 @@ def roofline_seconds_per_sequence(num_params: int, seq_len_tokens: int, tflops: 
 
 
 def declared_step_time(
-    device_cfg: dict, num_params: int, seq_len_tokens: int, measured: StepTimeCurve
+    device: DeviceConfig, num_params: int, seq_len_tokens: int, measured: StepTimeCurve
 ) -> tuple[dict[str, Any], StepTimeCurve]:
     """The ``step_time`` record of a device and the curve its clock uses.
 
@@ -28,15 +28,15 @@ def declared_step_time(
     ``saturation_batch`` sequences' worth of compute up to ``saturation_batch``,
     then linear at ``speed_tflops``, with ``update_s`` per update.
     """
-    settings = step_time_settings(device_cfg)
-    tflops = float(device_cfg.get("speed_tflops", 1.0))
-    record = {**settings, "speed_tflops": tflops}
-    if settings["model"] == "measured":
-        return record, measured.scaled(settings["scale"])
+    step_time = device.step_time
+    tflops = float(device.speed_tflops)
+    record = {**thaw(step_time), "speed_tflops": tflops}
+    if step_time.model == "measured":
+        return record, measured.scaled(step_time.scale)
     per_sequence = roofline_seconds_per_sequence(num_params, seq_len_tokens, tflops)
     record.update(
         seconds_per_sequence=per_sequence,
         flops_per_sequence=FLOPS_PER_TOKEN_PER_PARAM * num_params * seq_len_tokens,
     )
-    curve = StepTimeCurve.roofline(per_sequence, settings["saturation_batch"], settings["update_s"])
+    curve = StepTimeCurve.roofline(per_sequence, step_time.saturation_batch, step_time.update_s)
     return record, curve

@@ -22,6 +22,7 @@ import torch
 from adloco.calibrate.bench import Bench
 from adloco.calibrate.step_time_model import declared_step_time
 from adloco.clock import StepTimeCurve
+from adloco.config import cluster_config
 from adloco.model import batch_loss
 
 
@@ -227,7 +228,10 @@ def time_device_steps(
             torch.cuda.set_per_process_memory_fraction(1.0, device)
     measured = StepTimeCurve(tuple(timed["batches"]), tuple(timed["fwd_bwd_s"]), timed["update_s"])
     step_time, curve = declared_step_time(
-        device_cfg, record["model_parameters"], bench.seq_len_tokens, measured
+        cluster_config({"devices": [device_cfg]}).devices[0],
+        record["model_parameters"],
+        bench.seq_len_tokens,
+        measured,
     )
     return {
         "step_time": step_time,

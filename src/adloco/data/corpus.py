@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
 
-from adloco.config import ConfigError, load_config
+from adloco.config import ConfigError, load_config_dict
 from adloco.io import atomic_dir, check_replaceable, naming_output, sha256_file
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ def note_hub_source(out: str | Path, data_cfg: dict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    cfg = load_config_dict(args.config)
     data = cfg["data"]
     if data["source"] == "hub":
         note_hub_source(args.out, data)

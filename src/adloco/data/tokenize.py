@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from adloco.config import load_config
+from adloco.config import load_config_dict
 from adloco.data import c4, reference
 from adloco.data import tokenizer as tok
 from adloco.data.reader import DTYPES, TokenSplit
@@ -502,7 +502,7 @@ def _tokenizer_name(tok_cfg: dict) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    cfg = load_config_dict(args.config)
     data = cfg["data"]
     if data["source"] == "hub" and args.raw:
         log.info("data.source is hub: --raw %s is not read", args.raw)

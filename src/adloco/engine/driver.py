@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from adloco.algo import merge, outer, trust
-from adloco.config import RunSettings
+from adloco.config import RunSettings, model_config
 from adloco.engine import checkpoint, ddp
 from adloco.engine.inner import NodeState
 from adloco.engine.sampler import SubsetSampler, draw_subset
@@ -78,7 +78,10 @@ class Driver:
         for t in range(k):
             if self.settings.init == "independent" and t > 0:
                 model = build_model(
-                    self.cfg["model"], self.data.vocab_size, self.seq_len, self.seed * 1000 + t
+                    model_config(self.cfg["model"]),
+                    self.data.vocab_size,
+                    self.seq_len,
+                    self.seed * 1000 + t,
                 )
                 params = [p.detach().clone().float().to(self.device) for p in model.parameters()]
             else:

@@ -31,7 +31,7 @@ import torch
 
 from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
-from adloco.config import RunSettings, setting_key
+from adloco.config import RunSettings, cluster_config, model_config, setting_key
 from adloco.engine import ddp
 from adloco.engine.collective import LocalCollective
 from adloco.engine.driver import Driver, run_fingerprint
@@ -95,13 +95,13 @@ class Engine(Driver):
         self.comm = collective or LocalCollective()
         self.slots = build_slots(cfg["cluster"], max_batches)
         self.curves = dict(curves)
-        self.network = clock.Network.from_config(cfg["cluster"]["network"])
+        self.network = clock.Network.from_config(cluster_config(cfg["cluster"]).network)
         self.slot_sharing = cfg["cluster"].get("slot_sharing", "concurrent")
         self.H = settings.inner_steps
         self.initial_local_batch = initial_local_batch(settings, max_batches.values())
         self.lr_reference_batch = settings.lr_reference_batch or self.initial_local_batch
         self.fingerprint = run_fingerprint(cfg, settings, seed, max_batches, self.curves, data)
-        model = build_model(cfg["model"], data.vocab_size, self.seq_len, seed)
+        model = build_model(model_config(cfg["model"]), data.vocab_size, self.seq_len, seed)
         self.num_params = num_parameters(model)
         self.worker = Worker(model, settings, self.device)
         self.slot_runner = SlotRunner(settings.slot_execution, self.worker, settings)

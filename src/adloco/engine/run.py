@@ -24,9 +24,11 @@ from transformers import AutoTokenizer
 from adloco import paths
 from adloco.calibration_record import load_max_batch, load_step_time_curve
 from adloco.config import (
+    Config,
     RunSettings,
     check_subset_fraction,
-    load_config,
+    cluster_config,
+    load_config_dict,
     resolve_run,
     run_seeds,
 )
@@ -42,14 +44,14 @@ log = logging.getLogger(__name__)
 
 
 def max_batches(cfg: dict, calibration_dir: str | Path) -> dict[str, int]:
-    return {dev["name"]: load_max_batch(calibration_dir, dev) for dev in cfg["cluster"]["devices"]}
+    devices = cluster_config(cfg["cluster"]).devices
+    return {dev.name: load_max_batch(calibration_dir, dev) for dev in devices}
 
 
 def step_time_curves(cfg: dict, calibration_dir: str | Path) -> dict:
     """The simulated clock's step-time curve of every device, from its calibration file."""
-    return {
-        dev["name"]: load_step_time_curve(calibration_dir, dev) for dev in cfg["cluster"]["devices"]
-    }
+    devices = cluster_config(cfg["cluster"]).devices
+    return {dev.name: load_step_time_curve(calibration_dir, dev) for dev in devices}
 
 
 def compute_device(cfg: dict):
@@ -86,7 +88,8 @@ def seeds_to_train(cfg: dict, args: argparse.Namespace) -> list[tuple[int, Path,
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
+    cfg = load_config_dict(args.config)
+    typed = Config.from_dict(cfg)
     settings = resolve_run(cfg, args.run)
     # Every run of a base experiment starts from the verified base model.
     cfg = {**cfg, "model": base_model_config(cfg, getattr(args, "base", None))}
@@ -97,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     # Needs the train split's size, known only now: before any training.
     batches = max_batches(cfg, args.calibration)
     local_batch = initial_local_batch(settings, batches.values())
-    check_subset_fraction(cfg, settings, len(data.split("train")), local_batch)
+    check_subset_fraction(typed, settings, len(data.split("train")), local_batch)
     device = compute_device(cfg)
     collective = None
     launch = distributed.launch_env()

@@ -36,7 +36,7 @@ import logging
 from pathlib import Path
 
 from adloco import __version__
-from adloco.config import load_config
+from adloco.config import load_config_dict
 from adloco.io import write_json_atomic, write_text_atomic
 from adloco.report import figures
 from adloco.report.claims import Context, evaluate_claims
@@ -142,7 +142,7 @@ def build_report(
     ``rooflines``, ``networks``: brought from elsewhere for the regime
     section (:mod:`adloco.report.devices`).
     """
-    config = load_config(config_path)
+    config = load_config_dict(config_path)
     settings = ReportSettings.from_config(config)
     runs = load_runs(Path(runs_dir), config)
     calibrations = load_calibration(Path(calibration_dir), config)

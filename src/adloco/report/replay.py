@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adloco.config import load_config
+from adloco.config import load_config_dict
 from adloco.io import write_json_atomic
 from adloco.report import figures
 from adloco.report.devices import (
@@ -164,7 +164,7 @@ def draw_regimes(regimes: Regimes, main: float | None) -> dict[str, bytes | None
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = load_config_dict(args.config)
     settings = ReportSettings.from_config(config)
     runs = load_runs(Path(args.runs), config)
     cal_dir = Path(args.calibration)

@@ -1,0 +1,187 @@
+"""What the schema cannot say: rules between fields, checked on the typed configuration.
+
+Each check raises :class:`ConfigError` naming the key to change and why, at
+load, so that a mistake fails before any job starts rather than after hours.
+"""
+
+from __future__ import annotations
+
+import math
+
+from adloco import model_size, paths
+from adloco.config.runs import RunSettings
+from adloco.config.schema import ConfigError
+from adloco.config.types import Config
+
+# The report's settings that name runs.
+REPORT_ROLES = ("adloco", "diloco", "ddp", "baselines", "ablations")
+
+
+def check_config(config: Config) -> None:
+    """Every rule below, in the order a reader fixes them."""
+    check_devices(config)
+    check_runs(config)
+    check_sources(config)
+    check_report_roles(config)
+    check_model_fits(config)
+
+
+def check_devices(config: Config) -> None:
+    cluster = config.cluster
+    seen: dict[str, int] = {}
+    for index, device in enumerate(cluster.devices):
+        if device.name in seen:
+            raise ConfigError(
+                f"cluster.devices.{index}.name: {device.name!r} is also the name of "
+                f"cluster.devices.{seen[device.name]}; each device needs its own name (its "
+                f"calibration file is {paths.calibration_file(config.experiment, '<name>')})"
+            )
+        seen[device.name] = index
+    if cluster.processes_per_machine > cluster.device_count():
+        raise ConfigError(
+            f"cluster.processes_per_machine: {cluster.processes_per_machine} processes for "
+            f"{cluster.device_count()} devices; every process needs at least one device"
+        )
+
+
+def check_runs(config: Config) -> None:
+    slots = config.cluster.slots()
+    for name, entry in config.runs.items():
+        run = entry.settings
+        if run.initial_trainers > slots:
+            raise ConfigError(
+                f"runs.{name}.initial_trainers: {run.initial_trainers} trainers need at least "
+                f"as many node slots, the cluster has {slots}"
+            )
+        check_statistics(config, run)
+        if run.merge != "none" and run.merge_count > run.initial_trainers:
+            raise ConfigError(
+                f"{config.setting_key(name, 'merge_count')}: run {name} merges "
+                f"{run.merge_count} trainers at once but starts with "
+                f"{run.initial_trainers} ({config.setting_key(name, 'initial_trainers')}), "
+                "so it would never merge; lower merge_count or set merge: none"
+            )
+
+
+def check_statistics(config: Config, run: RunSettings) -> None:
+    """A batch test needs blocks of two groups or more, and vector mode one point per round."""
+    if run.batch_test == "none":
+        return
+    name = run.name
+    if run.stats_steps == 1 and run.stats_microbatches == 1:
+        raise ConfigError(
+            f"{config.setting_key(name, 'stats_microbatches')}: run {name} has one group per "
+            "statistics block (stats_steps 1, stats_microbatches 1), so its batch test has no "
+            "variance to read; raise stats_microbatches or stats_steps"
+        )
+    if run.stats_reduce == "vector" and (run.stats_steps != 1 or run.stats_blocks != "first"):
+        raise ConfigError(
+            f"{config.setting_key(name, 'stats_reduce')}: vector pools the groups of every node "
+            "at the trainer's common point, the round's first step: it needs stats_steps 1 and "
+            "stats_blocks first"
+        )
+
+
+def check_sources(config: Config) -> None:
+    """Where the tokenizer, the model and the data come from, and what each source needs."""
+    data, model = config.data, config.model
+    if data.tokenizer.kind == "pretrained" and not data.tokenizer.name:
+        raise ConfigError("data.tokenizer.name: required when data.tokenizer.kind is pretrained")
+    if model.source == "pretrained" and not model.name:
+        raise ConfigError("model.name: required when model.source is pretrained")
+    if model.source == "base":
+        if config.pretrain is None:
+            raise ConfigError("pretrain: required when model.source is base (the base's loop)")
+        if not data.base_fraction > 0:
+            raise ConfigError(
+                "data.base_fraction: must be above 0 when model.source is base, so that the "
+                "base model pretrains on documents the runs never train on"
+            )
+    if data.source == "hub" and data.max_documents is None:
+        raise ConfigError(
+            "data.max_documents: required when data.source is hub (C4 is 365M documents)"
+        )
+    if model.hidden_size % model.num_attention_heads:
+        raise ConfigError("model.hidden_size: must be a multiple of model.num_attention_heads")
+    if model.num_attention_heads % model.num_key_value_heads:
+        raise ConfigError("model.num_key_value_heads: must divide model.num_attention_heads")
+
+
+def check_report_roles(config: Config) -> None:
+    """Every run the ``report`` section names is a run of this configuration.
+
+    Checked at load, so that a typo fails before any training rather than in
+    the report job after all of it.
+    """
+    report = config.report
+    named = {f"report.{role}": getattr(report, role) for role in REPORT_ROLES}
+    named["report.targets.derived_runs"] = report.targets.derived_runs
+    for key, value in named.items():
+        names = [value] if isinstance(value, str) else list(value or [])
+        for name in names:
+            if name not in config.runs:
+                raise ConfigError(
+                    f"{key}: no run named {name} (runs: {', '.join(config.runs)}); name one "
+                    "of them, or null to let the report detect it"
+                )
+
+
+def check_model_fits(config: Config) -> None:
+    """Refuse a model whose training state alone exceeds one node slot's memory share.
+
+    What calibration would find only after building the model (or the
+    allocator, with a traceback): weights, gradients and AdamW's two moments
+    (:func:`adloco.model_size.training_state_bytes`) must fit the share
+    ``memory_gib / nodes_per_device`` of every device. A pretrained model's size
+    is known only once it is loaded, so it is not checked here.
+    """
+    model = config.model
+    if model.source == "pretrained":
+        return
+    tokenizer = config.data.tokenizer
+    # Only a BPE's vocabulary is known before tokenization; 0 keeps the estimate a lower bound.
+    vocab = tokenizer.vocab_size if tokenizer.kind == "bpe" else 0
+    params = model_size.parameter_count(model, vocab)
+    need = model_size.training_state_bytes(params, model.dtype)
+    per_device = config.cluster.nodes_per_device
+    for index, device in enumerate(config.cluster.devices):
+        share = device.memory_gib * model_size.GIB / per_device
+        if need > share:
+            raise ConfigError(
+                f"model: {params:,} parameters (hidden_size {model.hidden_size}, "
+                f"{model.num_hidden_layers} layers) need {need / model_size.GIB:.3g} GiB for "
+                f"weights, gradients and AdamW's moments at {model.dtype}, more than a node "
+                f"slot of cluster.devices.{index} ({device.name}) has: "
+                f"{device.memory_gib:g} GiB / {per_device} slots = "
+                f"{share / model_size.GIB:.3g} GiB; make the model smaller (model.hidden_size, "
+                "model.num_hidden_layers) or give the device more memory_gib"
+            )
+
+
+def check_subset_fraction(
+    config: Config, run: RunSettings, train_sequences: int, initial_local_batch: int
+) -> None:
+    """Refuse a subset_fraction that leaves a trainer fewer sequences than its first batch.
+
+    It needs the train split's size, known only once the data is tokenized, so
+    ``adloco train`` checks it when it opens the data (not the schema).
+    ``run`` is the resolved run; ``initial_local_batch`` its local batch per
+    node slot at the start. A trainer starts on an equal share of the node
+    slots (the larger share when they do not divide evenly), its global batch
+    that many times the local batch, and draws from a subset of
+    ``max(1, round(train_sequences * subset_fraction))`` sequences.
+    """
+    name = run.name
+    fraction = run.subset_fraction
+    subset = max(1, round(train_sequences * fraction))
+    slots = config.cluster.slots()
+    share = math.ceil(slots / run.initial_trainers)
+    batch = initial_local_batch * share
+    if subset < batch:
+        need = batch / train_sequences
+        raise ConfigError(
+            f"{config.setting_key(name, 'subset_fraction')}: {fraction} of the "
+            f"{train_sequences} train sequences leaves {subset} sequences per trainer, fewer "
+            f"than run {name}'s first batch of {batch} ({initial_local_batch} per node slot x "
+            f"{share} slots); raise it to at least {need:.3g} or lower the batch"
+        )
