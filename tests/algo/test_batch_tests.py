@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
+from adloco.algo.accumulate import GradientStatsAccumulator
 from adloco.algo.batch_tests import augmented_parts, next_batch, requested_global_batch
-from adloco.algo.stats import GradientStatsAccumulator, VarianceEstimate, estimate
+from adloco.algo.estimators import VarianceEstimate, estimate
 
 KW = {"eta": 0.8, "vartheta": 0.01, "nu": 0.3, "max_growth": 4.0}
 

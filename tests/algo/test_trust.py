@@ -9,7 +9,8 @@ import torch
 
 from adloco.algo import switch, trust
 from adloco.algo.batch_tests import next_batch
-from adloco.algo.stats import RoundStats, VarianceEstimate
+from adloco.algo.estimators import VarianceEstimate
+from adloco.algo.stats import RoundStats
 
 
 def est(trace_cov, grad_sqnorm, dof, ip_var=None, orth_var=None) -> VarianceEstimate:
@@ -120,7 +121,7 @@ def test_blocks_of_steps_are_terms_of_the_scalar_estimate():
 
     class Local:
         def reduce_node_scalars(self, values):
-            from adloco.algo.stats import NodeScalars
+            from adloco.algo.accumulate import NodeScalars
 
             return NodeScalars.from_tensor(values)
 

@@ -22,7 +22,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from adloco.algo.stats import VarianceEstimate
+    from adloco.algo.estimators import VarianceEstimate
 
 TESTS = ("none", "norm", "augmented_inner_product")
 

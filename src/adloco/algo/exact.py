@@ -2,9 +2,10 @@
 
 The training engine never calls this: it forms one gradient per sequence
 (``torch.func.vmap`` over ``grad`` of a ``functional_call``), which costs n × D
-memory. It serves the tests of :mod:`adloco.algo.stats` and the variance
-analysis stage (``adloco variance``), which compares batch gradients with a
-full gradient on a small sample. ``vmap`` works with the transformers Llama
+memory. It serves the tests of :mod:`adloco.algo.accumulate` and
+:mod:`adloco.algo.estimators` and the variance analysis stage (``adloco
+variance``), which compares batch gradients with a full gradient on a small
+sample. ``vmap`` works with the transformers Llama
 model (SDPA attention falls back to a per-sample loop inside vmap on CPU, which
 is slower but exact); :func:`per_sample_grads_loop` is the plain alternative.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch.func import functional_call, grad, vmap
 
-from adloco.algo.stats import VarianceEstimate
+from adloco.algo.estimators import VarianceEstimate
 from adloco.model import causal_lm_loss
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

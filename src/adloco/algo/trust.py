@@ -1,6 +1,6 @@
 """What the batch test may act on: statistics blocks, a smoothed estimate, and when to abstain.
 
-Between :mod:`adloco.algo.stats` (one round's estimate) and
+Between :mod:`adloco.algo.stats` (one round's estimate, :mod:`adloco.algo.estimators`) and
 :mod:`adloco.algo.batch_tests` (the next batch). The rule, stated here and
 in ``docs/algorithms.md``, has three parts, each set in ``train``:
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from adloco.algo.stats import VarianceEstimate
+from adloco.algo.estimators import VarianceEstimate
 
 STATS_BLOCKS = ("first", "all")
 
