@@ -335,7 +335,7 @@ def recompute_sim_time_s(
 ) -> dict[int, float]:
     """Cumulative simulated time after each round of a run, from its metrics rows alone.
 
-    Each row carries its trainer's ``slot_work`` and ``sync`` (docs/DESIGN.md);
+    Each row carries its trainer's ``slot_work`` and ``sync`` (docs/engine.md, "Run outputs");
     rows of one round are charged together by :func:`round_time_s`.
     """
     rounds: dict[int, list[tuple[list[SlotWork], TrainerSync]]] = {}

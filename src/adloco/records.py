@@ -4,7 +4,7 @@ The training engine writes one :class:`MetricsRow` per trainer per round to
 ``metrics.jsonl`` and a summary (:func:`derive_summary`) to ``summary.json``;
 the report reads both. Both sides import this module, so the engine does not
 depend on the report and the two cannot disagree on a field. Every field is
-described in docs/DESIGN.md ("Run outputs").
+described in docs/engine.md ("Run outputs").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 # Fields every metrics row must carry for the summary and time-to-target.
 REQUIRED_ROW_KEYS = ("round", "trainer", "tokens_total", "communications", "sim_time_s")
 
-# summary.json fields (docs/DESIGN.md); each can also be derived from metrics.jsonl.
+# summary.json fields (docs/engine.md, "Run outputs"); each can also be derived from metrics.jsonl.
 SUMMARY_KEYS = (
     "final_val_perplexity",
     "best_val_perplexity",
