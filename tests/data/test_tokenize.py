@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import filecmp
 import json
@@ -17,7 +18,8 @@ from adloco import cli
 from adloco.data import c4
 from adloco.data.reader import TokenData
 from adloco.data.reference import reference_perplexity
-from adloco.data.tokenize import SPLITS, document_splits, tokenize_corpus, validation_mask
+from adloco.data.splits import SPLITS, document_splits, validation_mask
+from adloco.data.tokenize import tokenize_corpus
 from adloco.io import sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -348,9 +350,13 @@ def test_skipped_bad_records_are_counted_and_the_rest_tokenized_as_without_them(
     with pytest.raises(ValueError, match=r"line 11: not UTF-8"):
         tokenize_corpus(tiny_data_config(raw_dir=str(dirty)), 0, tmp_path / "x", progress=False)
     cfg = tiny_data_config(on_bad_record="skip")
-    want = tokenize_corpus({**cfg, "raw_dir": str(clean)}, 0, tmp_path / "a", progress=False)
+    want = tokenize_corpus(
+        dataclasses.replace(cfg, raw_dir=str(clean)), 0, tmp_path / "a", progress=False
+    )
     with caplog.at_level("WARNING"):
-        got = tokenize_corpus({**cfg, "raw_dir": str(dirty)}, 0, tmp_path / "b", progress=False)
+        got = tokenize_corpus(
+            dataclasses.replace(cfg, raw_dir=str(dirty)), 0, tmp_path / "b", progress=False
+        )
     assert got["splits"] == want["splits"]  # the same documents, the same shards
     assert got["source"]["skipped_records"] == 3
     examples = got["source"]["skipped_record_examples"]
