@@ -229,7 +229,7 @@ def local_files(raw_dir: str | Path) -> list[Path]:
     """The C4-format files of a folder, sorted by name.
 
     C4's own ``c4-validation.*`` files are left out: the validation split is
-    drawn by document from what is read (:mod:`adloco.data.tokenize`).
+    drawn by document from what is read (:mod:`adloco.data.splits`).
     """
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
