@@ -19,10 +19,9 @@ TINY_VALIDATION_FRACTION = 0.2
 TINY_SEED = 0
 
 
-def make_data_config(**overrides) -> dict:
-    """A default-filled ``data`` section of the configuration for the tiny corpus."""
-    from adloco.config import load_schema
-    from adloco.config.schema import fill_and_check
+def make_data_config(**overrides):
+    """The typed ``data`` section (a DataConfig, defaults filled) for the tiny corpus."""
+    from adloco.config import section
 
     tokenizer = {"kind": "bpe", "vocab_size": TINY_VOCAB_SIZE, **overrides.pop("tokenizer", {})}
     data = {
@@ -34,9 +33,7 @@ def make_data_config(**overrides) -> dict:
         "tokenizer": tokenizer,
         **overrides,
     }
-    schema = load_schema()
-    sub = {**schema["properties"]["data"], "$defs": schema["$defs"]}
-    return fill_and_check(data, sub, prefix="data")
+    return section("data", data)
 
 
 @pytest.fixture(scope="session")
@@ -66,9 +63,9 @@ def tiny_tokenized(tmp_path_factory, tiny_c4_dir):
 
 @pytest.fixture(scope="session")
 def tiny_data_config(tiny_c4_dir):
-    """A factory: the tiny corpus's ``data`` config, with keyword overrides."""
+    """A factory: the tiny corpus's ``data`` section (a DataConfig), with keyword overrides."""
 
-    def factory(**overrides) -> dict:
+    def factory(**overrides):
         return make_data_config(**{"raw_dir": str(tiny_c4_dir), **overrides})
 
     return factory

@@ -29,6 +29,7 @@ import yaml
 
 from adloco import cli, errors
 from adloco.clock import StepTimeCurve
+from adloco.config import thaw
 
 MODEL = {
     "hidden_size": 16,
@@ -67,7 +68,7 @@ def stage(tmp_path, tiny_c4_dir, tiny_tokenized, tiny_data_config, monkeypatch, 
     # The step-time curves would come from `adloco calibrate`.
     curves = {"sim": StepTimeCurve.roofline(0.01, 4, update_s=0.001)}
     monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: curves)
-    config = str(config_file(tmp_path, tiny_data_config()))
+    config = str(config_file(tmp_path, thaw(tiny_data_config())))
     data, calibration = str(tiny_tokenized), str(tmp_path / "calibration")
 
     def args(name: str, out: Path) -> list[str]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from adloco.config import ConfigError, load_config_dict
+from adloco.config import ConfigError, load_config
 from adloco.data.corpus import CORPUS_FILES
 from adloco.io import ForeignFolderError, check_replaceable
 
@@ -60,9 +60,9 @@ def config_args(argv: list[str]) -> list[str]:
 def _problem(name: str) -> str | None:
     """Why the configuration file ``name`` would be refused, in one line, or None."""
     try:
-        config = load_config_dict(name)
-        if config["data"]["source"] == "offline-wiki":
-            check_replaceable(config["data"]["raw_dir"], CORPUS_FILES, "data.raw_dir")
+        data = load_config(name).data
+        if data.source == "offline-wiki":
+            check_replaceable(data.raw_dir, CORPUS_FILES, "data.raw_dir")
     except (ConfigError, ForeignFolderError) as exc:
         message = " ".join(str(exc).split())
         return message if message.startswith(name) else f"{name}: {message}"

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from adloco import cli
+from adloco.config import thaw
 from adloco.data import c4
 from c4_records import make_c4_records
 
@@ -87,7 +88,7 @@ def tokenize(tmp_path, tiny_data_config, capsys):
         (raw / "c4-train.00002-of-00003.json.gz").write_bytes(_gz(_records(30, 30)))
         config = {
             "experiment": "raw-faults",
-            "data": tiny_data_config(raw_dir=str(raw), **data),
+            "data": thaw(tiny_data_config(raw_dir=str(raw), **data)),
             "model": {},
             "cluster": {"devices": [{"name": "cpu", "memory_gib": 1.0}]},
             "train": {},

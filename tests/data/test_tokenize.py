@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import filecmp
 import json
@@ -17,7 +18,8 @@ from adloco import cli
 from adloco.data import c4
 from adloco.data.reader import TokenData
 from adloco.data.reference import reference_perplexity
-from adloco.data.tokenize import SPLITS, document_splits, tokenize_corpus, validation_mask
+from adloco.data.splits import SPLITS, document_splits, validation_mask
+from adloco.data.tokenize import tokenize_corpus
 from adloco.io import sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -227,27 +229,6 @@ def test_a_base_split_takes_documents_from_train_and_never_from_validation(
     assert manifest["reference_perplexity"]["counts_from"] == ["base", "train"]
 
 
-def test_validation_mask_is_a_seeded_hash():
-    indices = np.arange(20000)
-    mask = validation_mask(indices, 3, 0.1)
-    assert (mask == validation_mask(indices, 3, 0.1)).all()
-    assert (mask[:500] == validation_mask(indices[:500], 3, 0.1)).all()  # prefix-stable
-    assert (mask != validation_mask(indices, 4, 0.1)).any()
-    # Binomial(20000, 0.1): sd ~ 42; 5 sd either side.
-    assert abs(int(mask.sum()) - 2000) < 212
-
-    def splitmix64(x: int) -> int:
-        m = (1 << 64) - 1
-        x = (x + 0x9E3779B97F4A7C15) & m
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
-        return x ^ (x >> 31)
-
-    for i in (0, 1, 17, 19999):
-        u = (splitmix64(i ^ splitmix64(3)) >> 11) * 2.0**-53
-        assert bool(mask[i]) == (u < 0.1)
-
-
 def test_empty_split_is_an_error_and_leaves_the_output_alone(tmp_path, tiny_data_config):
     out = tmp_path / "out"
     out.mkdir()
@@ -348,9 +329,13 @@ def test_skipped_bad_records_are_counted_and_the_rest_tokenized_as_without_them(
     with pytest.raises(ValueError, match=r"line 11: not UTF-8"):
         tokenize_corpus(tiny_data_config(raw_dir=str(dirty)), 0, tmp_path / "x", progress=False)
     cfg = tiny_data_config(on_bad_record="skip")
-    want = tokenize_corpus({**cfg, "raw_dir": str(clean)}, 0, tmp_path / "a", progress=False)
+    want = tokenize_corpus(
+        dataclasses.replace(cfg, raw_dir=str(clean)), 0, tmp_path / "a", progress=False
+    )
     with caplog.at_level("WARNING"):
-        got = tokenize_corpus({**cfg, "raw_dir": str(dirty)}, 0, tmp_path / "b", progress=False)
+        got = tokenize_corpus(
+            dataclasses.replace(cfg, raw_dir=str(dirty)), 0, tmp_path / "b", progress=False
+        )
     assert got["splits"] == want["splits"]  # the same documents, the same shards
     assert got["source"]["skipped_records"] == 3
     examples = got["source"]["skipped_record_examples"]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from adloco.config import TokenizerConfig
 from adloco.data import tokenizer as tok
 
 SENTENCE = "The Eiffel Tower was completed in 1889; it’s 330 metres tall — a café nearby."
@@ -77,7 +78,8 @@ def test_mistral_v1_has_32000_tokens_and_round_trips(tmp_path):
 
 
 def test_pretrained_kind_loads_a_local_folder(bpe_dir, texts):
-    loaded = tok.build_tokenizer({"kind": "pretrained", "name": str(bpe_dir)}, None, bpe_dir)
+    spec = TokenizerConfig(kind="pretrained", name=str(bpe_dir), vocab_size=300)
+    loaded = tok.build_tokenizer(spec, None, bpe_dir)
     reference = AutoTokenizer.from_pretrained(bpe_dir)
     assert len(loaded) == len(reference)
     assert loaded(texts[:5])["input_ids"] == reference(texts[:5])["input_ids"]
@@ -85,9 +87,9 @@ def test_pretrained_kind_loads_a_local_folder(bpe_dir, texts):
 
 def test_build_tokenizer_errors(tmp_path):
     with pytest.raises(ValueError, match="data.tokenizer.name"):
-        tok.build_tokenizer({"kind": "pretrained", "name": None}, None, tmp_path)
+        tok.build_tokenizer(TokenizerConfig("pretrained", None, 300), None, tmp_path)
     with pytest.raises(ValueError, match="train documents"):
-        tok.build_tokenizer({"kind": "bpe", "vocab_size": 300}, None, tmp_path)
+        tok.build_tokenizer(TokenizerConfig("bpe", None, 300), None, tmp_path)
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
         tok.load_backend(tmp_path)
 

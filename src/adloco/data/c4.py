@@ -41,6 +41,8 @@ from pathlib import Path
 
 import datasets
 
+from adloco.config import DataConfig
+
 C4_FIELDS = ("text", "timestamp", "url")
 C4_TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 LOCAL_PATTERN = "*.json.gz"
@@ -160,60 +162,74 @@ def read_local_records(
     if on_bad_record not in ON_BAD_RECORD:
         raise ValueError(f"data.on_bad_record: {on_bad_record!r} is not one of {ON_BAD_RECORD}")
     for path in files:
-        problem = gzip_problem(path)
-        if problem is not None:
-            _bad(problem, on_bad_record, stats)
-        line_no = 0
-        try:
-            with gzip.open(path, "rb") as fh:
-                for line_no, raw in enumerate(_lines(fh), start=1):  # noqa: B007 (used after)
-                    where = f"{path}, line {line_no}"
-                    if raw is None:
-                        _bad(
-                            f"{where}: a record longer than {MAX_RECORD_BYTES} bytes (the "
-                            "longest one read, so that one line cannot exhaust memory)",
-                            on_bad_record,
-                            stats,
-                        )
-                        continue
-                    if not raw.strip():
-                        continue
-                    try:
-                        line = raw.decode("utf-8").rstrip("\r\n")
-                    except UnicodeDecodeError as exc:
-                        byte = raw[exc.start : exc.start + 1].hex()
-                        _bad(
-                            f"{where}: not UTF-8 text (byte 0x{byte} at column {exc.start + 1})",
-                            on_bad_record,
-                            stats,
-                        )
-                        continue
-                    try:
-                        record = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        _bad(
-                            f"{where}: not valid JSON ({exc.msg} at column {exc.colno})",
-                            on_bad_record,
-                            stats,
-                        )
-                        continue
-                    problem_ = _text_problem(record)
-                    if problem_ is not None:
-                        _bad(f"{where}: {problem_}", on_bad_record, stats)
-                        continue
+        yield from _file_records(path, on_bad_record, stats)
+
+
+def _file_records(
+    path: str | Path, on_bad_record: str, stats: RecordStats | None
+) -> Iterator[dict]:
+    """The good records of one gzipped JSON-lines file (see :func:`read_local_records`)."""
+    problem = gzip_problem(path)
+    if problem is not None:
+        _bad(problem, on_bad_record, stats)
+    line_no = 0
+    try:
+        with gzip.open(path, "rb") as fh:
+            for line_no, raw in enumerate(_lines(fh), start=1):  # noqa: B007 (used after)
+                record = _line_record(raw, f"{path}, line {line_no}", on_bad_record, stats)
+                if record is not None:
                     yield record
-        except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as exc:
-            if isinstance(exc, FileNotFoundError):
-                raise
-            if problem is None:  # the file changed since it was verified
-                _bad(f"{path}, after line {line_no}: unreadable ({exc})", on_bad_record, stats)
+    except (gzip.BadGzipFile, EOFError, zlib.error, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        if problem is None:  # the file changed since it was verified
+            _bad(f"{path}, after line {line_no}: unreadable ({exc})", on_bad_record, stats)
+
+
+def _line_record(
+    raw: bytes | None, where: str, on_bad_record: str, stats: RecordStats | None
+) -> dict | None:
+    """The C4 record of one line (``where`` names it), or None: blank, or bad (raised or counted).
+
+    ``raw`` is None for a line longer than :data:`MAX_RECORD_BYTES` (:func:`_lines`).
+    """
+    if raw is None:
+        _bad(
+            f"{where}: a record longer than {MAX_RECORD_BYTES} bytes (the "
+            "longest one read, so that one line cannot exhaust memory)",
+            on_bad_record,
+            stats,
+        )
+        return None
+    if not raw.strip():
+        return None
+    try:
+        line = raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        byte = raw[exc.start : exc.start + 1].hex()
+        _bad(
+            f"{where}: not UTF-8 text (byte 0x{byte} at column {exc.start + 1})",
+            on_bad_record,
+            stats,
+        )
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        _bad(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})", on_bad_record, stats)
+        return None
+    problem = _text_problem(record)
+    if problem is not None:
+        _bad(f"{where}: {problem}", on_bad_record, stats)
+        return None
+    return record
 
 
 def local_files(raw_dir: str | Path) -> list[Path]:
     """The C4-format files of a folder, sorted by name.
 
     C4's own ``c4-validation.*`` files are left out: the validation split is
-    drawn by document from what is read (:mod:`adloco.data.tokenize`).
+    drawn by document from what is read (:mod:`adloco.data.splits`).
     """
     raw_dir = Path(raw_dir)
     if not raw_dir.is_dir():
@@ -273,38 +289,34 @@ def _utf8_bytes_over(text: str, limit: int) -> bool:
 
 
 def open_stream(
-    data_cfg: dict, raw_dir: str | Path | None = None, stats: RecordStats | None = None
+    data: DataConfig, raw_dir: str | Path | None = None, stats: RecordStats | None = None
 ) -> tuple[Iterable[dict], dict]:
     """The raw record stream of the configured source and a description of it.
 
-    ``data_cfg`` is the ``data`` section of the configuration; ``raw_dir``
+    ``data`` is the ``data`` section of the configuration; ``raw_dir``
     overrides ``data.raw_dir`` for the local sources; ``stats`` counts what a
     local stream skips (``data.on_bad_record: skip``).
     """
-    source = data_cfg["source"]
+    source = data.source
     if source == "hub":
-        stream = datasets.load_dataset(
-            data_cfg["hub_path"], data_cfg["hub_name"], split="train", streaming=True
-        )
+        stream = datasets.load_dataset(data.hub_path, data.hub_name, split="train", streaming=True)
         return stream, {
             "kind": "hub",
-            "hub_path": data_cfg["hub_path"],
-            "hub_name": data_cfg["hub_name"],
+            "hub_path": data.hub_path,
+            "hub_name": data.hub_name,
             "files": [],
         }
     if source not in ("offline-wiki", "local"):
         raise ValueError(f"data.source: unknown source {source!r}")
-    files = local_files(raw_dir if raw_dir is not None else data_cfg["raw_dir"])
-    stream = read_local_records(files, data_cfg.get("on_bad_record", "error"), stats)
+    files = local_files(raw_dir if raw_dir is not None else data.raw_dir)
+    stream = read_local_records(files, data.on_bad_record, stats)
     return stream, {"kind": source, "files": [p.name for p in files]}
 
 
 def iter_records(
-    data_cfg: dict, raw_dir: str | Path | None = None, stats: RecordStats | None = None
+    data: DataConfig, raw_dir: str | Path | None = None, stats: RecordStats | None = None
 ) -> Iterator[dict]:
     """C4 records of the configured source, the first ``data.max_documents`` good ones."""
-    stream, info = open_stream(data_cfg, raw_dir, stats)
-    origin = info.get("hub_path") or str(raw_dir or data_cfg["raw_dir"])
-    return normalize_records(
-        stream, data_cfg.get("max_documents"), origin, data_cfg.get("on_bad_record", "error"), stats
-    )
+    stream, info = open_stream(data, raw_dir, stats)
+    origin = info.get("hub_path") or str(raw_dir or data.raw_dir)
+    return normalize_records(stream, data.max_documents, origin, data.on_bad_record, stats)

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
 
-from adloco.config import ConfigError, load_config_dict
+from adloco.config import ConfigError, DataConfig, load_config
 from adloco.io import atomic_dir, check_replaceable, naming_output, sha256_file
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ def prepare_wiki_corpus(
     return provenance
 
 
-def note_hub_source(out: str | Path, data_cfg: dict) -> dict:
+def note_hub_source(out: str | Path, data: DataConfig) -> dict:
     """For a hub source, a folder whose SOURCE.json says the records are streamed, not stored.
 
     DVC's pipeline has a prepare-corpus stage for every preset (a template
@@ -194,8 +194,8 @@ def note_hub_source(out: str | Path, data_cfg: dict) -> dict:
     """
     provenance = {
         "kind": "hub",
-        "hub_path": data_cfg["hub_path"],
-        "hub_name": data_cfg["hub_name"],
+        "hub_path": data.hub_path,
+        "hub_name": data.hub_name,
         "files": [],
         "text": "nothing stored: adloco tokenize streams the records from the hub",
     }
@@ -205,17 +205,16 @@ def note_hub_source(out: str | Path, data_cfg: dict) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config_dict(args.config)
-    data = cfg["data"]
-    if data["source"] == "hub":
+    data = load_config(args.config).data
+    if data.source == "hub":
         note_hub_source(args.out, data)
         log.info("data.source is hub: tokenize streams the records; noted in %s", args.out)
         return 0
-    if data["source"] != "offline-wiki":
+    if data.source != "offline-wiki":
         raise ConfigError(
-            f"data.source is {data['source']!r}: prepare-corpus only builds the offline-wiki corpus"
+            f"data.source is {data.source!r}: prepare-corpus only builds the offline-wiki corpus"
         )
-    provenance = prepare_wiki_corpus(args.out, data.get("max_documents"))
+    provenance = prepare_wiki_corpus(args.out, data.max_documents)
     log.info(
         "wrote %d documents in %d files to %s",
         provenance["documents"],

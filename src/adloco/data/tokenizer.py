@@ -34,6 +34,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from adloco.config import TokenizerConfig
 from adloco.data.corpus import package_file
 
 BPE_EOS = "<|endoftext|>"
@@ -104,24 +105,24 @@ def load_pretrained(name: str) -> Any:
 
 
 def build_tokenizer(
-    tokenizer_cfg: dict, train_texts: Iterable[str] | None, work_dir: str | Path
+    spec: TokenizerConfig, train_texts: Iterable[str] | None, work_dir: str | Path
 ) -> Any:
-    """The tokenizer that ``data.tokenizer`` asks for.
+    """The tokenizer that ``data.tokenizer`` (``spec``) asks for.
 
     ``train_texts`` (the train documents) is read only by kind ``bpe``;
     ``work_dir`` is a scratch folder.
     """
-    kind = tokenizer_cfg["kind"]
+    kind = spec.kind
     if kind == "bpe":
         if train_texts is None:
             raise ValueError("data.tokenizer.kind bpe needs the train documents")
-        tokenizer = train_bpe(train_texts, tokenizer_cfg["vocab_size"])
+        tokenizer = train_bpe(train_texts, spec.vocab_size)
     elif kind == "mistral-v1":
         tokenizer = load_mistral_v1(work_dir)
     elif kind == "pretrained":
-        if not tokenizer_cfg.get("name"):
+        if not spec.name:
             raise ValueError("data.tokenizer.name: required when data.tokenizer.kind is pretrained")
-        tokenizer = load_pretrained(tokenizer_cfg["name"])
+        tokenizer = load_pretrained(spec.name)
     else:
         raise ValueError(f"data.tokenizer.kind: unknown kind {kind!r}")
     if not getattr(tokenizer, "is_fast", False):
@@ -145,12 +146,12 @@ def save_tokenizer(tokenizer: Any, folder: str | Path) -> Path:
             raise
         errno_ = int(code.group(1))
         raise OSError(errno_, os.strerror(errno_), str(folder / "tokenizer.json")) from exc
-    config_path = folder / "tokenizer_config.json"
-    config = json.loads(config_path.read_text())
-    if config.get("tokenizer_class") == "TokenizersBackend":
+    settings_path = folder / "tokenizer_config.json"
+    settings = json.loads(settings_path.read_text())
+    if settings.get("tokenizer_class") == "TokenizersBackend":
         # transformers 5's name for PreTrainedTokenizerFast; the old name loads in 4 and 5.
-        config["tokenizer_class"] = "PreTrainedTokenizerFast"
-        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        settings["tokenizer_class"] = "PreTrainedTokenizerFast"
+        settings_path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
     if not (folder / "tokenizer.json").is_file():
         raise ValueError(f"{folder}: the saved tokenizer has no tokenizer.json")
     return folder
@@ -194,6 +195,18 @@ def describe(backend: Any, eos_token_id: int) -> dict:
 def token_dtype(vocab_size: int) -> np.dtype:
     """Little-endian ``uint16`` when every id fits, else ``uint32``."""
     return np.dtype("<u2") if vocab_size <= 65535 else np.dtype("<u4")
+
+
+class SavedTokenizer:
+    """A tokenizer saved into a folder, and what the shards and the manifest need of it."""
+
+    def __init__(self, folder: Path):
+        self.dir = folder
+        ids = saved_ids(folder)
+        self.vocab_size = ids["vocab_size"]
+        self.eos_token_id = ids["eos_token_id"]
+        self.added = {k: ids[k] for k in ("bos_token_id", "appends_eos")}
+        self.dtype = token_dtype(self.vocab_size)
 
 
 def encode_documents(
