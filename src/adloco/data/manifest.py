@@ -20,10 +20,8 @@ import numpy as np
 from adloco.config import DataConfig, TokenizerConfig
 from adloco.data import reference
 from adloco.data import tokenizer as tok
-from adloco.data.reader import DTYPES, TokenSplit
+from adloco.data.reader import DTYPES, FORMAT_VERSION, TokenSplit
 from adloco.io import sha256_file
-
-FORMAT_VERSION = 1
 
 
 def build_manifest(
