@@ -25,7 +25,8 @@ from adloco.pretrain import base_model_config
 from adloco.variance.analysis import analyse_gradient_variance
 from adloco.variance.outputs import write_outputs
 
-log = logging.getLogger(__name__)
+# The stage's logger, as before the package: log lines read "adloco.variance".
+log = logging.getLogger(__package__)
 
 
 def start_model_config(config: Config, base: str | Path | None) -> ModelConfig:
