@@ -1,0 +1,127 @@
+"""``adloco variance``: the analysis on the experiment's model and tokenized data.
+
+On one model (the seeded initial model, the verified base model with
+``model.source: base``, or a saved one) and a fixed sample of
+``variance.eval_sequences`` training sequences, runs
+:func:`adloco.variance.analysis.analyse_gradient_variance` with the cluster's
+node slots and statistics groups for the scalar-vs-pooled comparison, and
+writes the folder (:func:`adloco.variance.outputs.write_outputs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM
+
+from adloco.config import Config, ModelConfig, load_config, model_config, thaw
+from adloco.data.reader import TokenData
+from adloco.model import build_model
+from adloco.pretrain import base_model_config
+from adloco.variance.analysis import analyse_gradient_variance
+from adloco.variance.outputs import write_outputs
+
+# The stage's logger, as before the package: log lines read "adloco.variance".
+log = logging.getLogger(__package__)
+
+
+def start_model_config(config: Config, base: str | Path | None) -> ModelConfig:
+    """The model section the stage starts from: with ``model.source: base``, the
+    verified base model of folder ``base`` (a ``pretrained`` section naming its
+    folder); otherwise ``config.model``.
+
+    Transitional: the one place that goes through the dict bridge
+    (:func:`adloco.pretrain.base_model_config`), until a typed resolver replaces it.
+    """
+    return model_config(base_model_config(thaw(config), base))
+
+
+def sample_indices(eval_sequences: int, train_size: int, seed: int, data: str) -> np.ndarray:
+    """The fixed sample: ``eval_sequences`` distinct train indices, sorted, drawn with ``seed``."""
+    if eval_sequences > train_size:
+        raise ValueError(
+            f"variance.eval_sequences is {eval_sequences}, the train split of {data} has "
+            f"{train_size}"
+        )
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(train_size, size=eval_sequences, replace=False))
+
+
+def load_model(
+    model_dir: str | None, model: ModelConfig, vocab_size: int, seq_len_tokens: int, seed: int
+):
+    """The saved model in ``model_dir``, or the seeded initial model of ``model``."""
+    if model_dir is None:
+        return build_model(model, vocab_size, seq_len_tokens, seed)
+    if not (Path(model_dir) / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a saved model folder (no config.json)")
+    # float32: gradient statistics are sums of many small squares.
+    loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if loaded.config.vocab_size < vocab_size:
+        raise ValueError(
+            f"{model_dir}: vocabulary {loaded.config.vocab_size}, the data needs {vocab_size}"
+        )
+    return loaded
+
+
+def log_figures(summary: dict) -> None:
+    """The headline figures and the scalar-vs-pooled std ratios (or why skipped)."""
+    log.info(
+        "tr Σ %.4g, ‖∇F‖² %.4g, B_simple %.4g, norm-test batch %.4g",
+        summary["trace_cov"],
+        summary["grad_sqnorm"],
+        summary["b_simple"] or float("nan"),
+        summary["norm_test_batch"] or float("nan"),
+    )
+    ratio = summary["scalar_vs_pooled"].get("std_ratio")
+    if ratio:
+        log.info(
+            "stats_reduce scalars vs vector, std ratio: tr Σ̂ %.3g, norm-test batch %.3g",
+            ratio["trace_cov"] or float("nan"),
+            ratio["norm_test_batch"] or float("nan"),
+        )
+    else:
+        log.info("stats_reduce comparison skipped: %s", summary["scalar_vs_pooled"]["skipped"])
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    settings = config.variance
+    if args.chunk_size < 1:
+        raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    data = TokenData.open(args.data)
+    train = data.split("train")
+    indices = sample_indices(settings.eval_sequences, len(train), config.seed, args.data)
+    device = torch.device(args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model_dir = args.model
+    if model_dir is None and config.model.source == "base":
+        model_dir = start_model_config(config, getattr(args, "base", None)).name
+    model = load_model(model_dir, config.model, data.vocab_size, data.seq_len_tokens, config.seed)
+    # The comparison of stats_reduce modes: one trainer on every slot of the
+    # cluster, one statistics block per slot (stats_steps x stats_microbatches groups).
+    analysis = analyse_gradient_variance(
+        model.to(device),
+        train.get(indices).to(device),
+        batch_size=settings.batch_size,
+        num_batches=settings.num_batches,
+        eta=settings.eta,
+        seed=config.seed,
+        chunk_size=args.chunk_size,
+        nodes=config.cluster.slots(),
+        groups_per_node=config.train.stats_steps * config.train.stats_microbatches,
+    )
+    analysis.summary.update(
+        model=model_dir or f"initial model ({config.model.source}, seed {config.seed})",
+        data=str(args.data),
+        seq_len_tokens=data.seq_len_tokens,
+        vocab_size=data.vocab_size,
+        torch_device=str(device),
+        torch_version=torch.__version__,
+    )
+    write_outputs(analysis, args.out)
+    log_figures(analysis.summary)
+    return 0

@@ -1,0 +1,71 @@
+"""What ``adloco variance`` writes: the deviations' histogram and the output folder."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from adloco.io import atomic_dir, naming_output, write_json_atomic
+from adloco.variance.analysis import VarianceAnalysis
+
+# What this stage writes into its folder (adloco.io.check_replaceable).
+VARIANCE_FILES = ("variance.json", "per_batch.csv", "draws.csv", "deviations.png")
+
+
+def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
+    """Histogram of ‖g_B − ∇F‖ with the mean and the theoretical RMS marked, as PNG."""
+    matplotlib.use("Agg")
+    deviations = [row["deviation"] for row in per_batch]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    sns.histplot(deviations, ax=ax, bins=min(30, max(5, len(deviations) // 3)), color="#4c72b0")
+    ax.axvline(summary["mean_deviation"], color="black", linestyle="-", label="mean")
+    ax.axvline(summary["rms_deviation"], color="grey", linestyle=":", label="RMS (measured)")
+    ax.axvline(
+        summary["theoretical_rms_deviation"],
+        color="#c44e52",
+        linestyle="--",
+        label="√(tr Σ (1 − b/n) / b), expected RMS",
+    )
+    ax.set_xlabel("‖g_B − ∇F‖")
+    ax.set_ylabel("batches")
+    ax.set_title(
+        f"{summary['num_batches']} batches of {summary['batch_size']} from "
+        f"{summary['eval_sequences']} sequences",
+        fontsize=10,
+    )
+    ax.legend()
+    fig.tight_layout()
+    # Drawn in memory, then written: a failed write (a full disk) is then an
+    # OSError naming the file, where Pillow writing to the file itself fails
+    # with an AttributeError of its own.
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+    with naming_output(path):
+        path.write_bytes(buffer.getvalue())
+
+
+def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
+    """variance.json, per_batch.csv, draws.csv and deviations.png: the folder, atomically.
+
+    All of them or none: a failed write (a full disk) leaves the previous
+    folder as it was, never new tables beside an old variance.json. draws.csv
+    (one row per draw of the scalar-vs-pooled comparison) is written only when
+    the comparison ran.
+    """
+    tables = {"per_batch.csv": analysis.per_batch, "draws.csv": analysis.draws}
+    with atomic_dir(out_dir, VARIANCE_FILES, "--out") as tmp:
+        for name, rows in tables.items():
+            if rows:
+                with naming_output(tmp / name):
+                    pd.DataFrame(rows).to_csv(tmp / name, index=False)
+        plot_deviations(analysis.per_batch, analysis.summary, tmp / "deviations.png")
+        write_json_atomic(tmp / "variance.json", analysis.summary)
