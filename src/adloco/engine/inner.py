@@ -217,7 +217,7 @@ def micro_batch_pass(
 
     Under ``torch.autocast`` to ``autocast_dtype`` when it is set. Gradients
     accumulate into ``.grad``; returns the summed loss, detached. The pass of
-    :class:`Worker` and of the step timing of ``adloco calibrate``.
+    :class:`Worker` and of ``adloco calibrate`` (its trials, its step timing).
     """
     autocast = (
         contextlib.nullcontext()
@@ -236,7 +236,7 @@ def clip_and_step(
     """One inner step's update: ``clip_grad_norm_`` (foreach) to ``clip`` when set, then a step.
 
     Returns the gradient norm before clipping, or None without clipping. The
-    update of :class:`Worker` and of the step timing of ``adloco calibrate``.
+    update of :class:`Worker` and of ``adloco calibrate`` (its trials, its step timing).
     """
     norm = None
     if clip is not None:
