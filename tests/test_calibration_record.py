@@ -10,16 +10,20 @@ import pytest
 from adloco import calibration_record
 from adloco.calibration_record import CalibrationError, CalibrationRecord
 from adloco.clock import StepTimeCurve
-from adloco.config import device_config
+from adloco.config import DeviceConfig, section
+
+
+def typed(device: dict) -> DeviceConfig:
+    """The typed entry of ``cluster.devices`` of ``device`` (1 GiB unless it says)."""
+    return section("cluster", {"devices": [{"memory_gib": 1, **device}]}).devices[0]
 
 
 def load_max_batch(folder: Path, device: dict) -> int:
-    return calibration_record.load_max_batch(folder, device_config({"memory_gib": 1, **device}))
+    return calibration_record.load_max_batch(folder, typed(device))
 
 
 def load_step_time_curve(folder: Path, device: dict) -> StepTimeCurve:
-    typed = device_config({"memory_gib": 1, **device})
-    return calibration_record.load_step_time_curve(folder, typed)
+    return calibration_record.load_step_time_curve(folder, typed(device))
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "calibration"

@@ -25,7 +25,8 @@ The package, one idea a module: :mod:`~adloco.calibrate.memory_search` (the
 max batch), :mod:`~adloco.calibrate.step_timing` (the timed curve),
 :mod:`~adloco.calibrate.step_time_model` (the curve the clock charges),
 :mod:`~adloco.calibrate.record` (one device's record, measured in order) and
-:mod:`~adloco.calibrate.bench` (the model they share).
+:mod:`~adloco.calibrate.bench` (the model they share, and the engine's inner
+step they run on it).
 """
 
 from __future__ import annotations
@@ -36,34 +37,36 @@ from pathlib import Path
 
 from adloco.calibrate.record import calibrate_device
 from adloco.calibration_record import CalibrationRecord
-from adloco.config import load_config_dict
+from adloco.config import Config, ConfigError, DeviceConfig, load_config
 from adloco.data.reader import read_checked_manifest
 
 log = logging.getLogger(__name__)
 
 
-def find_device(config: dict, name: str) -> dict:
-    devices = config["cluster"]["devices"]
-    for dev in devices:
-        if dev["name"] == name:
-            return dev
-    known = ", ".join(d["name"] for d in devices)
-    raise ValueError(f"--device {name}: not in cluster.devices (known: {known})")
+def find_device(config: Config, name: str) -> DeviceConfig:
+    """The entry of ``cluster.devices`` that ``--device`` names."""
+    try:
+        return config.cluster.device(name)
+    except ConfigError as exc:
+        raise ValueError(f"--device {name}: {exc}") from exc
+
+
+def check_seq_len(config: Config, data: str | Path, manifest: dict) -> None:
+    """The tokenized data's sequence length is the config's ``data.seq_len_tokens``."""
+    wanted = config.data.seq_len_tokens
+    if manifest["seq_len_tokens"] != wanted:
+        raise ValueError(
+            f"{Path(data) / 'manifest.json'}: seq_len_tokens {manifest['seq_len_tokens']} "
+            f"differs from the config's data.seq_len_tokens {wanted}; re-run `adloco tokenize`"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config_dict(args.config)
-    device_cfg = find_device(config, args.device)
+    config = load_config(args.config)
+    device = find_device(config, args.device)
     manifest = read_checked_manifest(args.data)
-    if manifest["seq_len_tokens"] != config["data"]["seq_len_tokens"]:
-        raise ValueError(
-            f"{Path(args.data) / 'manifest.json'}: seq_len_tokens {manifest['seq_len_tokens']} "
-            f"differs from the config's data.seq_len_tokens {config['data']['seq_len_tokens']}; "
-            "re-run `adloco tokenize`"
-        )
-    record = calibrate_device(
-        config, device_cfg, manifest["vocab_size"], manifest["seq_len_tokens"]
-    )
+    check_seq_len(config, args.data, manifest)
+    record = calibrate_device(config, device, manifest["vocab_size"], manifest["seq_len_tokens"])
     CalibrationRecord.write(args.out, record)
     measured = record["step_time_measured"]
     log.info(

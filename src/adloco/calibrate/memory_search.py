@@ -1,7 +1,7 @@
 """The max-batch search: the largest micro-batch whose training step fits one slot's memory.
 
 Part of ``adloco calibrate`` (:mod:`adloco.calibrate`). A trial trains the
-configured model for ``calibration.steps_per_trial`` AdamW steps on one batch
+configured model for ``calibration.steps_per_trial`` inner steps on one batch
 of random tokens at the real sequence length and dtype and records its peak
 memory; :func:`search_max_batch` doubles the batch until a trial fails, then
 bisects (Lightning's ``BatchSizeFinder`` in ``binsearch`` mode). A trial fails
@@ -11,28 +11,28 @@ when it runs out of memory. On a CUDA device the peak is
 ``set_per_process_memory_fraction``; on a simulated CPU device it is the live
 tensor storage counted by :mod:`adloco.memory`.
 
-The trial's step is written here rather than taken from
-:class:`adloco.engine.inner.Worker`: the worker's optimizer lives across
-rounds (a trial creates its own, so the AdamW state is allocated inside the
-measured interval), its loss is scaled by the step's tokens rather than the
-pass's, and its autocast follows the run's dtype on CUDA only, where the
-trials follow ``calibration.dtype``. Sharing it would move the measured peaks.
+The trial's step is the engine's inner step (:class:`~adloco.calibrate.bench.Bench`:
+the worker's optimizer, pass and update), but a trial creates its own
+optimizer, so the AdamW state is allocated inside the measured interval as on
+a slot's first inner step, and its pass autocasts to ``calibration.dtype`` on
+every kind of device (the worker: ``train.autocast_dtype``, on CUDA only).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
-from adloco.calibrate.bench import Bench
+from adloco.calibrate.bench import Bench, memory_bytes
 from adloco.clock import SLOT_SHARING
+from adloco.config import ClusterConfig, DeviceConfig
 from adloco.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
-from adloco.model import batch_loss
 
 # What a slot that is not stepping holds, in units of its parameter bytes:
 # the parameters and AdamW's two moment buffers (exp_avg, exp_avg_sq) of the
@@ -99,12 +99,12 @@ def slot_budget_bytes(
     device_memory_bytes: int,
     nodes_per_device: int,
     param_bytes: int,
-    sharing: str = "concurrent",
+    sharing: str,
 ) -> int:
     """Bytes one slot's training step may peak at on a device shared by several slots.
 
     ``sharing`` is ``cluster.slot_sharing`` (:data:`adloco.clock.SLOT_SHARING`).
-    ``concurrent`` (default): the device's slots step at the same time, so each
+    ``concurrent``: the device's slots step at the same time, so each
     may be at its activation peak together with the others; all slots run at
     most the same max batch, so k slots fit when each one's whole peak
     (parameters, gradients, AdamW state, activations, input) is at most M / k.
@@ -129,36 +129,18 @@ def slot_budget_bytes(
     return int(budget)
 
 
-def train_steps(
-    model,
-    optimizer_factory: Callable,
-    batch: int,
-    seq_len_tokens: int,
-    vocab_size: int,
-    steps: int,
-    autocast_dtype=None,
-    grad_clip_norm: float | None = None,
-    generator=None,
-) -> None:
-    """``steps`` AdamW steps of ``model`` on one batch of random tokens, as training does.
+def train_steps(bench: Bench, batch: int, steps: int) -> None:
+    """``steps`` inner steps of the bench's model on one batch of random tokens, as training does.
 
     The optimizer is created here so its state is allocated inside the trial,
     as on a slot's first inner step. Gradients are freed after each step.
     """
-    device = next(model.parameters()).device
-    optimizer = optimizer_factory(model.parameters())
-    ids = torch.randint(vocab_size, (batch, seq_len_tokens), device=device, generator=generator)
+    params = bench.params
+    optimizer = bench.optimizer()
+    ids = bench.random_tokens(batch)
     for _ in range(steps):
-        if autocast_dtype is not None:
-            with torch.autocast(device.type, dtype=autocast_dtype):
-                loss_sum, n_tokens = batch_loss(model, ids)
-        else:
-            loss_sum, n_tokens = batch_loss(model, ids)
-        (loss_sum / n_tokens).backward()
-        del loss_sum, n_tokens
-        if grad_clip_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
-        optimizer.step()
+        bench.run_pass(ids)
+        bench.update(optimizer, params)
         optimizer.zero_grad(set_to_none=True)
 
 
@@ -230,59 +212,57 @@ def cuda_trial(run_batch: Callable[[int], None], model, budget_bytes: int) -> Ca
     return trial
 
 
-def search_device_max_batch(bench: Bench, device_cfg: dict, record: dict) -> dict[str, Any]:
+def search_device_max_batch(
+    bench: Bench, device: DeviceConfig, cluster: ClusterConfig
+) -> dict[str, Any]:
     """The largest micro-batch that fits one slot's memory share, with the margin applied."""
-    cal, cluster = bench.config["calibration"], bench.config["cluster"]
-    device = bench.device
+    cal = bench.calibration
     budget_bytes = slot_budget_bytes(
-        record["memory_bytes"],
-        cluster["nodes_per_device"],
-        record["param_bytes"],
-        record["slot_sharing"],
+        memory_bytes(device), cluster.nodes_per_device, bench.param_bytes, cluster.slot_sharing
     )
 
     def run_batch(batch: int) -> None:
-        train_steps(
-            bench.model,
-            bench.optimizer,
-            batch,
-            bench.seq_len_tokens,
-            bench.vocab_size,
-            cal["steps_per_trial"],
-            autocast_dtype=bench.autocast_dtype,
-            grad_clip_norm=bench.train["grad_clip_norm"],
-            generator=bench.generator,
-        )
+        train_steps(bench, batch, cal.steps_per_trial)
 
-    if device.type == "cuda":
-        total_bytes = record["gpu_total_bytes"]
-        if budget_bytes > total_bytes:
+    with slot_share(bench.device, device, budget_bytes):
+        if bench.device.type == "cuda":
+            trial = cuda_trial(run_batch, bench.model, budget_bytes)
+            method = "cuda-max-memory-allocated"
+        else:
+            trial = cpu_trial(run_batch, bench.model, budget_bytes)
+            method = "cpu-simulated-dispatch-tracker"
+        try:
+            raw, trials = search_max_batch(trial, cal.max_batch_limit)
+        except ValueError as exc:
             raise ValueError(
-                f"device {device_cfg['name']}: slot budget {budget_bytes} bytes exceeds the "
-                f"visible GPU's {total_bytes} bytes; lower memory_gib"
-            )
-        torch.cuda.set_per_process_memory_fraction(budget_bytes / total_bytes, device)
-        trial = cuda_trial(run_batch, bench.model, budget_bytes)
-        method = "cuda-max-memory-allocated"
-    else:
-        trial = cpu_trial(run_batch, bench.model, budget_bytes)
-        method = "cpu-simulated-dispatch-tracker"
-    try:
-        raw, trials = search_max_batch(trial, cal["max_batch_limit"])
-    except ValueError as exc:
-        raise ValueError(
-            f"device {device_cfg['name']}: {exc} ({budget_bytes} bytes per slot, model of "
-            f"{record['param_bytes']} parameter bytes)"
-        ) from exc
-    finally:
-        if device.type == "cuda":
-            torch.cuda.set_per_process_memory_fraction(1.0, device)
+                f"device {device.name}: {exc} ({budget_bytes} bytes per slot, model of "
+                f"{bench.param_bytes} parameter bytes)"
+            ) from exc
     return {
         "method": method,
         "budget_bytes": budget_bytes,
         "raw_max_batch": raw,
-        "max_batch": apply_margin(raw, cal["margin"]),
-        "max_batch_limit": cal["max_batch_limit"],
-        "steps_per_trial": cal["steps_per_trial"],
+        "max_batch": apply_margin(raw, cal.margin),
+        "max_batch_limit": cal.max_batch_limit,
+        "steps_per_trial": cal.steps_per_trial,
         "trials": [asdict(t) for t in trials],
     }
+
+
+@contextlib.contextmanager
+def slot_share(on: torch.device, device: DeviceConfig, budget_bytes: int) -> Iterator[None]:
+    """On CUDA, the process limited to one slot's share of the GPU while inside; else nothing."""
+    if on.type != "cuda":
+        yield
+        return
+    total_bytes = torch.cuda.get_device_properties(on).total_memory
+    if budget_bytes > total_bytes:
+        raise ValueError(
+            f"device {device.name}: slot budget {budget_bytes} bytes exceeds the "
+            f"visible GPU's {total_bytes} bytes; lower memory_gib"
+        )
+    torch.cuda.set_per_process_memory_fraction(budget_bytes / total_bytes, on)
+    try:
+        yield
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, on)

@@ -5,8 +5,10 @@ the device the command runs on, one pass at micro-batches 1, 2, 4, … up to
 ``nodes_per_device × max_batch`` and one optimizer update
 (:func:`measure_step_times`: warm-up, then the median of
 ``calibration.timing_repeats`` timed repetitions). The pass and the update
-are those of :class:`adloco.engine.inner.Worker`, written out here for the
-reasons :mod:`adloco.calibrate.memory_search` gives.
+are those of :class:`adloco.engine.inner.Worker`
+(:func:`~adloco.engine.inner.micro_batch_pass`,
+:func:`~adloco.engine.inner.clip_and_step`), run on the bench
+(:class:`~adloco.calibrate.bench.Bench`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from typing import Any
 
 import torch
 
-from adloco.calibrate.bench import Bench
+from adloco.calibrate.bench import Bench, memory_bytes
 from adloco.calibrate.step_time_model import declared_step_time
 from adloco.clock import StepTimeCurve
-from adloco.config import cluster_config
-from adloco.model import batch_loss
+from adloco.config import DeviceConfig
+from adloco.model import num_parameters
 
 
 def timing_batches(largest: int) -> list[int]:
@@ -125,38 +127,24 @@ def measure_step_times(
 class TimedStep:
     """One inner step of a slot on the bench, cut in what is timed: a pass, the update.
 
-    The pass is one micro-batch of an inner step
-    (``adloco.engine.inner.Worker._backward``); the update is clipping (when
-    configured) and AdamW with ``foreach``, as the worker's optimizer.
+    The pass is one micro-batch of an inner step (the worker's
+    :func:`~adloco.engine.inner.micro_batch_pass`); the update is clipping
+    (when configured) and the step of the worker's optimizer (AdamW with
+    ``foreach``): :func:`~adloco.engine.inner.clip_and_step`.
     """
 
     def __init__(self, bench: Bench, batches: Sequence[int]):
-        self.model, self.device_type = bench.model, bench.device.type
-        self.autocast_dtype = bench.autocast_dtype
-        self.params = list(bench.model.parameters())
-        self.inputs = {
-            b: torch.randint(
-                bench.vocab_size,
-                (b, bench.seq_len_tokens),
-                device=bench.device,
-                generator=bench.generator,
-            )
-            for b in batches
-        }
-        self.optimizer = bench.optimizer(self.params, foreach=True)
-        self.clip = bench.train["grad_clip_norm"]
+        self.bench = bench
+        self.params = bench.params
+        self.inputs = {b: bench.random_tokens(b) for b in batches}
+        self.optimizer = bench.optimizer()
 
     def clear_grads(self) -> None:
         for p in self.params:
             p.grad = None
 
     def run_pass(self, batch: int) -> None:
-        if self.autocast_dtype is not None:
-            with torch.autocast(self.device_type, dtype=self.autocast_dtype):
-                loss_sum, n_tokens = batch_loss(self.model, self.inputs[batch])
-        else:
-            loss_sum, n_tokens = batch_loss(self.model, self.inputs[batch])
-        (loss_sum / n_tokens).backward()
+        self.bench.run_pass(self.inputs[batch])
 
     def run_update(self) -> None:
         # The timed update does not depend on gradient values; zeros stand in
@@ -164,20 +152,18 @@ class TimedStep:
         for p in self.params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        if self.clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
-        self.optimizer.step()
+        self.bench.update(self.optimizer, self.params)
 
 
 def timing_clock(
-    device: torch.device, record: dict
+    on: torch.device, device: DeviceConfig
 ) -> tuple[Callable[[], None] | None, tuple[type[BaseException], ...], dict[str, Any]]:
     """How a device is timed: the sync, the out-of-memory errors, and the words for the record.
 
     On CUDA the process may use the whole simulated device (all its slots'
     memory) while it is timed; :func:`time_device_steps` gives it back.
     """
-    if device.type != "cuda":
+    if on.type != "cuda":
         how = {
             "method": "cpu-perf-counter",
             "clock": "time.perf_counter",
@@ -186,53 +172,49 @@ def timing_clock(
         return None, (), how
     gc.collect()
     torch.cuda.empty_cache()
-    fraction = min(1.0, record["memory_bytes"] / record["gpu_total_bytes"])
-    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    total_bytes = torch.cuda.get_device_properties(on).total_memory
+    fraction = min(1.0, memory_bytes(device) / total_bytes)
+    torch.cuda.set_per_process_memory_fraction(fraction, on)
     how = {
         "method": "cuda-synchronized-perf-counter",
         "clock": "time.perf_counter after torch.cuda.synchronize",
         "memory_fraction": fraction,
     }
-    return (lambda: torch.cuda.synchronize(device)), (torch.cuda.OutOfMemoryError,), how
+    return (lambda: torch.cuda.synchronize(on)), (torch.cuda.OutOfMemoryError,), how
 
 
 def time_device_steps(
-    bench: Bench, device_cfg: dict, record: dict, clock: Callable[[], float]
+    bench: Bench, device: DeviceConfig, largest: int, clock: Callable[[], float]
 ) -> dict[str, Any]:
-    """The step-time curve: one pass per micro-batch up to k × max_batch, and one update.
+    """The step-time curve: one pass per micro-batch up to ``largest``, and one update.
 
     Concurrent slots of one device run up to k × max_batch sequences in one
-    pass, so the curve reaches that size.
+    pass, so the caller asks for that size (:func:`adloco.calibrate.record.calibrate_device`).
     """
-    cal, device = bench.config["calibration"], bench.device
-    largest = record["nodes_per_device"] * record["max_batch"]
+    cal = bench.calibration
     step = TimedStep(bench, timing_batches(largest))
-    sync, oom_errors, how = timing_clock(device, record)
+    sync, oom_errors, how = timing_clock(bench.device, device)
     try:
         timed = measure_step_times(
             step.run_pass,
             step.run_update,
             list(step.inputs),
-            cal["timing_repeats"],
-            cal["timing_warmup"],
+            cal.timing_repeats,
+            cal.timing_warmup,
             clock=clock,
             sync=sync,
             before_pass=step.clear_grads,
             oom_errors=oom_errors,
         )
     except ValueError as exc:
-        raise ValueError(f"device {device_cfg['name']}: step timing: {exc}") from exc
+        raise ValueError(f"device {device.name}: step timing: {exc}") from exc
     finally:
         step.clear_grads()
-        if device.type == "cuda":
-            torch.cuda.set_per_process_memory_fraction(1.0, device)
+        if bench.device.type == "cuda":
+            torch.cuda.set_per_process_memory_fraction(1.0, bench.device)
     measured = StepTimeCurve(tuple(timed["batches"]), tuple(timed["fwd_bwd_s"]), timed["update_s"])
-    step_time, curve = declared_step_time(
-        cluster_config({"devices": [device_cfg]}).devices[0],
-        record["model_parameters"],
-        bench.seq_len_tokens,
-        measured,
-    )
+    num_params = num_parameters(bench.model)
+    step_time, curve = declared_step_time(device, num_params, bench.seq_len_tokens, measured)
     return {
         "step_time": step_time,
         "step_time_measured": {
@@ -241,13 +223,12 @@ def time_device_steps(
             "update_repeats_s": timed["update_repeats_s"],
             "largest_batch": largest,
             "stopped_by_oom": timed["stopped_by_oom"],
-            "timing_repeats": cal["timing_repeats"],
-            "timing_warmup": cal["timing_warmup"],
-            "device": str(device),
+            "timing_repeats": cal.timing_repeats,
+            "timing_warmup": cal.timing_warmup,
+            "device": str(bench.device),
             **how,
             "pass": "forward and backward of the mean next-token loss, calibration.dtype autocast",
-            "update": "AdamW step (foreach)"
-            + (f" after clip_grad_norm_ to {step.clip}" if step.clip is not None else ""),
+            "update": bench.describe_update(),
         },
         "step_time_curve": curve.as_dict(),
     }

@@ -95,10 +95,7 @@ class Worker:
         self.optimizer.state = defaultdict(dict)
 
     def _backward(self, seqs: torch.Tensor, scale_tokens: int) -> torch.Tensor:
-        with self._autocast():
-            loss_sum, _ = batch_loss(self.model, seqs)
-        (loss_sum / scale_tokens).backward()
-        return loss_sum.detach()
+        return micro_batch_pass(self.model, seqs, scale_tokens, self.autocast_dtype)
 
     def _step_gradient(
         self, seqs: torch.Tensor, micro_batches: tuple[int, ...], stats=None
@@ -150,10 +147,9 @@ class Worker:
                 seqs = fetch(indices[start : start + n]).to(self.device, non_blocking=True)
                 start += n
                 loss = self._step_gradient(seqs, micro_batches, None if stats is None else stats(h))
-                if self.clip is not None:
-                    norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
+                norm = clip_and_step(self.params, self.optimizer, self.clip)
+                if norm is not None:
                     norm_total += norm.double()
-                self.optimizer.step()
                 loss_total += loss.double()
                 loss_tokens += seqs.size(0) * (seqs.size(1) - 1)
                 tokens += seqs.numel()
@@ -209,3 +205,41 @@ def step_gradient(
         for p, g in zip(params, step_grad, strict=True):
             p.grad = g
     return loss
+
+
+def micro_batch_pass(
+    model: torch.nn.Module,
+    seqs: torch.Tensor,
+    scale_tokens: int,
+    autocast_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """One micro-batch's pass: forward, backward of its summed loss over ``scale_tokens``.
+
+    Under ``torch.autocast`` to ``autocast_dtype`` when it is set. Gradients
+    accumulate into ``.grad``; returns the summed loss, detached. The pass of
+    :class:`Worker` and of ``adloco calibrate`` (its trials, its step timing).
+    """
+    autocast = (
+        contextlib.nullcontext()
+        if autocast_dtype is None
+        else torch.autocast(seqs.device.type, dtype=autocast_dtype)
+    )
+    with autocast:
+        loss_sum, _ = batch_loss(model, seqs)
+    (loss_sum / scale_tokens).backward()
+    return loss_sum.detach()
+
+
+def clip_and_step(
+    params: list[torch.Tensor], optimizer: torch.optim.Optimizer, clip: float | None
+) -> torch.Tensor | None:
+    """One inner step's update: ``clip_grad_norm_`` (foreach) to ``clip`` when set, then a step.
+
+    Returns the gradient norm before clipping, or None without clipping. The
+    update of :class:`Worker` and of ``adloco calibrate`` (its trials, its step timing).
+    """
+    norm = None
+    if clip is not None:
+        norm = torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
+    optimizer.step()
+    return norm
