@@ -151,8 +151,8 @@ def test_slot_owners_follow_devices_round_robin():
         {
             "nodes_per_device": 2,
             "devices": [
-                {"name": "a", "count": 2, "speed_tflops": 1.0, "max_batch": 4},
-                {"name": "b", "count": 1, "speed_tflops": 1.0, "max_batch": 2},
+                {"name": "a", "count": 2, "memory_gib": 1.0, "max_batch": 4},
+                {"name": "b", "count": 1, "memory_gib": 1.0, "max_batch": 2},
             ],
         },
     )
