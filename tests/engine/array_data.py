@@ -7,6 +7,7 @@ resumable state in play.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,13 @@ FULL_STATE_RUN = {
     "nesterov": True,
     "switch_lambda": 1.5,
 }
+
+
+def child_pythonpath() -> str:
+    """PYTHONPATH of a worker subprocess: this folder, then the caller's own (kept, so a
+    checkout's ``src`` named there is the code the worker runs)."""
+    here = str(Path(__file__).resolve().parent)
+    return os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
 
 
 def tiny_curves(config: Config | ClusterConfig) -> dict[str, StepTimeCurve]:

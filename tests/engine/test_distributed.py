@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL, assert_close
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL, assert_close, child_pythonpath
 
 from adloco.config import section
 from adloco.engine import checkpoint, distributed
@@ -65,7 +65,7 @@ def make_config(seq_len: int, **train) -> dict:
 
 def child_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in distributed.LAUNCH_KEYS}
-    return {**env, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1", **extra}
+    return {**env, "PYTHONPATH": child_pythonpath(), "OMP_NUM_THREADS": "1", **extra}
 
 
 def torchrun(args: list[str], log: Path) -> subprocess.Popen:
