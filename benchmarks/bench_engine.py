@@ -41,24 +41,27 @@ import torch
 
 from adloco.algo import exact, stats, switch
 from adloco.clock import allreduce_bytes
-from adloco.config import load_config_dict, model_config, resolve_run, total_slots
+from adloco.config import Config, load_config, section
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine.stacked import SlotJob, Stack
 from adloco.engine.trainers import sync_payload_bytes
 from adloco.model import batch_loss, build_model
 
 # keeeeenw/MicroLlama's architecture (300M parameters), for random-weight runs.
-MICROLLAMA = {
-    "source": "config",
-    "name": None,
-    "hidden_size": 1024,
-    "intermediate_size": 5632,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 4,
-    "tie_word_embeddings": False,
-    "dtype": "float32",
-}
+MICROLLAMA = section(
+    "model",
+    {
+        "source": "config",
+        "name": None,
+        "hidden_size": 1024,
+        "intermediate_size": 5632,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "tie_word_embeddings": False,
+        "dtype": "float32",
+    },
+)
 
 
 def sync(device: torch.device) -> None:
@@ -113,19 +116,17 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    cfg = load_config_dict(args.config)
-    settings = resolve_run(cfg, next(iter(cfg["runs"])))
+    config = load_config(args.config)
+    settings = config.run(next(iter(config.runs)))
     if device.type == "cuda":
         settings = dataclasses.replace(
             settings, autocast_dtype=settings.autocast_dtype or "bfloat16"
         )
-    model_cfg = MICROLLAMA if args.model == "microllama" else cfg["model"]
+    model = MICROLLAMA if args.model == "microllama" else config.model
     vocab = (
-        32000
-        if args.model == "microllama"
-        else (args.vocab or cfg["data"]["tokenizer"]["vocab_size"])
+        32000 if args.model == "microllama" else (args.vocab or config.data.tokenizer.vocab_size)
     )
-    seq_len = args.seq_len or cfg["data"]["seq_len_tokens"]
+    seq_len = args.seq_len or config.data.seq_len_tokens
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, vocab, (args.batch * args.steps, seq_len), generator=gen)
     batches = list(data.view(args.steps, args.batch, seq_len))
@@ -137,10 +138,9 @@ def main() -> None:
     lrs = [settings.inner_lr] * args.steps
     tokens = data.numel()
 
-    model = build_model(model_config(model_cfg), vocab, seq_len, 0)
-    worker = Worker(model, settings, device)
+    worker = Worker(build_model(model, vocab, seq_len, 0), settings, device)
     theta = [p.detach().clone() for p in worker.params]
-    reference = build_model(model_config(model_cfg), vocab, seq_len, 0).to(device)
+    reference = build_model(model, vocab, seq_len, 0).to(device)
     ref_params = list(reference.parameters())
     autocast = worker._autocast
 
@@ -233,7 +233,7 @@ def main() -> None:
             f"engine MFU {flops_per_s / (args.peak_tflops * 1e12):.1%} "
             f"of {args.peak_tflops} TFLOP/s"
         )
-    print_bytes_per_communication(cfg, sum(p.numel() for p in ref_params))
+    print_bytes_per_communication(config, sum(p.numel() for p in ref_params))
     slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocast)
 
 
@@ -320,12 +320,12 @@ def slot_variants(k, b, steps, worker, settings, reference, vocab, seq_len, devi
     return data.numel(), variants
 
 
-def print_bytes_per_communication(cfg: dict, num_params: int) -> None:
+def print_bytes_per_communication(config: Config, num_params: int) -> None:
     """Bytes of one trainer's round (ring all-reduce over its slots) for every run."""
-    slots = total_slots(cfg)
+    slots = config.cluster.slots()
     print(f"bytes per communication ({num_params:,} parameters, {slots} slots):")
-    for name in cfg["runs"]:
-        run = resolve_run(cfg, name)
+    for name in config.runs:
+        run = config.run(name)
         nodes = slots // run.initial_trainers
         payloads = sync_payload_bytes(run, num_params)
         moved = sum(allreduce_bytes(p, nodes) for p in payloads)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -10,7 +11,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from adloco import pretrain
-from adloco.config import ConfigError, model_config, thaw, validate
+from adloco.base_model import start_model
+from adloco.config import ConfigError, section, validate
 from adloco.data.reader import TokenData
 from adloco.data.tokenize import tokenize_corpus
 from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
@@ -39,22 +41,24 @@ def based(tmp_path_factory, tiny_data_config):
 
 @pytest.fixture()
 def cfg(tiny_model_cfg):
-    return {
-        "seed": 3,
-        "model": {**thaw(tiny_model_cfg), "source": "base"},
-        "pretrain": copy.deepcopy(SETTINGS),
-        "train": {"eval_sequences": 8, "eval_batch": 4},
-    }
+    """The ``model`` section of a base experiment."""
+    return dataclasses.replace(tiny_model_cfg, source="base")
+
+
+def pretraining(model, data, folder) -> pretrain.Pretraining:
+    """The base model's training of SETTINGS, seed 3, evaluated on 8 sequences in batches of 4."""
+    settings = section("pretrain", copy.deepcopy(SETTINGS))
+    return pretrain.Pretraining(settings, model, 3, data, folder, eval_sequences=8, eval_batch=4)
 
 
 def test_the_loop_is_plain_adamw_on_the_base_split(based, cfg, tmp_path, one_thread):
-    training = pretrain.Pretraining(cfg, based, tmp_path / "ckpt")
+    training = pretraining(cfg, based, tmp_path / "ckpt")
     drawn = []
     original = training.split.get
     training.split.get = lambda idx: drawn.append(original(idx)) or drawn[-1]
     history = training.run(progress=False)
 
-    model = build_model(model_config({**cfg["model"], "source": "config"}), based.vocab_size, 16, 3)
+    model = build_model(dataclasses.replace(cfg, source="config"), based.vocab_size, 16, 3)
     s = SETTINGS
     opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], betas=s["betas"], weight_decay=0.1)
     seen = 0
@@ -86,10 +90,10 @@ def test_the_loop_is_plain_adamw_on_the_base_split(based, cfg, tmp_path, one_thr
 
 
 def test_a_killed_pretraining_resumes_to_the_same_bits(based, cfg, tmp_path, one_thread):
-    whole = pretrain.Pretraining(cfg, based, tmp_path / "whole")
+    whole = pretraining(cfg, based, tmp_path / "whole")
     whole.run(progress=False)
     # Killed in step 5 (the last checkpoint is step 4's), then the same command again.
-    first = pretrain.Pretraining(cfg, based, tmp_path / "cut")
+    first = pretraining(cfg, based, tmp_path / "cut")
     step = first.train_step
 
     def killed_in_step_5():
@@ -100,9 +104,9 @@ def test_a_killed_pretraining_resumes_to_the_same_bits(based, cfg, tmp_path, one
     first.train_step = killed_in_step_5
     with pytest.raises(KeyboardInterrupt):
         first.run(progress=False)
-    again = pretrain.Pretraining(cfg, based, tmp_path / "cut")
+    again = pretraining(cfg, based, tmp_path / "cut")
     assert again.resume() and again.step == 4
-    again = pretrain.Pretraining(cfg, based, tmp_path / "cut")
+    again = pretraining(cfg, based, tmp_path / "cut")
     again.run(progress=False)
     assert again.history == whole.history
     for p, q in zip(again.model.parameters(), whole.model.parameters(), strict=True):
@@ -112,18 +116,16 @@ def test_a_killed_pretraining_resumes_to_the_same_bits(based, cfg, tmp_path, one
 def test_outputs_are_checksummed_and_a_run_starts_from_exactly_the_base(
     based, cfg, tmp_path, one_thread
 ):
-    training = pretrain.Pretraining(cfg, based, tmp_path / "ckpt")
+    training = pretraining(cfg, based, tmp_path / "ckpt")
     training.run(progress=False)
     summary = pretrain.write_base(training, based, tmp_path / "base", 1.0)
     assert summary["val_perplexity"] == training.history[-1]["val_perplexity"]
     assert summary["tokens"] == SETTINGS["max_tokens"] and summary["split"] == "base"
     rows = [json.loads(x) for x in (tmp_path / "base" / "metrics.jsonl").read_text().splitlines()]
     assert rows == training.history
-    model_cfg = pretrain.base_model_config(cfg, tmp_path / "base")
-    assert model_cfg["source"] == "pretrained" and model_cfg["base"] == summary["model_sha256"]
-    loaded = build_model(
-        model_config(model_cfg), based.vocab_size, 16, seed=123
-    )  # the seed plays no part
+    start = start_model(cfg, tmp_path / "base")
+    assert start.model.source == "pretrained" and start.base_sha256 == summary["model_sha256"]
+    loaded = build_model(start.model, based.vocab_size, 16, seed=123)  # the seed plays no part
     for (name, p), q in zip(loaded.named_parameters(), training.model.parameters(), strict=True):
         assert torch.equal(p, q), name
     direct = AutoModelForCausalLM.from_pretrained(tmp_path / "base" / "model")
@@ -134,9 +136,9 @@ def test_outputs_are_checksummed_and_a_run_starts_from_exactly_the_base(
     weights = tmp_path / "base" / "model" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
     with pytest.raises(ValueError, match="model.safetensors: changed since adloco pretrain"):
-        pretrain.base_model_config(cfg, tmp_path / "base")
+        start_model(cfg, tmp_path / "base")
     with pytest.raises(ConfigError, match="--base"):
-        pretrain.base_model_config(cfg, None)
+        start_model(cfg, None)
 
 
 def test_a_base_experiment_needs_a_base_split_and_a_pretrain_section():

@@ -32,7 +32,8 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -40,68 +41,54 @@ from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from adloco.algo.schedule import inner_lr
-from adloco.config import ConfigError, load_config_dict, model_config
+from adloco.base_model import MODEL_DIR, SUMMARY, model_digests, start_model
+from adloco.config import Config, ConfigError, ModelConfig, PretrainConfig, load_config, thaw
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
 from adloco.engine.sampler import SubsetSampler
-from adloco.io import atomic_dir, sha256_file, write_json_atomic
+from adloco.io import atomic_dir, write_json_atomic
 from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
 
 log = logging.getLogger(__name__)
 
 BASE_SPLIT = "base"
-MODEL_DIR = "model"
-SUMMARY = "base.json"
 METRICS = "metrics.jsonl"
 # Seeds of the base's data order, apart from every run's.
 SAMPLER_SEED_OFFSET = 7_777_777
 
 
-@dataclass(frozen=True)
-class PretrainSettings:
-    """The ``pretrain`` section of the configuration (schema: descriptions and defaults)."""
-
-    max_tokens: int
-    batch_size: int
-    lr: float
-    min_lr_ratio: float
-    warmup_fraction: float
-    weight_decay: float
-    betas: tuple[float, float]
-    grad_clip_norm: float | None
-    eval_every_steps: int
-    checkpoint_every_steps: int
-
-    @classmethod
-    def from_config(cls, cfg: dict) -> PretrainSettings:
-        section = cfg.get("pretrain")
-        if section is None:
-            raise ConfigError("pretrain: the section is missing (model.source is base)")
-        return cls(**{**section, "betas": tuple(section["betas"])})
-
-
 class Pretraining:
-    """The base model's training state: model, optimizer, data order, progress."""
+    """The base model's training state: model, optimizer, data order, progress.
 
-    def __init__(self, cfg: dict, data: TokenData, ckpt_dir: str | Path):
-        self.settings = PretrainSettings.from_config(cfg)
-        train = cfg["train"]
+    ``settings``: the ``pretrain`` section; ``model``: the ``model`` section
+    (its sizes; the seeded random init of ``seed``); evaluation on
+    ``eval_sequences`` of the validation split in batches of ``eval_batch``
+    (the runs' ``train.eval_sequences`` and ``train.eval_batch``).
+    """
+
+    def __init__(
+        self,
+        settings: PretrainConfig,
+        model: ModelConfig,
+        seed: int,
+        data: TokenData,
+        ckpt_dir: str | Path,
+        *,
+        eval_sequences: int,
+        eval_batch: int,
+    ):
+        self.settings = settings
         self.split = data.split(BASE_SPLIT)
-        self.eval_seqs = evaluation_sample(data.split("validation"), train["eval_sequences"])
-        self.eval_batch = train["eval_batch"]
+        self.eval_seqs = evaluation_sample(data.split("validation"), eval_sequences)
+        self.eval_batch = eval_batch
         self.seq_len = data.seq_len_tokens
-        model_cfg = cfg["model"]
-        self.model = build_model(
-            model_config(model_cfg), data.vocab_size, self.seq_len, cfg["seed"]
-        )
+        self.model = build_model(model, data.vocab_size, self.seq_len, seed)
         self.model.train()
         s = self.settings
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=s.lr, betas=s.betas, weight_decay=s.weight_decay
         )
-        self.sampler = SubsetSampler(
-            torch.arange(len(self.split)), seed=cfg["seed"] + SAMPLER_SEED_OFFSET
-        )
+        self.sampler = SubsetSampler(torch.arange(len(self.split)), seed=seed + SAMPLER_SEED_OFFSET)
         self.step = 0
         self.tokens = 0
         self.history: list[dict] = []
@@ -109,11 +96,26 @@ class Pretraining:
         self.fingerprint = checkpoint.fingerprint(
             {
                 "pretrain": asdict(s),
-                "model": model_cfg,
-                "seed": cfg["seed"],
-                "eval": [train["eval_sequences"], self.eval_batch],
+                "model": thaw(model),
+                "seed": seed,
+                "eval": [eval_sequences, self.eval_batch],
                 "data": data.manifest.get("splits"),
             }
+        )
+
+    @classmethod
+    def from_config(cls, config: Config, data: TokenData, ckpt_dir: str | Path) -> Pretraining:
+        """The base model's training of ``config`` (which must have a ``pretrain`` section)."""
+        if config.pretrain is None:
+            raise ConfigError("pretrain: the section is missing (model.source is base)")
+        return cls(
+            config.pretrain,
+            config.model,
+            config.seed,
+            data,
+            ckpt_dir,
+            eval_sequences=config.train.eval_sequences,
+            eval_batch=config.train.eval_batch,
         )
 
     # ----------------------------------------------------------- state
@@ -257,64 +259,28 @@ def write_base(training: Pretraining, data: TokenData, out: str | Path, seconds:
     return summary
 
 
-def model_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file of a saved model folder, by relative path."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
+def base_model_config(config: Config | Mapping, base: str | Path | None) -> dict:
+    """The ``model`` section a stage builds its model from, as a dict (with ``base``).
 
-
-def verified_model_dir(base: str | Path) -> tuple[Path, dict]:
-    """The base model's folder and ``base.json``, after checking every file's sha256.
-
-    A missing, changed or extra file is an error naming it: no run starts from
-    a base other than the one ``adloco pretrain`` wrote.
+    Transitional, for :mod:`adloco.variance` until it reads
+    :func:`adloco.base_model.start_model` (``.model.name`` is the folder).
     """
-    base = Path(base)
-    summary_path = base / SUMMARY
-    if not summary_path.is_file():
-        raise FileNotFoundError(f"{summary_path}: no base model here; run adloco pretrain first")
-    summary = json.loads(summary_path.read_text())
-    folder = base / summary["model_dir"]
-    found = model_digests(folder) if folder.is_dir() else {}
-    expected = summary["model_sha256"]
-    for name in sorted(set(expected) | set(found)):
-        if expected.get(name) != found.get(name):
-            what = "missing" if name not in found else "changed" if name in expected else "extra"
-            raise ValueError(
-                f"{folder / name}: {what} since adloco pretrain wrote the base model "
-                f"(checked against {summary_path}); run adloco pretrain again"
-            )
-    return folder, summary
-
-
-def base_model_config(cfg: dict, base: str | Path | None) -> dict:
-    """The ``model`` section a stage builds its model from.
-
-    With ``model.source: base``, the verified base model of folder ``base``
-    (as ``pretrained``, its checksums kept, so that a checkpoint fingerprint
-    covers which base a run started from); otherwise ``model`` unchanged.
-    """
-    model = cfg["model"]
-    if model["source"] != "base":
-        return model
-    if base is None:
-        raise ConfigError(
-            "model.source is base: pass the base model's folder (--base "
-            "results/<experiment>/base, written by adloco pretrain)"
-        )
-    folder, summary = verified_model_dir(base)
-    return {**model, "source": "pretrained", "name": str(folder), "base": summary["model_sha256"]}
+    typed = config if isinstance(config, Config) else Config.from_dict(config)
+    start = start_model(typed.model, base)
+    extra = {} if start.base_sha256 is None else {"base": dict(start.base_sha256)}
+    return {**thaw(start.model), **extra}
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config_dict(args.config)
-    if cfg["model"]["source"] != "base":
+    config = load_config(args.config)
+    source = config.model.source
+    if source != "base":
         # dvc.yaml cannot leave a stage out by configuration: say so and stop.
         write_json_atomic(
             Path(args.out) / SUMMARY,
-            {"model_dir": None, "note": f"model.source is {cfg['model']['source']}: no base"},
+            {"model_dir": None, "note": f"model.source is {source}: no base"},
         )
-        log.info("model.source is %s: nothing to pretrain", cfg["model"]["source"])
+        log.info("model.source is %s: nothing to pretrain", source)
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -324,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{args.data}: no base split; set data.base_fraction above 0 and tokenize again"
         )
-    training = Pretraining(cfg, data, args.checkpoints)
+    training = Pretraining.from_config(config, data, args.checkpoints)
     start = time.perf_counter()
     training.run(progress=not args.no_progress)
     summary = write_base(training, data, args.out, time.perf_counter() - start)

@@ -7,10 +7,15 @@ resumable state in play.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
 from adloco.clock import StepTimeCurve
+from adloco.config import ClusterConfig, Config, RunSettings
+from adloco.engine.loop import Engine
 
 
 class ArraySplit:
@@ -84,12 +89,45 @@ FULL_STATE_RUN = {
 }
 
 
-def tiny_curves(cfg: dict) -> dict[str, StepTimeCurve]:
-    """A step-time curve for every device of ``cfg``: 10 ms a sequence, flat up to 4."""
-    return {
-        d["name"]: StepTimeCurve.roofline(0.01, 4, update_s=0.001)
-        for d in cfg["cluster"]["devices"]
-    }
+def child_pythonpath() -> str:
+    """PYTHONPATH of a worker subprocess: this folder, then the caller's own (kept, so a
+    checkout's ``src`` named there is the code the worker runs)."""
+    here = str(Path(__file__).resolve().parent)
+    return os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+
+
+def tiny_curves(config: Config | ClusterConfig) -> dict[str, StepTimeCurve]:
+    """A step-time curve for every device of ``config``: 10 ms a sequence, flat up to 4."""
+    cluster = config.cluster if isinstance(config, Config) else config
+    return {d.name: StepTimeCurve.roofline(0.01, 4, update_s=0.001) for d in cluster.devices}
+
+
+def configured_batches(config: Config) -> dict[str, int]:
+    """Every device's configured max batch (what its calibration file would say)."""
+    return {d.name: d.max_batch for d in config.cluster.devices}
+
+
+def new_engine(
+    config: Config,
+    settings: RunSettings,
+    data,
+    ckpt: Path,
+    seed: int = 0,
+    batches: dict[str, int] | None = None,
+    **options,
+) -> Engine:
+    """The engine of ``settings`` on ``config``'s model and cluster, tiny curves, no progress."""
+    return Engine(
+        settings,
+        seed,
+        data,
+        config.model,
+        config.cluster,
+        configured_batches(config) if batches is None else batches,
+        tiny_curves(config),
+        ckpt,
+        **{"progress": False, **options},
+    )
 
 
 def assert_close(a, b, rel: float, abs_: float, where: str = "") -> None:

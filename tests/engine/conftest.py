@@ -7,7 +7,7 @@ import copy
 import pytest
 from array_data import TINY_MODEL, ArrayData
 
-from adloco.config import resolve_run, validate
+from adloco.config import config_from_dict
 
 BASE_CONFIG = {
     "seed": 0,
@@ -40,7 +40,7 @@ def array_data() -> ArrayData:
 
 @pytest.fixture
 def make_config():
-    """make_config(run_overrides, cluster=None) -> (cfg, RunSettings of run r)."""
+    """make_config(run_overrides, cluster=None) -> (Config, RunSettings of run r)."""
 
     def make(run: dict | None = None, cluster: dict | None = None, train: dict | None = None):
         cfg = copy.deepcopy(BASE_CONFIG)
@@ -48,7 +48,7 @@ def make_config():
         cfg["train"].update(train or {})
         if cluster:
             cfg["cluster"].update(cluster)
-        cfg = validate(cfg)
-        return cfg, resolve_run(cfg, "r")
+        config = config_from_dict(cfg)
+        return config, config.run("r")
 
     return make

@@ -20,12 +20,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from array_data import ArrayData, tiny_curves
+from array_data import ArrayData, new_engine
 
 from adloco.algo.stats import GradientStatsAccumulator, estimate
-from adloco.config import load_config_dict, resolve_run
+from adloco.config import load_config
 from adloco.engine import distributed
-from adloco.engine.loop import Engine
 
 SHAPES = [(3, 4), (5,), (2, 2, 2)]
 
@@ -88,16 +87,13 @@ def sums_case(comm: distributed.TorchCollective) -> dict:
 
 
 def replica_case(comm: distributed.TorchCollective, config_path: str, out: Path) -> dict:
-    cfg = load_config_dict(config_path)
-    engine = Engine(
+    cfg = load_config(config_path)
+    engine = new_engine(
         cfg,
-        resolve_run(cfg, "r"),
-        0,
+        cfg.run("r"),
         ArrayData(),
-        {"sim": 3},
-        tiny_curves(cfg),
         out / f"ckpt{comm.rank}",
-        progress=False,
+        batches={"sim": 3},
         collective=comm,
     )
     engine._init_trainers()
@@ -131,8 +127,8 @@ def timeout_case(comm: distributed.TorchCollective) -> dict:
 def main() -> None:
     config_path, out = sys.argv[1], Path(sys.argv[2])
     env = distributed.launch_env()
-    cfg = load_config_dict(config_path)
-    comm = distributed.init(cfg["cluster"], env, torch.device("cpu"), timeout_s=60.0)
+    cfg = load_config(config_path)
+    comm = distributed.init(cfg.cluster, env, torch.device("cpu"), timeout_s=60.0)
     result: dict = {"rank": comm.rank, "owned": [s for s in range(4) if comm.owns(s)]}
     try:
         result["stats"] = stats_cases(comm, env.world_size)

@@ -19,9 +19,9 @@ import traceback
 from pathlib import Path
 
 import torch
-from array_data import ArrayData, tiny_curves
+from array_data import ArrayData, new_engine
 
-from adloco.config import load_config_dict, resolve_run
+from adloco.config import Config, load_config
 from adloco.engine import checkpoint
 from adloco.engine.loop import Engine
 
@@ -109,13 +109,10 @@ def install(point: str, round_: int) -> None:
     wrap(checkpoint, "write_json_atomic", after=manifest_written)
 
 
-def train(cfg: dict, ckpt: Path, kill: tuple[str, int] | None = None) -> None:
+def train(cfg: Config, ckpt: Path, kill: tuple[str, int] | None = None) -> None:
     if kill is not None:
         install(*kill)
-    engine = Engine(
-        cfg, resolve_run(cfg, "r"), 0, ArrayData(), {"sim": 3}, tiny_curves(cfg), ckpt,
-        progress=False,
-    )  # fmt: skip
+    engine = new_engine(cfg, cfg.run("r"), ArrayData(), ckpt, batches={"sim": 3})
     load = Engine.load_checkpoint
 
     def load_and_note(self) -> bool:
@@ -159,7 +156,7 @@ def identical(a: tuple[list[dict], dict], b: tuple[list[dict], dict]) -> bool:
 def main() -> None:
     config, root, *moments = sys.argv[1:]
     torch.set_num_threads(1)
-    cfg = load_config_dict(config)
+    cfg = load_config(config)
     root = Path(root)
     assert forked(cfg, root / "straight") == 0
     straight = outcome(root / "straight")

@@ -6,17 +6,13 @@ import logging
 import sys
 
 import torch
-from array_data import ArrayData, tiny_curves
+from array_data import ArrayData, new_engine
 
-from adloco.config import load_config_dict, resolve_run
-from adloco.engine.loop import Engine
+from adloco.config import load_config
 
 config_path, ckpt_dir, out_path = sys.argv[1:4]
 logging.basicConfig(level=logging.INFO)
-cfg = load_config_dict(config_path)
-run_cfg = resolve_run(cfg, "r")
-engine = Engine(
-    cfg, run_cfg, 0, ArrayData(), {"sim": 3}, tiny_curves(cfg), ckpt_dir, progress=False
-)
+cfg = load_config(config_path)
+engine = new_engine(cfg, cfg.run("r"), ArrayData(), ckpt_dir, batches={"sim": 3})
 engine.run()
 torch.save({t.id: t.params for t in engine.trainers}, out_path)

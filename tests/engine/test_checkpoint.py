@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from array_data import TINY_CLUSTER, TINY_MODEL, tiny_curves
+from array_data import TINY_CLUSTER, TINY_MODEL, new_engine, tiny_curves
 
 from adloco import cli
 from adloco.engine import checkpoint
@@ -45,8 +45,7 @@ CONFIG = {
 
 def make_engine(make_config, array_data, ckpt: Path) -> Engine:
     cfg, run = make_config(CONFIG["runs"]["r"], train={"max_rounds": ROUNDS})
-    batches = {d["name"]: d["max_batch"] for d in cfg["cluster"]["devices"]}
-    return Engine(cfg, run, 0, array_data, batches, tiny_curves(cfg), ckpt, progress=False)
+    return new_engine(cfg, run, array_data, ckpt)
 
 
 def outcome(engine: Engine) -> tuple[list[dict], dict]:

@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 
 import torch
-from array_data import tiny_curves
+from array_data import new_engine
 
 from adloco.algo import schedule
 from adloco.clock import TrainerSync, allreduce_bytes
-from adloco.config import model_config
 from adloco.engine import ddp
-from adloco.engine.loop import Engine
 from adloco.model import batch_loss, build_model
 
 CLUSTER = {
@@ -22,8 +20,7 @@ CLUSTER = {
 
 
 def _engine(cfg, run, data, tmp_path):
-    batches = {d["name"]: d["max_batch"] for d in cfg["cluster"]["devices"]}
-    return Engine(cfg, run, 0, data, batches, tiny_curves(cfg), tmp_path / "ckpt", progress=False)
+    return new_engine(cfg, run, data, tmp_path / "ckpt")
 
 
 def _ddp(make_config, **overrides):
@@ -56,7 +53,7 @@ def test_ddp_equals_a_plain_data_parallel_loop_on_the_same_batches(
     seq = array_data.seq_len_tokens
     slots = len(drawn) // run.max_rounds  # one fetch per slot and round
     per_round = [drawn[r * slots : (r + 1) * slots] for r in range(run.max_rounds)]
-    model = build_model(model_config(cfg["model"]), array_data.vocab_size, seq, 0)
+    model = build_model(cfg.model, array_data.vocab_size, seq, 0)
     opt = torch.optim.AdamW(
         model.parameters(), lr=run.inner_lr, betas=run.betas, weight_decay=run.weight_decay
     )

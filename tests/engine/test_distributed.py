@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL, assert_close
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL, assert_close, child_pythonpath
 
+from adloco.config import section
 from adloco.engine import checkpoint, distributed
 from adloco.engine.trainers import build_slots
 
@@ -64,7 +65,7 @@ def make_config(seq_len: int, **train) -> dict:
 
 def child_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in distributed.LAUNCH_KEYS}
-    return {**env, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1", **extra}
+    return {**env, "PYTHONPATH": child_pythonpath(), "OMP_NUM_THREADS": "1", **extra}
 
 
 def torchrun(args: list[str], log: Path) -> subprocess.Popen:
@@ -145,13 +146,16 @@ def final_weights(out: Path) -> dict[str, torch.Tensor]:
 
 # ------------------------------------------------------------------ pure functions
 def test_slot_owners_follow_devices_round_robin():
-    cluster = {
-        "nodes_per_device": 2,
-        "devices": [
-            {"name": "a", "count": 2, "speed_tflops": 1.0, "max_batch": 4},
-            {"name": "b", "count": 1, "speed_tflops": 1.0, "max_batch": 2},
-        ],
-    }
+    cluster = section(
+        "cluster",
+        {
+            "nodes_per_device": 2,
+            "devices": [
+                {"name": "a", "count": 2, "memory_gib": 1.0, "max_batch": 4},
+                {"name": "b", "count": 1, "memory_gib": 1.0, "max_batch": 2},
+            ],
+        },
+    )
     owners = distributed.slot_owners(cluster, 2)
     assert owners == [0, 0, 1, 1, 0, 0]
     # Same numbering as the engine's slots: the two slots of each device share a rank.

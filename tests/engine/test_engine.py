@@ -8,30 +8,16 @@ import math
 
 import pytest
 import torch
-from array_data import tiny_curves
+from array_data import new_engine, tiny_curves
 
-from adloco.config import cluster_config, model_config
 from adloco.engine import inner as inner_mod
 from adloco.engine.loop import Engine
 from adloco.engine.trainers import TrainingDiverged
 from adloco.model import batch_loss
 
 
-def max_batches(cfg):
-    return {d["name"]: d["max_batch"] for d in cfg["cluster"]["devices"]}
-
-
 def make_engine(cfg, run_cfg, data, tmp_path, seed=0):
-    return Engine(
-        cfg,
-        run_cfg,
-        seed,
-        data,
-        max_batches(cfg),
-        tiny_curves(cfg),
-        tmp_path / "ckpt",
-        progress=False,
-    )
+    return new_engine(cfg, run_cfg, data, tmp_path / "ckpt", seed)
 
 
 def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
@@ -58,9 +44,7 @@ def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
 
     from adloco.model import build_model
 
-    reference = build_model(
-        model_config(cfg["model"]), array_data.vocab_size, array_data.seq_len_tokens, 0
-    )
+    reference = build_model(cfg.model, array_data.vocab_size, array_data.seq_len_tokens, 0)
     opt = torch.optim.SGD(reference.parameters(), lr=0.05)
     for batch in seen:
         opt.zero_grad()
@@ -360,7 +344,7 @@ def test_logged_time_is_recomputed_exactly_from_the_rows(array_data, make_config
     got = recompute_sim_time_s(
         rows,
         tiny_curves(cfg),
-        Network.from_config(cluster_config(cfg["cluster"]).network),
+        Network.from_config(cfg.cluster.network),
         "concurrent",
     )
     assert {r["round"]: r["sim_time_s"] for r in rows} == got  # exact, not approximate
@@ -368,7 +352,7 @@ def test_logged_time_is_recomputed_exactly_from_the_rows(array_data, make_config
     sliced = recompute_sim_time_s(
         rows,
         tiny_curves(cfg),
-        Network.from_config(cluster_config(cfg["cluster"]).network),
+        Network.from_config(cfg.cluster.network),
         "time_slicing",
     )
     assert all(sliced[r] >= got[r] for r in got) and sliced[4] > got[4]
@@ -516,27 +500,18 @@ def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp
 
     from array_data import TINY_MODEL
 
-    from adloco.config import load_config_dict, resolve_run, validate
+    from adloco.config import config_from_dict, read_yaml
 
-    cfg = load_config_dict(Path(__file__).parents[2] / "config" / "config.yaml")
-    cfg["model"].update(TINY_MODEL)
-    cfg["data"]["seq_len_tokens"] = array_data.seq_len_tokens
-    cfg["train"].update(max_tokens=1000, inner_steps=3, eval_sequences=8, eval_batch=8)
-    cfg = validate(cfg)
+    raw = read_yaml(Path(__file__).parents[2] / "config" / "config.yaml")
+    raw["model"].update(TINY_MODEL)
+    raw["data"]["seq_len_tokens"] = array_data.seq_len_tokens
+    raw["train"].update(max_tokens=1000, inner_steps=3, eval_sequences=8, eval_batch=8)
+    cfg = config_from_dict(raw)
     budget_sequences = -(-1000 // array_data.seq_len_tokens)
-    for name in cfg["runs"]:
-        run = resolve_run(cfg, name)
-        engine = Engine(
-            cfg,
-            run,
-            0,
-            array_data,
-            {d["name"]: 5 for d in cfg["cluster"]["devices"]},
-            tiny_curves(cfg),
-            tmp_path / name,
-            progress=False,
-        )
-        rows = engine.run()
+    for name in cfg.runs:
+        run = cfg.run(name)
+        batches = {d.name: 5 for d in cfg.cluster.devices}
+        rows = new_engine(cfg, run, array_data, tmp_path / name, batches=batches).run()
         assert rows[-1]["tokens_total"] == budget_sequences * array_data.seq_len_tokens, name
         assert rows[-1]["round"] < run.max_rounds, name  # ended by the budget
 

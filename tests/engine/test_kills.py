@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from array_data import child_pythonpath
 from kill_worker import POINTS
 from test_resume import CONFIG as RESUME
 
@@ -34,7 +35,7 @@ def kills(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("kills")
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    env = {**os.environ, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
         [sys.executable, str(HERE / "kill_worker.py"), str(config), str(root), *MOMENTS],
         env=env,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, TINY_MODEL, child_pythonpath
 
 HERE = Path(__file__).parent
 
@@ -37,7 +37,7 @@ CONFIG = {
 
 
 def launch(config: Path, ckpt: Path, out: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath()}
     return subprocess.Popen(
         [sys.executable, str(HERE / "resume_worker.py"), str(config), str(ckpt), str(out)],
         env=env,

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from array_data import assert_close, tiny_curves
+from array_data import assert_close, new_engine
 
-from adloco.config import load_config_dict, model_config, resolve_run
+from adloco.config import config_from_dict, read_yaml
 from adloco.engine import stacked
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine.loop import Engine
@@ -61,9 +61,7 @@ def test_the_runner_yields_in_slot_order_and_runs_loners_on_the_worker(
     from adloco.model import build_model
 
     cfg, settings = make_config()
-    model = build_model(
-        model_config(cfg["model"]), array_data.vocab_size, array_data.seq_len_tokens, 0
-    )
+    model = build_model(cfg.model, array_data.vocab_size, array_data.seq_len_tokens, 0)
     worker = Worker(model, settings, torch.device("cpu"))
     theta = [p.detach().clone() for p in worker.params]
     passes = [[(2,)], [(1,)], [(2,)], [(1, 1)]]  # slots 0 and 2 stack; 1 and 3 run alone
@@ -107,18 +105,11 @@ def rows_without_wall_time(rows: list[dict]) -> list[dict]:
 
 def preset_engine(name: str, mode: str, data, folder: Path) -> Engine:
     """A run of config/test.yaml on the tiny data, slots capped at 2 sequences a pass."""
-    cfg = load_config_dict(REPO / "config" / "test.yaml")
-    cfg["train"]["slot_execution"] = mode
-    settings = resolve_run(cfg, name)
-    return Engine(
-        cfg,
-        settings,
-        0,
-        data,
-        {d["name"]: 2 for d in cfg["cluster"]["devices"]},
-        tiny_curves(cfg),
-        folder,
-        progress=False,
+    raw = read_yaml(REPO / "config" / "test.yaml")
+    raw["train"]["slot_execution"] = mode
+    cfg = config_from_dict(raw)
+    return new_engine(
+        cfg, cfg.run(name), data, folder, batches={d.name: 2 for d in cfg.cluster.devices}
     )
 
 
@@ -173,8 +164,6 @@ def test_a_checkpoint_does_not_resume_under_the_other_mode(array_data, make_conf
     prints = set()
     for mode in ("sequential", "vectorized"):
         cfg, settings = make_config({"slot_execution": mode})
-        engine = Engine(
-            cfg, settings, 0, array_data, {"sim": 4}, tiny_curves(cfg), tmp_path, progress=False
-        )
+        engine = new_engine(cfg, settings, array_data, tmp_path, batches={"sim": 4})
         prints.add(engine.fingerprint)
     assert len(prints) == 2

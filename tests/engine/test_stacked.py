@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from adloco.algo.stats import RoundStats
-from adloco.config import model_config
 from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
 from adloco.engine.stacked import SlotJob, Stack
@@ -29,9 +28,7 @@ def _one_thread(one_thread):
 
 def make_worker(make_config, array_data, **run):
     cfg, settings = make_config({"grad_clip_norm": None, **run})
-    model = build_model(
-        model_config(cfg["model"]), array_data.vocab_size, array_data.seq_len_tokens, 0
-    )
+    model = build_model(cfg.model, array_data.vocab_size, array_data.seq_len_tokens, 0)
     return Worker(model, settings, torch.device("cpu")), settings
 
 

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from adloco.algo.stats import GradientStatsAccumulator, GroupStats, NodeScalars, combine
+from adloco.config import ClusterConfig
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +137,9 @@ def timeout_s(cli_value: float | None = None, environ: Mapping[str, str] | None 
     return value
 
 
-def device_owners(cluster_cfg: dict, world_size: int) -> list[int]:
+def device_owners(cluster: ClusterConfig, world_size: int) -> list[int]:
     """Rank of each device, in the order of ``cluster.devices`` with ``count`` expanded."""
-    devices = sum(d.get("count", 1) for d in cluster_cfg["devices"])
+    devices = cluster.device_count()
     if world_size > devices:
         raise ValueError(
             f"{world_size} processes but cluster.devices has {devices} devices: a device's slots "
@@ -148,10 +149,10 @@ def device_owners(cluster_cfg: dict, world_size: int) -> list[int]:
     return [d % world_size for d in range(devices)]
 
 
-def slot_owners(cluster_cfg: dict, world_size: int) -> list[int]:
+def slot_owners(cluster: ClusterConfig, world_size: int) -> list[int]:
     """Rank of each node slot, in the order ``trainers.build_slots`` numbers them."""
-    per_device = cluster_cfg.get("nodes_per_device", 1)
-    return [rank for rank in device_owners(cluster_cfg, world_size) for _ in range(per_device)]
+    per_device = cluster.nodes_per_device
+    return [rank for rank in device_owners(cluster, world_size) for _ in range(per_device)]
 
 
 class TorchCollective:
@@ -264,10 +265,10 @@ def compute_device(env: LaunchEnv, device: torch.device) -> torch.device:
 
 
 def init(
-    cluster_cfg: dict, env: LaunchEnv, device: torch.device, timeout_s: float
+    cluster: ClusterConfig, env: LaunchEnv, device: torch.device, timeout_s: float
 ) -> TorchCollective:
     """Join the process group torchrun set up (``MASTER_ADDR``/``MASTER_PORT``)."""
-    owners = slot_owners(cluster_cfg, env.world_size)
+    owners = slot_owners(cluster, env.world_size)
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
         torch.cuda.set_device(device)

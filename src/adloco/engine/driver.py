@@ -18,13 +18,16 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from adloco.algo import merge, outer, trust
-from adloco.config import RunSettings, model_config
+from adloco.clock import StepTimeCurve
+from adloco.config import ClusterConfig, ModelConfig, RunSettings, thaw
 from adloco.engine import checkpoint, ddp
 from adloco.engine.inner import NodeState
 from adloco.engine.sampler import SubsetSampler, draw_subset
@@ -35,18 +38,32 @@ log = logging.getLogger(__name__)
 
 
 def run_fingerprint(
-    cfg: dict, settings: RunSettings, seed: int, max_batches: dict[str, int], curves, data
+    settings: RunSettings,
+    seed: int,
+    model: ModelConfig,
+    base_sha256: Mapping[str, str] | None,
+    cluster: ClusterConfig,
+    max_batches: Mapping[str, int],
+    curves: Mapping[str, StepTimeCurve],
+    data,
 ) -> str:
-    """What a checkpoint must have been trained under to be resumed (``checkpoint.fingerprint``)."""
+    """What a checkpoint must have been trained under to be resumed (``checkpoint.fingerprint``).
+
+    ``base_sha256``: the checksums of the base model the run starts from
+    (:class:`adloco.base_model.StartModel`), part of the model's entry.
+    """
+    model_entry = thaw(model)
+    if base_sha256 is not None:
+        model_entry["base"] = dict(base_sha256)
     return checkpoint.fingerprint(
         {
             "run": asdict(settings),
             "seed": seed,
-            "model": cfg["model"],
+            "model": model_entry,
             # How many processes run the slots does not change the trajectory,
             # so a run may resume under another number of them.
-            "cluster": {k: v for k, v in cfg["cluster"].items() if k != "processes_per_machine"},
-            "max_batches": max_batches,
+            "cluster": {k: v for k, v in thaw(cluster).items() if k != "processes_per_machine"},
+            "max_batches": dict(max_batches),
             "curves": {name: c.as_dict() for name, c in sorted(curves.items())},
             "data": data.manifest.get("splits"),
         }
@@ -57,9 +74,34 @@ class Driver:
     """Start, resume, checkpoint and export an :class:`adloco.engine.loop.Engine`.
 
     A base of ``Engine``: it creates the trainers of round 0 or restores them,
-    using the engine's settings, slots, worker, collective and counters, and
-    its ``run_round``, ``_finished`` and ``trainer_by_id``.
+    using the engine's settings, slots, worker and collective, and its
+    ``run_round``. It holds the run's replicated state (round, counters, slot
+    owners, trainers) that the rounds advance.
     """
+
+    def __init__(
+        self, checkpoint_dir: str | Path, fingerprint: str, progress: bool, resume_finished: bool
+    ):
+        self.ckpt_dir = Path(checkpoint_dir)
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.ckpt_dir / "metrics.jsonl"
+        self.fingerprint = fingerprint
+        self.progress = progress
+        # A finished checkpoint of the same fingerprint is resumed (at its last
+        # round, so nothing is trained) rather than trained again: how one job
+        # of every seed of a run (`adloco train --seed all`) re-writes the
+        # outputs of the seeds a killed job had finished.
+        self.resume_finished = resume_finished
+        self.wall_offset_s = 0.0
+        self.history: list[dict] = []
+        # The replicated state the rounds advance (:meth:`state_dict`).
+        self.round = 0
+        self.tokens_total = 0
+        self.communications = 0
+        self.bytes_total = 0
+        self.sim_time_s = 0.0
+        self.slot_owner: dict[int, int] = {}
+        self.trainers: list[Trainer] = []
 
     def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
         """The trainer's optimizer of θ: outer SGD, or (ddp) the optimizer of every step."""
@@ -78,10 +120,7 @@ class Driver:
         for t in range(k):
             if self.settings.init == "independent" and t > 0:
                 model = build_model(
-                    model_config(self.cfg["model"]),
-                    self.data.vocab_size,
-                    self.seq_len,
-                    self.seed * 1000 + t,
+                    self.model_config, self.data.vocab_size, self.seq_len, self.seed * 1000 + t
                 )
                 params = [p.detach().clone().float().to(self.device) for p in model.parameters()]
             else:
@@ -204,6 +243,16 @@ class Driver:
                 "checkpoints, code or non-deterministic kernels)"
             )
 
+    def trainer_by_id(self, trainer_id: int) -> Trainer:
+        return next(t for t in self.trainers if t.id == trainer_id)
+
+    def _finished(self, r: int, pending_tokens: int = 0) -> bool:
+        """Whether the run ends after round ``r``, with ``pending_tokens`` not yet counted."""
+        return (
+            r >= self.settings.max_rounds
+            or self.tokens_total + pending_tokens >= self.settings.max_tokens
+        )
+
     def _wall_s(self) -> float:
         return self.wall_offset_s + (time.perf_counter() - self._t0)
 
@@ -305,7 +354,7 @@ class Driver:
 
     def export_model(self, trainer: Trainer) -> torch.nn.Module:
         self.worker.load(trainer.params)
-        dtype = DTYPES[self.cfg["model"]["dtype"]]
+        dtype = DTYPES[self.model_config.dtype]
         return self.worker.model.to(dtype)
 
 

@@ -31,7 +31,7 @@ import torch
 
 from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
-from adloco.config import RunSettings, cluster_config, model_config, setting_key
+from adloco.config import ClusterConfig, ModelConfig, RunSettings
 from adloco.engine import ddp
 from adloco.engine.collective import LocalCollective
 from adloco.engine.driver import Driver, run_fingerprint
@@ -63,60 +63,57 @@ class Engine(Driver):
 
     def __init__(
         self,
-        cfg: dict,
         settings: RunSettings,
         seed: int,
         data,
-        max_batches: dict[str, int],
+        model: ModelConfig,
+        cluster: ClusterConfig,
+        max_batches: Mapping[str, int],
         curves: Mapping[str, clock.StepTimeCurve],
         checkpoint_dir: str | Path,
+        *,
+        base_sha256: Mapping[str, str] | None = None,
+        lr_keys: tuple[str, str] = ("inner_lr", "outer_lr"),
         device: torch.device | None = None,
         progress: bool = True,
         collective=None,
         resume_finished: bool = False,
     ):
-        self.cfg = cfg
-        # A finished checkpoint of the same fingerprint is resumed (at its last
-        # round, so nothing is trained) rather than trained again: how one job
-        # of every seed of a run (`adloco train --seed all`) re-writes the
-        # outputs of the seeds a killed job had finished.
-        self.resume_finished = resume_finished
+        """``model``: a base model resolved (:func:`adloco.base_model.start_model`,
+        its ``base_sha256`` in the fingerprint); ``lr_keys``: where the run's
+        inner and outer lr are written, for the message of a diverged round."""
         self.settings = settings
         self.seed = seed
         self.data = data
+        self.model_config = model
+        self.lr_keys = lr_keys
+        self.curves = dict(curves)
+        super().__init__(
+            checkpoint_dir,
+            run_fingerprint(
+                settings, seed, model, base_sha256, cluster, max_batches, self.curves, data
+            ),
+            progress,
+            resume_finished,
+        )
         self.train_split = data.split("train")
         self.val_split = data.split("validation")
         self.seq_len = data.seq_len_tokens
-        self.ckpt_dir = Path(checkpoint_dir)
-        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        self.metrics_path = self.ckpt_dir / "metrics.jsonl"
-        self.progress = progress
         self.device = device or torch.device("cpu")
         self.comm = collective or LocalCollective()
-        self.slots = build_slots(cfg["cluster"], max_batches)
-        self.curves = dict(curves)
-        self.network = clock.Network.from_config(cluster_config(cfg["cluster"]).network)
-        self.slot_sharing = cfg["cluster"].get("slot_sharing", "concurrent")
+        self.slots = build_slots(cluster, max_batches)
+        self.network = clock.Network.from_config(cluster.network)
+        self.slot_sharing = cluster.slot_sharing
         self.H = settings.inner_steps
         self.initial_local_batch = initial_local_batch(settings, max_batches.values())
         self.lr_reference_batch = settings.lr_reference_batch or self.initial_local_batch
-        self.fingerprint = run_fingerprint(cfg, settings, seed, max_batches, self.curves, data)
-        model = build_model(model_config(cfg["model"]), data.vocab_size, self.seq_len, seed)
+        model = build_model(model, data.vocab_size, self.seq_len, seed)
         self.num_params = num_parameters(model)
         self.worker = Worker(model, settings, self.device)
         self.slot_runner = SlotRunner(settings.slot_execution, self.worker, settings)
         self.sync_payloads = sync_payload_bytes(settings, self.num_params)
         self.eval_seqs = evaluation_sample(self.val_split, settings.eval_sequences)
-        self.round = 0
-        self.tokens_total = 0
-        self.communications = 0
-        self.bytes_total = 0
-        self.sim_time_s = 0.0
-        self.wall_offset_s = 0.0
-        self.slot_owner: dict[int, int] = {}
         self.nodes = {s.index: NodeState(s.index) for s in self.slots}
-        self.trainers: list[Trainer] = []
-        self.history: list[dict] = []
 
     # ----------------------------------------------------------- round
     def run_round(self) -> list[dict]:
@@ -246,10 +243,10 @@ class Engine(Driver):
                 )
             # The samplers have moved past the offending batches, so the retry
             # sees fresh data from the same θ and optimizer states.
-        lr_keys = [setting_key(self.cfg, self.settings.name, f) for f in ("inner_lr", "outer_lr")]
+        inner_lr, outer_lr = self.lr_keys
         raise TrainingDiverged(
             f"trainer {trainer.id}: non-finite {failure} in {MAX_NAN_RETRIES + 1} attempts of "
-            f"round {self.round + 1}; lower {lr_keys[0]} (or {lr_keys[1]}) or check the data"
+            f"round {self.round + 1}; lower {inner_lr} (or {outer_lr}) or check the data"
         )
 
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
@@ -476,16 +473,6 @@ class Engine(Driver):
             rows.append(row.as_dict())
             res.trainer.events = []
         return rows
-
-    def trainer_by_id(self, trainer_id: int) -> Trainer:
-        return next(t for t in self.trainers if t.id == trainer_id)
-
-    def _finished(self, r: int, pending_tokens: int = 0) -> bool:
-        """Whether the run ends after round ``r``, with ``pending_tokens`` not yet counted."""
-        return (
-            r >= self.settings.max_rounds
-            or self.tokens_total + pending_tokens >= self.settings.max_tokens
-        )
 
 
 def _decision(abstain: str, old: int, new: int, requested: float | None) -> str:

@@ -22,40 +22,31 @@ import torch
 from transformers import AutoTokenizer
 
 from adloco import paths
+from adloco.base_model import StartModel, start_model
 from adloco.calibration_record import load_max_batch, load_step_time_curve
-from adloco.config import (
-    Config,
-    RunSettings,
-    check_subset_fraction,
-    cluster_config,
-    load_config_dict,
-    resolve_run,
-    run_seeds,
-)
+from adloco.config import ClusterConfig, Config, RunSettings, check_subset_fraction, load_config
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import Engine
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
 from adloco.io import atomic_dir, atomic_path, write_json_atomic
-from adloco.pretrain import base_model_config
 from adloco.records import derive_summary
 
 log = logging.getLogger(__name__)
 
 
-def max_batches(cfg: dict, calibration_dir: str | Path) -> dict[str, int]:
-    devices = cluster_config(cfg["cluster"]).devices
-    return {dev.name: load_max_batch(calibration_dir, dev) for dev in devices}
+def max_batches(cluster: ClusterConfig, calibration_dir: str | Path) -> dict[str, int]:
+    """The max batch of every device, from its calibration file (or its configured one)."""
+    return {dev.name: load_max_batch(calibration_dir, dev) for dev in cluster.devices}
 
 
-def step_time_curves(cfg: dict, calibration_dir: str | Path) -> dict:
+def step_time_curves(cluster: ClusterConfig, calibration_dir: str | Path) -> dict:
     """The simulated clock's step-time curve of every device, from its calibration file."""
-    devices = cluster_config(cfg["cluster"]).devices
-    return {dev.name: load_step_time_curve(calibration_dir, dev) for dev in devices}
+    return {dev.name: load_step_time_curve(calibration_dir, dev) for dev in cluster.devices}
 
 
-def compute_device(cfg: dict):
-    if any(d["kind"] == "cuda" for d in cfg["cluster"]["devices"]):
+def compute_device(cluster: ClusterConfig):
+    if any(d.kind == "cuda" for d in cluster.devices):
         if not torch.cuda.is_available():
             raise ValueError("cluster.devices asks for cuda, but no CUDA device is visible")
         return torch.device("cuda")
@@ -70,7 +61,7 @@ def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers
     return {"run": settings.name, "seed": seed, "method": settings.method, **summary}
 
 
-def seeds_to_train(cfg: dict, args: argparse.Namespace) -> list[tuple[int, Path, Path]]:
+def seeds_to_train(config: Config, args: argparse.Namespace) -> list[tuple[int, Path, Path]]:
     """(seed, out folder, checkpoint folder) of each seed the command trains.
 
     ``--seed all`` trains every seed of the run (its own ``seeds``, else the
@@ -83,34 +74,33 @@ def seeds_to_train(cfg: dict, args: argparse.Namespace) -> list[tuple[int, Path,
     return [
         (seed, Path(args.out) / paths.seed_dir_name(seed),
          Path(args.checkpoints) / paths.seed_dir_name(seed))
-        for seed in run_seeds(cfg, args.run)
+        for seed in config.run_seeds(args.run)
     ]  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config_dict(args.config)
-    typed = Config.from_dict(cfg)
-    settings = resolve_run(cfg, args.run)
+    config = load_config(args.config)
+    settings = config.run(args.run)
     # Every run of a base experiment starts from the verified base model.
-    cfg = {**cfg, "model": base_model_config(cfg, getattr(args, "base", None))}
+    start = start_model(config.model, getattr(args, "base", None))
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     # Needs the train split's size, known only now: before any training.
-    batches = max_batches(cfg, args.calibration)
+    batches = max_batches(config.cluster, args.calibration)
     local_batch = initial_local_batch(settings, batches.values())
-    check_subset_fraction(typed, settings, len(data.split("train")), local_batch)
-    device = compute_device(cfg)
+    check_subset_fraction(config, settings, len(data.split("train")), local_batch)
+    device = compute_device(config.cluster)
     collective = None
     launch = distributed.launch_env()
-    todo = seeds_to_train(cfg, args)
+    todo = seeds_to_train(config, args)
     try:
         if launch is not None:
             distributed.watch_launcher(launch)
             device = distributed.compute_device(launch, device)
             timeout_s = distributed.timeout_s(args.dist_timeout_s)
-            collective = distributed.init(cfg["cluster"], launch, device, timeout_s)
+            collective = distributed.init(config.cluster, launch, device, timeout_s)
             log.info(
                 "rank %d of %d on %s, slots %s",
                 launch.rank,
@@ -119,8 +109,10 @@ def run(args: argparse.Namespace) -> int:
                 [s for s in range(len(collective.slot_owner)) if collective.owns(s)],
             )
         for seed, out, checkpoints in todo:
-            train_seed(cfg, settings, seed, data, batches, device, collective, out, checkpoints,
-                       args, resume_finished=len(todo) > 1)  # fmt: skip
+            engine = make_engine(config, settings, start, seed, data, batches, checkpoints, args,
+                                 device=device, collective=collective,
+                                 resume_finished=len(todo) > 1)  # fmt: skip
+            train_seed(engine, data, out, checkpoints)
     except distributed.PeerFailure as exc:
         # Leave without tearing the broken process group down: that could wait on the dead peer.
         log.error("%s", exc)
@@ -129,40 +121,49 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def train_seed(
-    cfg: dict,
+def make_engine(
+    config: Config,
     settings: RunSettings,
+    start: StartModel,
     seed: int,
     data,
     batches: dict[str, int],
-    device,
-    collective,
-    out: Path,
     checkpoints: Path,
     args: argparse.Namespace,
-    resume_finished: bool,
-) -> None:
-    """Train (or resume) one seed and write its outputs; the folder is then marked finished."""
-    engine = Engine(
-        cfg,
+    **options,
+) -> Engine:
+    """The engine of one seed of the run, from the typed sections it needs.
+
+    ``options``: the engine's device, collective and ``resume_finished``.
+    """
+    return Engine(
         settings,
         seed,
         data,
+        start.model,
+        config.cluster,
         batches,
-        step_time_curves(cfg, args.calibration),
+        step_time_curves(config.cluster, args.calibration),
         checkpoints,
-        device=device,
+        base_sha256=start.base_sha256,
+        lr_keys=(
+            config.setting_key(settings.name, "inner_lr"),
+            config.setting_key(settings.name, "outer_lr"),
+        ),
         progress=not args.no_progress,
-        collective=collective,
-        resume_finished=resume_finished,
+        **options,
     )
+
+
+def train_seed(engine: Engine, data, out: Path, checkpoints: Path) -> None:
+    """Train (or resume) one seed and write its outputs; the folder is then marked finished."""
     try:
         rows = engine.run()
     except TrainingDiverged as exc:
         # A diverged run is a result of its settings, not a crash: one line, no traceback.
-        raise ValueError(f"{args.run} seed {seed} diverged: {exc}") from exc
+        raise ValueError(f"{engine.settings.name} seed {engine.seed} diverged: {exc}") from exc
     if engine.comm.is_writer:
-        write_outputs(engine, rows, data, out, seed)
+        write_outputs(engine, rows, data, out, engine.seed)
         # Only now: a job killed before this point resumes; a new job on a
         # finished run (--forcerun, a changed input) trains it again.
         checkpoint.mark_finished(checkpoints, {"out": str(out), "round": engine.round})

@@ -12,13 +12,14 @@ nodes put into a round's all-reduces.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
 
 from adloco import clock
 from adloco.algo import merge, outer, stats, switch, trust
-from adloco.config import RunSettings
+from adloco.config import ClusterConfig, RunSettings
 from adloco.engine.sampler import SubsetSampler
 
 BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -163,15 +164,12 @@ class MergeTransfer:
     messages: int
 
 
-def build_slots(cluster_cfg: dict, max_batches: dict[str, int]) -> list[Slot]:
-    per_device = cluster_cfg["nodes_per_device"]
+def build_slots(cluster: ClusterConfig, max_batches: Mapping[str, int]) -> list[Slot]:
+    """The cluster's node slots: ``nodes_per_device`` per device, in the order of its devices."""
     slots = []
-    device_index = 0
-    for dev in cluster_cfg["devices"]:
-        for _ in range(dev["count"]):
-            for _ in range(per_device):
-                slots.append(Slot(len(slots), dev["name"], device_index, max_batches[dev["name"]]))
-            device_index += 1
+    for device_index, device in enumerate(cluster.per_device()):
+        for _ in range(cluster.nodes_per_device):
+            slots.append(Slot(len(slots), device.name, device_index, max_batches[device.name]))
     return slots
 
 

@@ -1,0 +1,82 @@
+"""The model a stage starts from: the configured ``model``, or the verified base model.
+
+With ``model.source: base`` every run of an experiment (and the variance
+analysis) starts from the model ``adloco pretrain`` wrote into
+``results/<experiment>/base/``. :func:`start_model` checks every file of that
+model against the sha256 ``base.json`` lists (:func:`verified_model_dir`) and
+returns the ``model`` section that loads it (``source: pretrained``, ``name``
+its folder) with the checksums, which go into a run's checkpoint fingerprint:
+a checkpoint says which base its run started from. Any other source is
+returned unchanged, without checksums. Not a stage: the engine and the stages
+read it; :mod:`adloco.pretrain` writes the folder it checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from adloco.config import ConfigError, ModelConfig
+from adloco.io import sha256_file
+
+MODEL_DIR = "model"
+SUMMARY = "base.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class StartModel:
+    """The ``model`` section a stage builds its model from, and the base's checksums."""
+
+    model: ModelConfig
+    base_sha256: Mapping[str, str] | None = None
+    """sha256 of every file of the base's model folder (None: not a base model)"""
+
+
+def model_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every file of a saved model folder, by relative path."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
+
+
+def verified_model_dir(base: str | Path) -> tuple[Path, dict]:
+    """The base model's folder and ``base.json``, after checking every file's sha256.
+
+    A missing, changed or extra file is an error naming it: no run starts from
+    a base other than the one ``adloco pretrain`` wrote.
+    """
+    base = Path(base)
+    summary_path = base / SUMMARY
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{summary_path}: no base model here; run adloco pretrain first")
+    summary = json.loads(summary_path.read_text())
+    folder = base / summary["model_dir"]
+    found = model_digests(folder) if folder.is_dir() else {}
+    expected = summary["model_sha256"]
+    for name in sorted(set(expected) | set(found)):
+        if expected.get(name) != found.get(name):
+            what = "missing" if name not in found else "changed" if name in expected else "extra"
+            raise ValueError(
+                f"{folder / name}: {what} since adloco pretrain wrote the base model "
+                f"(checked against {summary_path}); run adloco pretrain again"
+            )
+    return folder, summary
+
+
+def start_model(model: ModelConfig, base: str | Path | None) -> StartModel:
+    """The model a stage starts from.
+
+    With ``model.source: base``, the verified base model of folder ``base``
+    (as ``pretrained``, its checksums kept); otherwise ``model`` unchanged.
+    """
+    if model.source != "base":
+        return StartModel(model)
+    if base is None:
+        raise ConfigError(
+            "model.source is base: pass the base model's folder (--base "
+            "results/<experiment>/base, written by adloco pretrain)"
+        )
+    folder, summary = verified_model_dir(base)
+    resolved = dataclasses.replace(model, source="pretrained", name=str(folder))
+    return StartModel(resolved, dict(summary["model_sha256"]))

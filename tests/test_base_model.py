@@ -1,0 +1,167 @@
+"""The start model: a base experiment's runs start from exactly the verified base model."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from adloco import base_model, pretrain
+from adloco.base_model import StartModel, model_digests, start_model
+from adloco.clock import StepTimeCurve
+from adloco.config import ConfigError, config_from_dict, validate
+from adloco.engine import checkpoint
+from adloco.engine import run as run_module
+from adloco.engine.loop import Engine
+from adloco.model import build_model
+
+VOCAB, SEQ = 64, 12
+REPO = Path(__file__).parents[1]
+TINY_SIZES = {
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+}
+
+
+class Tokens:
+    """Random sequences with the reader's API: train and validation splits."""
+
+    class Split:
+        def __init__(self, tokens: torch.Tensor):
+            self.tokens = tokens
+
+        def __len__(self) -> int:
+            return self.tokens.size(0)
+
+        def get(self, indices) -> torch.Tensor:
+            return self.tokens[torch.as_tensor(indices, dtype=torch.long)]
+
+    vocab_size, seq_len_tokens = VOCAB, SEQ
+    manifest = {"splits": {"train": {"sequences": 40}, "validation": {"sequences": 8}}}
+
+    def __init__(self):
+        tokens = torch.randint(0, VOCAB, (48, SEQ), generator=torch.Generator().manual_seed(1))
+        self.splits = {"train": self.Split(tokens[:40]), "validation": self.Split(tokens[40:])}
+
+    def split(self, name: str):
+        return self.splits[name]
+
+
+def write_base(folder: Path, model_cfg) -> torch.nn.Module:
+    """A base folder as ``adloco pretrain`` leaves it: model/ and base.json with its sha256."""
+    model = build_model(model_cfg, VOCAB, SEQ, seed=5)
+    model.save_pretrained(folder / base_model.MODEL_DIR, safe_serialization=True)
+    digests = model_digests(folder / base_model.MODEL_DIR)
+    summary = {"model_dir": base_model.MODEL_DIR, "model_sha256": digests}
+    (folder / base_model.SUMMARY).write_text(json.dumps(summary))
+    return model
+
+
+@pytest.fixture()
+def base(tmp_path, tiny_model_cfg):
+    folder = tmp_path / "base"
+    model = write_base(folder, tiny_model_cfg)
+    return folder, model, dataclasses.replace(tiny_model_cfg, source="base")
+
+
+def test_a_model_of_another_source_is_returned_unchanged(tiny_model_cfg, tmp_path):
+    assert start_model(tiny_model_cfg, tmp_path / "nowhere") == StartModel(tiny_model_cfg, None)
+    assert start_model(tiny_model_cfg, None).base_sha256 is None
+
+
+def test_a_run_from_the_base_starts_from_exactly_its_weights(base, tmp_path):
+    folder, saved, model_cfg = base
+    start = start_model(model_cfg, folder)
+    assert start.model == dataclasses.replace(
+        model_cfg, source="pretrained", name=str(folder / "model")
+    )
+    assert start.base_sha256 == model_digests(folder / "model")
+    assert sorted(start.base_sha256) == [
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+    ]
+    raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    config = config_from_dict({**raw, "model": TINY_SIZES})
+    batches = {d.name: 4 for d in config.cluster.devices}
+    curves = {d.name: StepTimeCurve.roofline(0.01, 4) for d in config.cluster.devices}
+    engine = Engine(
+        config.run("diloco"), 9, Tokens(), start.model, config.cluster, batches, curves,
+        tmp_path / "ckpt", base_sha256=start.base_sha256, progress=False,
+    )  # fmt: skip
+    worker = list(engine.worker.model.parameters())
+    assert len(worker) == len(list(saved.parameters())) > 0
+    for p, q in zip(worker, saved.parameters(), strict=True):
+        assert torch.equal(p.cpu(), q)
+
+
+def test_a_changed_missing_or_extra_file_is_refused(base):
+    folder, _, model_cfg = base
+    summary_path = folder / base_model.SUMMARY
+    summary = json.loads(summary_path.read_text())
+    good = dict(summary["model_sha256"])
+    # A wrong checksum in base.json: the weights no longer match it.
+    summary["model_sha256"]["model.safetensors"] = "0" * 64
+    summary_path.write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match=r"model.safetensors: changed since adloco pretrain"):
+        start_model(model_cfg, folder)
+    summary["model_sha256"] = {**good, "tokenizer.json": "1" * 64}
+    summary_path.write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match=r"tokenizer.json: missing since"):
+        start_model(model_cfg, folder)
+    summary["model_sha256"] = good
+    summary_path.write_text(json.dumps(summary))
+    (folder / "model" / "notes.txt").write_text("added")
+    with pytest.raises(ValueError, match=r"notes.txt: extra since"):
+        start_model(model_cfg, folder)
+    with pytest.raises(FileNotFoundError, match="run adloco pretrain first"):
+        start_model(model_cfg, folder / "model")
+    with pytest.raises(ConfigError, match="--base"):
+        start_model(model_cfg, None)
+
+
+def test_the_fingerprint_holds_the_resolved_model_and_its_checksums(base, tmp_path, monkeypatch):
+    # What a checkpoint was fingerprinted under before the engine took typed sections:
+    # the validated dict's model section resolved to the base (checksums as "base") and
+    # its cluster section without processes_per_machine. Kept, so checkpoints still resume.
+    folder, _, _ = base
+    raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    raw["model"] = {**TINY_SIZES, "source": "base"}
+    raw["pretrain"] = {}
+    raw["data"]["base_fraction"] = 0.2
+    raw["runs"]["adloco"]["inner_lr"] = 0.002
+    validated = validate(copy.deepcopy(raw))
+    config = config_from_dict(raw)
+    start = start_model(config.model, folder)
+    seen = []
+    monkeypatch.setattr(checkpoint, "fingerprint", lambda s: seen.append(s) or "print")
+    monkeypatch.setattr(run_module, "step_time_curves", lambda cluster, _dir: {})
+    args = argparse.Namespace(calibration=tmp_path, no_progress=True)
+    batches = {d.name: 4 for d in config.cluster.devices}
+    engine = run_module.make_engine(
+        config, config.run("adloco"), start, 0, Tokens(), batches, tmp_path / "ckpt", args
+    )
+    digests = model_digests(folder / "model")
+    old_model = {**validated["model"], "source": "pretrained", "name": str(folder / "model")}
+    assert seen[-1]["model"] == {**old_model, "base": digests}
+    cluster = {k: v for k, v in validated["cluster"].items() if k != "processes_per_machine"}
+    assert dump(seen[-1]["cluster"]) == dump(cluster)
+    assert seen[-1]["max_batches"] == batches and seen[-1]["seed"] == 0
+    # Where the lr settings are written, for the message of a diverged round.
+    assert engine.lr_keys == ("runs.adloco.inner_lr", "train.outer_lr")
+    # The dict form variance still reads (until it moves to start_model).
+    assert pretrain.base_model_config(validated, folder) == {**old_model, "base": digests}
+    assert pretrain.base_model_config(config, folder) == {**old_model, "base": digests}
+
+
+def dump(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
