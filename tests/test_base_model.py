@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from adloco import base_model, pretrain
+from adloco import base_model
 from adloco.base_model import StartModel, model_digests, start_model
 from adloco.clock import StepTimeCurve
 from adloco.config import ConfigError, config_from_dict, validate
@@ -158,9 +158,6 @@ def test_the_fingerprint_holds_the_resolved_model_and_its_checksums(base, tmp_pa
     assert seen[-1]["max_batches"] == batches and seen[-1]["seed"] == 0
     # Where the lr settings are written, for the message of a diverged round.
     assert engine.lr_keys == ("runs.adloco.inner_lr", "train.outer_lr")
-    # The dict form variance still reads (until it moves to start_model).
-    assert pretrain.base_model_config(validated, folder) == {**old_model, "base": digests}
-    assert pretrain.base_model_config(config, folder) == {**old_model, "base": digests}
 
 
 def dump(value) -> str:

@@ -42,7 +42,7 @@ def build_model(
     ``source: base`` builds the base model's architecture with a seeded init,
     as calibration measures it and pretraining starts it; a stage that starts
     from the base's weights resolves them first
-    (:func:`adloco.pretrain.base_model_config` turns the section into a
+    (:func:`adloco.base_model.start_model` turns the section into a
     verified ``pretrained`` one).
     """
     dtype = DTYPES[model.dtype]

@@ -32,7 +32,6 @@ import json
 import logging
 import math
 import time
-from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from adloco.algo.schedule import inner_lr
-from adloco.base_model import MODEL_DIR, SUMMARY, model_digests, start_model
+from adloco.base_model import MODEL_DIR, SUMMARY, model_digests
 from adloco.config import Config, ConfigError, ModelConfig, PretrainConfig, load_config, thaw
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
@@ -257,18 +256,6 @@ def write_base(training: Pretraining, data: TokenData, out: str | Path, seconds:
         }
         write_json_atomic(tmp / SUMMARY, summary)
     return summary
-
-
-def base_model_config(config: Config | Mapping, base: str | Path | None) -> dict:
-    """The ``model`` section a stage builds its model from, as a dict (with ``base``).
-
-    Transitional, for :mod:`adloco.variance` until it reads
-    :func:`adloco.base_model.start_model` (``.model.name`` is the folder).
-    """
-    typed = config if isinstance(config, Config) else Config.from_dict(config)
-    start = start_model(typed.model, base)
-    extra = {} if start.base_sha256 is None else {"base": dict(start.base_sha256)}
-    return {**thaw(start.model), **extra}
 
 
 def run(args: argparse.Namespace) -> int:

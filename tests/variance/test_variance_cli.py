@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import yaml
 
-from adloco.config import ConfigError, load_config
+from adloco.config import load_config
 from adloco.model import build_model
-from adloco.pretrain import SUMMARY, model_digests
-from adloco.variance import SPREAD_DRAWS, load_model, start_model_config
+from adloco.variance import SPREAD_DRAWS, load_model
 from adloco.variance.cli import sample_indices
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,35 +103,6 @@ def test_sample_indices_are_a_sorted_seeded_draw():
         ValueError, match="variance.eval_sequences is 21, the train split of d has 20"
     ):
         sample_indices(21, 20, seed=0, data="d")
-
-
-def _saved_base(tmp_path: Path, config) -> Path:
-    """A base folder as adloco pretrain writes it: model/ and base.json with checksums."""
-    base = tmp_path / "base"
-    build_model(config.model, 97, 12, 0).save_pretrained(base / "model")
-    digests = model_digests(base / "model")
-    (base / SUMMARY).write_text(json.dumps({"model_dir": "model", "model_sha256": digests}))
-    return base
-
-
-def test_start_model_config_resolves_the_base(tmp_path):
-    raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
-    raw["model"]["source"] = "config"
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
-    own = load_config(tmp_path / "config.yaml")
-    assert start_model_config(own, None) == own.model
-    raw["model"]["source"] = "base"
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
-    config = load_config(tmp_path / "config.yaml")
-    with pytest.raises(ConfigError, match="--base"):
-        start_model_config(config, None)
-    base = _saved_base(tmp_path, config)
-    resolved = start_model_config(config, base)
-    assert (resolved.source, resolved.name) == ("pretrained", str(base / "model"))
-    assert resolved.hidden_size == config.model.hidden_size
-    (base / "model" / "config.json").write_text("{}")
-    with pytest.raises(ValueError, match="changed since adloco pretrain"):
-        start_model_config(config, base)
 
 
 def test_load_model_refuses_a_missing_folder_and_a_small_vocabulary(tmp_path):

@@ -27,7 +27,7 @@ so it is tested on a linear model whose figures have closed forms. Formulas: ``d
 from __future__ import annotations
 
 from adloco.variance.analysis import GRAM_MAX_BYTES, VarianceAnalysis, analyse_gradient_variance
-from adloco.variance.cli import load_model, run, start_model_config
+from adloco.variance.cli import load_model, run
 from adloco.variance.outputs import VARIANCE_FILES, plot_deviations, write_outputs
 from adloco.variance.reductions import (
     SPREAD_DRAWS,
@@ -47,7 +47,6 @@ __all__ = [
     "load_model",
     "plot_deviations",
     "run",
-    "start_model_config",
     "trace_std_ratio_iid",
     "write_outputs",
 ]

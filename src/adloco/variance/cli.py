@@ -18,26 +18,15 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
 
-from adloco.config import Config, ModelConfig, load_config, model_config, thaw
+from adloco.base_model import start_model
+from adloco.config import ModelConfig, load_config
 from adloco.data.reader import TokenData
 from adloco.model import build_model
-from adloco.pretrain import base_model_config
 from adloco.variance.analysis import analyse_gradient_variance
 from adloco.variance.outputs import write_outputs
 
 # The stage's logger, as before the package: log lines read "adloco.variance".
 log = logging.getLogger(__package__)
-
-
-def start_model_config(config: Config, base: str | Path | None) -> ModelConfig:
-    """The model section the stage starts from: with ``model.source: base``, the
-    verified base model of folder ``base`` (a ``pretrained`` section naming its
-    folder); otherwise ``config.model``.
-
-    Transitional: the one place that goes through the dict bridge
-    (:func:`adloco.pretrain.base_model_config`), until a typed resolver replaces it.
-    """
-    return model_config(base_model_config(thaw(config), base))
 
 
 def sample_indices(eval_sequences: int, train_size: int, seed: int, data: str) -> np.ndarray:
@@ -99,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device(args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model_dir = args.model
     if model_dir is None and config.model.source == "base":
-        model_dir = start_model_config(config, getattr(args, "base", None)).name
+        model_dir = start_model(config.model, getattr(args, "base", None)).model.name
     model = load_model(model_dir, config.model, data.vocab_size, data.seq_len_tokens, config.seed)
     # The comparison of stats_reduce modes: one trainer on every slot of the
     # cluster, one statistics block per slot (stats_steps x stats_microbatches groups).
