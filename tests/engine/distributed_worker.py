@@ -22,7 +22,8 @@ import torch
 import torch.distributed as dist
 from array_data import ArrayData, new_engine
 
-from adloco.algo.stats import GradientStatsAccumulator, estimate
+from adloco.algo.accumulate import GradientStatsAccumulator
+from adloco.algo.estimators import estimate
 from adloco.config import load_config
 from adloco.engine import distributed
 

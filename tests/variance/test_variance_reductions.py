@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from adloco.algo.stats import GroupStats, estimate
+from adloco.algo.accumulate import GroupStats
+from adloco.algo.estimators import estimate
 from adloco.variance import compare_reductions, draw_partitions, trace_std_ratio_iid
 from adloco.variance.reductions import (
     draw_estimates,

@@ -15,8 +15,7 @@ trainer's nodes (``train.stats_reduce``):
 The engine drives both through :class:`RoundStats` (one per trainer and
 round) and charges :func:`stats_payload_bytes` per node. The running sums are
 in :mod:`adloco.algo.accumulate`, the estimators in
-:mod:`adloco.algo.estimators`; this module re-exports their public names, which
-the engine and ``adloco variance`` import from here.
+:mod:`adloco.algo.estimators`.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from typing import Protocol
 
 import torch
 
-from adloco.algo.accumulate import GradientStatsAccumulator, GroupStats, NodeScalars, combine
+from adloco.algo.accumulate import GradientStatsAccumulator, GroupStats, NodeScalars
 from adloco.algo.estimators import VarianceEstimate, estimate, estimate_scalars
 
 __all__ = [
@@ -34,15 +33,8 @@ __all__ = [
     "FLOAT64_BYTES",
     "STATS_REDUCE",
     "VECTOR_MODE_SCALARS",
-    "GradientStatsAccumulator",
-    "GroupStats",
-    "NodeScalars",
     "RoundStats",
     "StatsCollective",
-    "VarianceEstimate",
-    "combine",
-    "estimate",
-    "estimate_scalars",
     "stats_payload_bytes",
 ]
 

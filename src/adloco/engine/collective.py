@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from adloco.algo.stats import GradientStatsAccumulator, GroupStats, NodeScalars
+from adloco.algo.accumulate import GradientStatsAccumulator, GroupStats, NodeScalars
 
 
 class LocalCollective:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
-from adloco.algo.stats import GradientStatsAccumulator, GroupStats, NodeScalars, combine
+from adloco.algo.accumulate import GradientStatsAccumulator, GroupStats, NodeScalars, combine
 from adloco.config import ClusterConfig
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,9 @@ from typing import Any
 
 import torch
 
+from adloco.algo.accumulate import GradientStatsAccumulator
+from adloco.algo.estimators import estimate
 from adloco.algo.exact import per_sample_grads
-from adloco.algo.stats import GradientStatsAccumulator, estimate
 
 
 def model_loss(model, rows, loss_fn: Callable) -> tuple[Any, Any]:

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from adloco.algo.accumulate import GroupStats, NodeScalars
 from adloco.algo.batch_tests import requested_global_batch
-from adloco.algo.stats import GroupStats, NodeScalars, estimate, estimate_scalars
+from adloco.algo.estimators import estimate, estimate_scalars
 
 # Random draws of groups from the batch gradients.
 SPREAD_DRAWS = 4000
@@ -137,8 +138,8 @@ def compare_reductions(
     ``gram`` [K, K]: inner products ⟨g_i, g_j⟩ of K group mean gradients, each
     of ``group_size`` samples. Each draw deals ``nodes × groups_per_node`` of
     the K to the nodes (:func:`draw_partitions`); the pooled estimate
-    (:func:`adloco.algo.stats.estimate`, ``stats_reduce: vector``) sees all of
-    them, the scalar one (:func:`adloco.algo.stats.estimate_scalars`) each
+    (:func:`adloco.algo.estimators.estimate`, ``stats_reduce: vector``) sees all of
+    them, the scalar one (:func:`adloco.algo.estimators.estimate_scalars`) each
     node's own. Returns the summary (mean, std and relative std of tr Σ̂,
     ‖∇F‖²̂, ‖ḡ‖²̂ and the norm-test batch for each, and std ratios) and one row
     per draw.
