@@ -201,12 +201,12 @@ class Workspace:
         return path
 
     def load(self, targets: list[float] | None = None, references=None, base=None, **report):
-        from adloco.config import load_config_dict
+        from adloco.config import load_config
 
-        config = load_config_dict(self.write(targets, **report))
+        config = load_config(self.write(targets, **report))
         runs = load_runs(self.runs_dir, config)
-        settings = ReportSettings.from_config(config)
-        roles = assign_roles(config, {r.run: r.settings for r in runs})
+        settings = ReportSettings.from_section(config.report)
+        roles = assign_roles(config.report, {r.run: r.settings for r in runs})
         refs = references or References.unavailable("none in this test")
         return runs, roles, build_ladder(runs, roles, settings, base, refs), settings
 

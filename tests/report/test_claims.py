@@ -11,7 +11,6 @@ import math
 
 import pytest
 
-import adloco.config
 from adloco.report.claims import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTABLE, SUPPORTED
 from adloco.report.mechanisms import mechanism_checks
 from adloco.report.sensitivity import attach_alternatives
@@ -235,16 +234,16 @@ def test_ddp_is_an_anchor_compared_but_not_a_baseline(workspace):
 
 
 def test_unknown_method_plays_no_role(workspace):
-    from adloco.config import load_config_dict
+    from adloco.config import load_config
     from adloco.report.settings import assign_roles
 
     diloco(workspace, seeds=(0,))
     workspace.run("anchor", {"method": "ddp"}, {0: workspace.single([70, 60])})
-    config = load_config_dict(workspace.write([60]))
-    settings = {n: adloco.config.resolve_run(config, n) for n in config["runs"]}
+    config = load_config(workspace.write([60]))
+    settings = {n: config.run(n) for n in config.runs}
     fake = {**settings, "mystery": settings["diloco"].__class__(
         **{**settings["diloco"].__dict__, "name": "mystery", "method": "mystery"})}  # fmt: skip
-    roles = assign_roles(config, fake)
+    roles = assign_roles(config.report, fake)
     assert roles.ddp == "anchor" and roles.role_of("mystery") == ""
 
 
@@ -284,7 +283,7 @@ def test_claims_json_has_each_seed(workspace):
 
 
 def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
-    from adloco.config import load_config_dict
+    from adloco.config import load_config
     from adloco.report.claims import evaluate_claims
     from adloco.report.exact import sign_flip_test
     from adloco.report.inputs import load_runs
@@ -292,10 +291,10 @@ def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
     from adloco.report.settings import ReportSettings, assign_roles
     from adloco.report.targets import build_ladder
 
-    config = load_config_dict(engine_fixture / "config.yaml")
+    config = load_config(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
-    settings = ReportSettings.from_config(config)
-    roles = assign_roles(config, {r.run: r.settings for r in runs})
+    settings = ReportSettings.from_section(config.report)
+    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
     ladder = build_ladder(runs, roles, settings)
     claims = evaluate_claims(runs, roles, ladder, settings)
     for number, quantity in ((1, "sim_time_s"), (2, "communications")):

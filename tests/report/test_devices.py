@@ -6,10 +6,11 @@ import csv
 import json
 
 import pytest
+import yaml
 
 from adloco.cli import main
 from adloco.clock import StepTimeCurve
-from adloco.config import load_config_dict
+from adloco.config import load_config
 from adloco.report.devices import (
     check_devices,
     load_device_file,
@@ -49,7 +50,7 @@ def device_file(ws, name="gpu.json", **fields) -> str:
 def test_a_two_pass_example_recomputed_by_hand(two_passes):
     ws = two_passes
     runs, roles, ladder, settings = ws.load([60])
-    config = load_config_dict(ws.root / "config.yaml")
+    config = load_config(ws.root / "config.yaml")
     device = load_device_file(ws.root / device_file(ws), None)
     assert device.name == "NVIDIA H100" and device.curve == StepTimeCurve.from_dict(CURVE)
     # By hand: pass(3) = 0.1 + (0.2 - 0.1)(3 - 1)/(4 - 1) = 0.16667 s; pass(5) = 0.2 +
@@ -57,8 +58,8 @@ def test_a_two_pass_example_recomputed_by_hand(two_passes):
     # DiLoCo: pass(4) = 0.2 s and one update: 0.25 s.
     adloco_s = 0.1 + 0.1 * 2 / 3 + 0.25 + 2 * 0.05
     cells = regime_cells(
-        runs, roles, ladder.targets, config, [device.model(["cpu-t"])], settings,
-        sweep_networks(config, settings, (parse_network("lan=10,0.001"),)),
+        runs, roles, ladder.targets, config.cluster, [device.model(["cpu-t"])], settings,
+        sweep_networks(config.cluster.network, settings, (parse_network("lan=10,0.001"),)),
     )  # fmt: skip
     assert {c.clock for c in cells} == {"device:NVIDIA H100"}
     for c in cells:
@@ -139,9 +140,12 @@ def test_the_replay_script_times_this_device_at_the_runs_max_batch(tmp_path):
     spec = importlib.util.spec_from_file_location("replay_script", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    config = load_config_dict(Path(__file__).parents[2] / "config" / "config.yaml")
+    from adloco.config import read_yaml
+
+    path = Path(__file__).parents[2] / "config" / "config.yaml"
+    config = load_config(path)
     (tmp_path / "cpu-sim.json").write_text(json.dumps({"device": "cpu-sim", "max_batch": 5}))
-    measured = script.calibrate_config(config, tmp_path, "cuda")
+    measured = script.calibrate_config(path, tmp_path, "cuda")
     (device,) = measured["cluster"]["devices"]
     # The runs' max batch fixed (no search; timing up to nodes_per_device x 5 sequences),
     # the curve measured here, memory enough to time it.
@@ -151,4 +155,10 @@ def test_the_replay_script_times_this_device_at_the_runs_max_batch(tmp_path):
         "measured",
     )
     assert device["memory_gib"] == script.TIMING_MEMORY_GIB
-    assert measured["model"] == config["model"] and config["cluster"]["devices"][0]["kind"] == "cpu"
+    assert measured["model"] == read_yaml(path)["model"]
+    assert config.cluster.devices[0].kind == "cpu"
+    # The file written is a valid configuration whose device is the measured one.
+    written = tmp_path / "calibrate.yaml"
+    written.write_text(yaml.safe_dump(measured))
+    (typed,) = load_config(written).cluster.devices
+    assert (typed.kind, typed.max_batch, typed.step_time.scale) == ("cuda", 5, 1.0)

@@ -44,11 +44,11 @@ def test_to_target_follows_the_reach_rule(workspace):
 
 
 def test_reach_on_the_engine_fixture(engine_fixture):
-    from adloco.config import load_config_dict
+    from adloco.config import load_config
     from adloco.report.inputs import load_runs
     from adloco.report.summary import round_values, run_level_perplexity
 
-    config = load_config_dict(engine_fixture / "config.yaml")
+    config = load_config(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
     for r in runs:
         curve = run_level_perplexity(r.rows)

@@ -6,10 +6,15 @@ import math
 
 import pytest
 
-from adloco.config import ConfigError
+from adloco.config import ConfigError, section
 from adloco.report.references import References, load_base, load_references
 from adloco.report.settings import ReportSettings, TargetSettings
 from adloco.report.targets import ceil_significant
+
+
+def targets(**fields) -> object:
+    """A typed ``report.targets`` section, the schema's defaults for the rest."""
+    return section("report", {"targets": fields}).targets
 
 
 def test_ceil_significant():
@@ -41,10 +46,10 @@ def test_base_targets_without_a_base_model_are_one_clear_error(workspace):
 
 def test_base_levels_must_be_fractions_and_main_one_of_them():
     with pytest.raises(ConfigError, match="1.5 is not a fraction below 1"):
-        TargetSettings.from_section({"relative_to": "base", "levels": [0.9, 1.5]})
+        TargetSettings.from_section(targets(relative_to="base", levels=[0.9, 1.5]))
     with pytest.raises(ConfigError, match="0.8 is not one of report.targets.levels"):
-        TargetSettings.from_section({"relative_to": "base", "levels": [0.9], "main": 0.8})
-    default = ReportSettings.from_config({}).targets
+        TargetSettings.from_section(targets(relative_to="base", levels=[0.9], main=0.8))
+    default = ReportSettings.from_section(section("report", {})).targets
     assert (default.relative_to, default.levels, default.main) == ("base", (0.95, 0.9, 0.85), None)
 
 
