@@ -213,9 +213,9 @@ def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are(
 
 
 def test_a_log_axis_labels_its_minor_ticks_at_2_and_5_only():
-    from adloco.report.figures import _sparse_minor_numbers
+    from adloco.report.figures import sparse_minor_numbers
 
-    label = _sparse_minor_numbers()
+    label = sparse_minor_numbers()
     ticks = [0.08, 0.2, 0.3, 0.5, 0.9, 2.0, 3.0, 5.0, 20.0, 0.0]
     assert [label(t, None) for t in ticks] == ["", "0.2", "", "0.5", "", "2", "", "5", "20", ""]
 
@@ -225,7 +225,7 @@ def test_the_regime_figure_leaves_out_ratios_no_log_axis_holds():
     # that never does one of infinity; a figure of only those has nothing to draw.
     from types import SimpleNamespace as NS
 
-    from adloco.report.figures import regimes_figure
+    from adloco.report.figures_regimes import regimes_figure
 
     def cell(estimate, bandwidth):
         return NS(target=100.0, against="diloco", clock="run", sharing="concurrent",

@@ -40,8 +40,17 @@ from typing import Any
 from adloco import __version__
 from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import write_json_atomic, write_text_atomic
-from adloco.report import figures
 from adloco.report.claims import Claim, Context, evaluate_claims
+from adloco.report.figures import write_figures
+from adloco.report.figures_noise import noise_figure, variance_figure
+from adloco.report.figures_runs import (
+    ablations_figure,
+    batch_figure,
+    curves_figure,
+    ladder_figure,
+    merges_figure,
+    trainers_figure,
+)
 from adloco.report.headline import Headline, headline_table
 from adloco.report.html import PER_RUN, Page, regime_summary, render_page
 from adloco.report.inputs import (
@@ -259,9 +268,9 @@ def draw_figures(inputs: Inputs, found: Findings) -> dict[str, bytes | None]:
     """Every figure as PNG bytes (None: no data for it), in the order they are drawn."""
     runs, roles, main = inputs.runs, found.roles, found.ladder.main
     return {
-        "curves": figures.curves_figure(runs, main, found.levels),
-        "noise_scale": figures.noise_figure(found.noise, roles.adloco),
-        "ladder": figures.ladder_figure(
+        "curves": curves_figure(runs, main, found.levels),
+        "noise_scale": noise_figure(found.noise, roles.adloco),
+        "ladder": ladder_figure(
             runs,
             found.ladder_table,
             found.ladder.targets,
@@ -269,11 +278,11 @@ def draw_figures(inputs: Inputs, found: Findings) -> dict[str, bytes | None]:
             inputs.references.levels,
         ),
         **draw_regimes(found.regimes, main),
-        "merges": figures.merges_figure(runs, roles.adloco, found.levels),
-        "batch": figures.batch_figure(runs, found.adloco_runs),
-        "trainers": figures.trainers_figure(runs, found.names),
-        "ablations": figures.ablations_figure(runs, roles, main, inputs.settings.reached),
-        "variance": figures.variance_figure(inputs.variance),
+        "merges": merges_figure(runs, roles.adloco, found.levels),
+        "batch": batch_figure(runs, found.adloco_runs),
+        "trainers": trainers_figure(runs, found.names),
+        "ablations": ablations_figure(runs, roles, main, inputs.settings.reached),
+        "variance": variance_figure(inputs.variance),
     }
 
 
@@ -377,7 +386,7 @@ def build_report(
     write_tables(out, inputs, found)
     doc = claims_document(inputs, found, page)
     write_json_atomic(out / "claims.json", doc)
-    figures.write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
+    write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
     # Last, so an index.html on disk means the files beside it are complete.
     write_text_atomic(out / "index.html", render_page(page))
     for c in found.claims:

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import write_json_atomic
-from adloco.report import figures
 from adloco.report.devices import (
     BroughtDevice,
     check_devices,
@@ -32,6 +31,8 @@ from adloco.report.devices import (
     parse_network,
     parse_roofline,
 )
+from adloco.report.figures import write_figures
+from adloco.report.figures_regimes import regime_map_figure, regimes_figure
 from adloco.report.inputs import RunSeed, load_runs
 from adloco.report.references import load_base, load_references
 from adloco.report.regime_map import Crossing, RegimeMap, crossings, regime_map
@@ -157,8 +158,8 @@ def regime_rows(regimes: Regimes) -> list[dict]:
 def draw_regimes(regimes: Regimes, main: float | None) -> dict[str, bytes | None]:
     labels = {m.key: m.label for m in regimes.models}
     return {
-        "regimes": figures.regimes_figure(regimes.cells, main, labels),
-        "regime_map": figures.regime_map_figure(regimes.grid, regimes.crossings),
+        "regimes": regimes_figure(regimes.cells, main, labels),
+        "regime_map": regime_map_figure(regimes.grid, regimes.crossings),
     }
 
 
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
     write_json_atomic(out / "regimes.json", regimes.as_dict())
-    figures.write_figures(out / "figures", draw_regimes(regimes, ladder.main))
+    write_figures(out / "figures", draw_regimes(regimes, ladder.main))
     own_bw = float(config.cluster.network.bandwidth_gbit_s)
     for c in regimes.cells:
         brought = c.clock.startswith("device:") and (c.network or c.bandwidth_gbit_s == own_bw)
