@@ -280,3 +280,27 @@ def engine_fixture() -> Path:
 def fixtures_dir() -> Path:
     """The hand-made results tree of tests/report/fixtures."""
     return FIXTURES
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The matplotlib figures the figure functions draw, kept open for the test to read back.
+
+    Each figure module's ``to_png`` is replaced by one that keeps the figure
+    and returns a marker, so a test reads the drawn data from the axes.
+    """
+    import matplotlib.pyplot as plt
+
+    from adloco.report import figures_noise, figures_regimes, figures_runs
+
+    kept = []
+
+    def keep(fig):
+        kept.append(fig)
+        return b"drawn"
+
+    for module in (figures_runs, figures_regimes, figures_noise):
+        monkeypatch.setattr(module, "to_png", keep)
+    yield kept
+    for fig in kept:
+        plt.close(fig)
