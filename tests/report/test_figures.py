@@ -94,3 +94,11 @@ def test_legend_on_top_only_when_something_is_labelled():
     legend_on_top(fig, ax, row_height=0.05)
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["x"]
     plt.close(fig)
+
+
+def test_a_log_axis_labels_its_minor_ticks_at_2_and_5_only():
+    from adloco.report.figures import sparse_minor_numbers
+
+    label = sparse_minor_numbers()
+    ticks = [0.08, 0.2, 0.3, 0.5, 0.9, 2.0, 3.0, 5.0, 20.0, 0.0]
+    assert [label(t, None) for t in ticks] == ["", "0.2", "", "0.5", "", "2", "", "5", "20", ""]

@@ -87,3 +87,21 @@ def test_the_map_colours_log2_of_the_median_ratio(drawn):
     assert "best baseline" in best_ax.get_title() and "concurrent" in best_ax.get_title()
     assert bar.get_ylabel() == "median paired ratio (below 1: AdLoCo faster)"
     assert regime_map_figure(NS(cells=[], saturations=()), []) is None
+
+
+def test_the_regime_figure_leaves_out_ratios_no_log_axis_holds():
+    # A baseline that never reaches the target gives a ratio of 0, an AdLoCo
+    # that never does one of infinity; a figure of only those has nothing to draw.
+    from types import SimpleNamespace as NS
+
+    from adloco.report.figures_regimes import regimes_figure
+
+    def cell(estimate, bandwidth):
+        return NS(target=100.0, against="diloco", clock="run", sharing="concurrent",
+                  bandwidth_gbit_s=bandwidth, own=False,
+                  effect=NS(estimate=estimate, interval=None))  # fmt: skip
+
+    labels = {"run": "the runs' own curve"}
+    assert regimes_figure([cell(math.inf, 0.1), cell(0.0, 1.0)], 100.0, labels) is None
+    png = regimes_figure([cell(math.inf, 0.1), cell(0.9, 1.0), cell(1.1, 10.0)], 100.0, labels)
+    assert png.startswith(b"\x89PNG")
