@@ -304,3 +304,41 @@ def drawn(monkeypatch):
     yield kept
     for fig in kept:
         plt.close(fig)
+
+
+def write_references_and_base(root: Path) -> tuple[Path, Path]:
+    """A data folder whose manifest has reference perplexities, and a base model folder."""
+    data, base = root / "data", root / "base"
+    data.mkdir(parents=True)
+    base.mkdir(parents=True)
+    reference = {"split": "validation", "counts_from": ["train"], "predicted_tokens": 960,
+                 "uniform": 256.0, "unigram": 120.0, "bigram": 55.0,
+                 "unigram_smoothing": "add-one", "bigram_smoothing": "add-one"}  # fmt: skip
+    (data / "manifest.json").write_text(json.dumps({"reference_perplexity": reference}))
+    base_record = {"val_perplexity": 64.0, "val_loss": 4.16, "val_loss_stderr": 0.01,
+                   "tokens": 9600, "steps": 40}  # fmt: skip
+    (base / "base.json").write_text(json.dumps(base_record))
+    return data, base
+
+
+@pytest.fixture(scope="session")
+def references_and_base():
+    """:func:`write_references_and_base`, for a test to write them where it wants."""
+    return write_references_and_base
+
+
+@pytest.fixture(scope="session")
+def engine_report(tmp_path_factory):
+    """The report's inputs, findings and page on the engine fixture, before anything is drawn.
+
+    With reference perplexities and a base model (:func:`write_references_and_base`);
+    the page's figures are left undrawn (None), so its sections say "Not drawn".
+    """
+    from adloco.report import compute_findings, make_page, read_inputs
+
+    data, base = write_references_and_base(tmp_path_factory.mktemp("engine-inputs"))
+    f = ENGINE_FIXTURE
+    inputs = read_inputs(f / "config.yaml", f / "runs", f / "calibration", f / "variance",
+                         data, base)  # fmt: skip
+    found = compute_findings(inputs)
+    return inputs, found, make_page(inputs, found, {})

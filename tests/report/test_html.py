@@ -27,31 +27,8 @@ BROUGHT_ROOFLINES = ["fast=0.001,8"]
 BROUGHT_NETWORKS = ["ib=100,0.000005", "wan=0.1,0.02"]
 
 
-def references_and_base(root: Path) -> tuple[Path, Path]:
-    """A data folder whose manifest has reference perplexities, and a base model folder."""
-    data, base = root / "data", root / "base"
-    data.mkdir(parents=True)
-    base.mkdir(parents=True)
-    reference = {"split": "validation", "counts_from": ["train"], "predicted_tokens": 960,
-                 "uniform": 256.0, "unigram": 120.0, "bigram": 55.0,
-                 "unigram_smoothing": "add-one", "bigram_smoothing": "add-one"}  # fmt: skip
-    (data / "manifest.json").write_text(json.dumps({"reference_perplexity": reference}))
-    (base / "base.json").write_text(
-        json.dumps(
-            {
-                "val_perplexity": 64.0,
-                "val_loss": 4.16,
-                "val_loss_stderr": 0.01,
-                "tokens": 9600,
-                "steps": 40,
-            }
-        )  # fmt: skip
-    )
-    return data, base
-
-
 @pytest.fixture(scope="module")
-def report(tmp_path_factory, engine_fixture):
+def report(tmp_path_factory, engine_fixture, references_and_base):
     out = tmp_path_factory.mktemp("report")
     data, base = references_and_base(tmp_path_factory.mktemp("inputs"))
     f = engine_fixture
@@ -150,7 +127,7 @@ def test_claims_json_is_machine_readable(report):
     assert page.index("id='mechanisms'") > page.index("id='claims'")
 
 
-def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture):
+def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture, references_and_base):
     out, _, page = report
     f = engine_fixture
     data, base = references_and_base(tmp_path / "inputs")
