@@ -19,8 +19,7 @@ what the result means and what it cannot show.
 from __future__ import annotations
 
 import argparse
-import copy
-import json
+import dataclasses
 import socket
 import sys
 from pathlib import Path
@@ -28,24 +27,39 @@ from pathlib import Path
 import yaml
 
 from adloco import paths
+from adloco.calibration_record import read_device_record
 from adloco.cli import main as adloco
-from adloco.config import load_config_dict
+from adloco.config import ClusterConfig, DeviceConfig, load_config, read_yaml, thaw
 
 # Memory a CUDA device may use while timing (the max batch is fixed, so no search runs).
 TIMING_MEMORY_GIB = 4.0
 
 
-def calibrate_config(config: dict, calibration_dir: Path, kind: str) -> dict:
-    """The configuration whose devices are this machine's, at the runs' max batch."""
-    out = copy.deepcopy(config)
-    for device in out["cluster"]["devices"]:
-        record = json.loads((calibration_dir / f"{device['name']}.json").read_text())
-        device["kind"] = kind
-        device["max_batch"] = int(record["max_batch"])
-        device["step_time"] = {**device.get("step_time", {}), "model": "measured", "scale": 1.0}
-        if kind == "cuda":
-            device["memory_gib"] = max(float(device["memory_gib"]), TIMING_MEMORY_GIB)
-    return out
+def measured_device(device: DeviceConfig, max_batch: int, kind: str) -> DeviceConfig:
+    """``device`` as this machine's: its kind, the runs' max batch, a measured curve."""
+    memory = device.memory_gib
+    if kind == "cuda":
+        memory = max(float(memory), TIMING_MEMORY_GIB)
+    step_time = dataclasses.replace(device.step_time, model="measured", scale=1.0)
+    return dataclasses.replace(
+        device, kind=kind, max_batch=max_batch, memory_gib=memory, step_time=step_time
+    )
+
+
+def calibrate_cluster(cluster: ClusterConfig, calibration_dir: Path, kind: str) -> ClusterConfig:
+    """The cluster whose devices are this machine's, at the runs' calibrated max batch."""
+    what = " (the runs' calibration)"
+    devices = tuple(
+        measured_device(d, read_device_record(calibration_dir, d, what).max_batch, kind)
+        for d in cluster.devices
+    )
+    return dataclasses.replace(cluster, devices=devices)
+
+
+def calibrate_config(config_path: str | Path, calibration_dir: Path, kind: str) -> dict:
+    """The configuration file's settings, its cluster replaced by :func:`calibrate_cluster`."""
+    cluster = calibrate_cluster(load_config(config_path).cluster, calibration_dir, kind)
+    return {**read_yaml(config_path), "cluster": thaw(cluster)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,15 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    config = load_config_dict(args.config)
-    experiment = config.get("experiment", "default")
+    config = load_config(args.config)
+    experiment = config.experiment
     calibration = paths.calibration_dir(experiment)
     out = paths.experiment_dir(experiment) / "replay" / args.name
     out.mkdir(parents=True, exist_ok=True)
     measured = out / "calibrate.yaml"
-    measured.write_text(yaml.safe_dump(calibrate_config(config, calibration, args.kind)))
-    device = config["cluster"]["devices"][0]["name"]
-    data = paths.tokenized_dir(config["data"]["dataset"])
+    measured.write_text(yaml.safe_dump(calibrate_config(args.config, calibration, args.kind)))
+    device = config.cluster.devices[0].name
+    data = paths.tokenized_dir(config.data.dataset)
     rc = adloco(["calibrate", "--config", str(measured), "--data", str(data),
                  "--device", device, "--out", str(out / f"{args.name}.json")])  # fmt: skip
     if rc:
@@ -75,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     replay = ["regimes", "--config", args.config, "--runs", str(paths.runs_dir(experiment)),
               "--calibration", str(calibration), "--device", str(out / f"{args.name}.json"),
               "--out", str(out)]  # fmt: skip
-    if config["model"].get("source") == "base":
+    if config.model.source == "base":
         replay += ["--base", str(base)]
     for network in args.network:
         replay += ["--network", network]

@@ -84,3 +84,45 @@ def logs_dir(experiment: str) -> Path:
 def data_logs_dir(dataset: str) -> Path:
     # The data stages belong to the data set, shared by experiments.
     return LOGS / "data" / dataset
+
+
+# Files inside result folders, by the folder they are in (the folder given on
+# a command line, ``--runs``, ``--variance``, ``--data``, ``--base``).
+
+
+def seed_dir(runs_folder: str | Path, run: str, seed: int | str) -> Path:
+    """One run's seed in a runs folder (``--runs``): ``<runs>/<run>/seed<seed>``."""
+    return Path(runs_folder) / run / seed_dir_name(seed)
+
+
+def metrics_file(folder: str | Path) -> Path:
+    """The metrics rows of a run's seed folder or of the base model's folder."""
+    return Path(folder) / "metrics.jsonl"
+
+
+def run_summary_file(folder: str | Path) -> Path:
+    """A run's summary in its seed folder."""
+    return Path(folder) / "summary.json"
+
+
+def variance_summary_file(folder: str | Path) -> Path:
+    """The variance stage's results in its folder (``--variance``)."""
+    return Path(folder) / "variance.json"
+
+
+def variance_per_batch_file(folder: str | Path) -> Path:
+    return Path(folder) / "per_batch.csv"
+
+
+def variance_deviations_file(folder: str | Path) -> Path:
+    return Path(folder) / "deviations.png"
+
+
+def base_summary_file(folder: str | Path) -> Path:
+    """The base model's summary in its folder (``--base``)."""
+    return Path(folder) / "base.json"
+
+
+def manifest_file(folder: str | Path) -> Path:
+    """The manifest of a tokenized data folder (``--data``)."""
+    return Path(folder) / "manifest.json"

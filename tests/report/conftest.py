@@ -201,12 +201,12 @@ class Workspace:
         return path
 
     def load(self, targets: list[float] | None = None, references=None, base=None, **report):
-        from adloco.config import load_config_dict
+        from adloco.config import load_config
 
-        config = load_config_dict(self.write(targets, **report))
+        config = load_config(self.write(targets, **report))
         runs = load_runs(self.runs_dir, config)
-        settings = ReportSettings.from_config(config)
-        roles = assign_roles(config, {r.run: r.settings for r in runs})
+        settings = ReportSettings.from_section(config.report)
+        roles = assign_roles(config.report, {r.run: r.settings for r in runs})
         refs = references or References.unavailable("none in this test")
         return runs, roles, build_ladder(runs, roles, settings, base, refs), settings
 
@@ -280,3 +280,65 @@ def engine_fixture() -> Path:
 def fixtures_dir() -> Path:
     """The hand-made results tree of tests/report/fixtures."""
     return FIXTURES
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The matplotlib figures the figure functions draw, kept open for the test to read back.
+
+    Each figure module's ``to_png`` is replaced by one that keeps the figure
+    and returns a marker, so a test reads the drawn data from the axes.
+    """
+    import matplotlib.pyplot as plt
+
+    from adloco.report import figures_noise, figures_regimes, figures_runs
+
+    kept = []
+
+    def keep(fig):
+        kept.append(fig)
+        return b"drawn"
+
+    for module in (figures_runs, figures_regimes, figures_noise):
+        monkeypatch.setattr(module, "to_png", keep)
+    yield kept
+    for fig in kept:
+        plt.close(fig)
+
+
+def write_references_and_base(root: Path) -> tuple[Path, Path]:
+    """A data folder whose manifest has reference perplexities, and a base model folder."""
+    data, base = root / "data", root / "base"
+    data.mkdir(parents=True)
+    base.mkdir(parents=True)
+    reference = {"split": "validation", "counts_from": ["train"], "predicted_tokens": 960,
+                 "uniform": 256.0, "unigram": 120.0, "bigram": 55.0,
+                 "unigram_smoothing": "add-one", "bigram_smoothing": "add-one"}  # fmt: skip
+    (data / "manifest.json").write_text(json.dumps({"reference_perplexity": reference}))
+    base_record = {"val_perplexity": 64.0, "val_loss": 4.16, "val_loss_stderr": 0.01,
+                   "tokens": 9600, "steps": 40}  # fmt: skip
+    (base / "base.json").write_text(json.dumps(base_record))
+    return data, base
+
+
+@pytest.fixture(scope="session")
+def references_and_base():
+    """:func:`write_references_and_base`, for a test to write them where it wants."""
+    return write_references_and_base
+
+
+@pytest.fixture(scope="session")
+def engine_report(tmp_path_factory):
+    """The report's inputs, findings and page on the engine fixture, before anything is drawn.
+
+    With reference perplexities and a base model (:func:`write_references_and_base`);
+    the page's figures are left undrawn (None), so its sections say "Not drawn".
+    """
+    from adloco.report import compute_findings, make_page, read_inputs
+
+    data, base = write_references_and_base(tmp_path_factory.mktemp("engine-inputs"))
+    f = ENGINE_FIXTURE
+    inputs = read_inputs(f / "config.yaml", f / "runs", f / "calibration", f / "variance",
+                         data, base)  # fmt: skip
+    found = compute_findings(inputs)
+    return inputs, found, make_page(inputs, found, {})

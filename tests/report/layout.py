@@ -105,3 +105,13 @@ def parse(page: str) -> Tables:
     parser = Tables()
     parser.feed(page)
     return parser
+
+
+def body_rows(html: str, table: int = 0) -> list[list[str]]:
+    """The text of each body row's cells in the ``table``-th table of ``html``."""
+    rows = parse(html).tables[table]
+    return [
+        ["".join(text for text, _ in cell) for _, _, cell in row]
+        for row in rows
+        if not any(head for head, _, _ in row)
+    ]

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pytest
 
-from adloco.cli import main
 from adloco.clock import StepTimeCurve
-from adloco.config import load_config_dict
+from adloco.config import load_config
 from adloco.report.devices import (
     check_devices,
     load_device_file,
@@ -49,7 +47,7 @@ def device_file(ws, name="gpu.json", **fields) -> str:
 def test_a_two_pass_example_recomputed_by_hand(two_passes):
     ws = two_passes
     runs, roles, ladder, settings = ws.load([60])
-    config = load_config_dict(ws.root / "config.yaml")
+    config = load_config(ws.root / "config.yaml")
     device = load_device_file(ws.root / device_file(ws), None)
     assert device.name == "NVIDIA H100" and device.curve == StepTimeCurve.from_dict(CURVE)
     # By hand: pass(3) = 0.1 + (0.2 - 0.1)(3 - 1)/(4 - 1) = 0.16667 s; pass(5) = 0.2 +
@@ -57,8 +55,8 @@ def test_a_two_pass_example_recomputed_by_hand(two_passes):
     # DiLoCo: pass(4) = 0.2 s and one update: 0.25 s.
     adloco_s = 0.1 + 0.1 * 2 / 3 + 0.25 + 2 * 0.05
     cells = regime_cells(
-        runs, roles, ladder.targets, config, [device.model(["cpu-t"])], settings,
-        sweep_networks(config, settings, (parse_network("lan=10,0.001"),)),
+        runs, roles, ladder.targets, config.cluster, [device.model(["cpu-t"])], settings,
+        sweep_networks(config.cluster.network, settings, (parse_network("lan=10,0.001"),)),
     )  # fmt: skip
     assert {c.clock for c in cells} == {"device:NVIDIA H100"}
     for c in cells:
@@ -99,56 +97,3 @@ def test_specs_and_a_device_of_another_model_are_refused(workspace):
     (workspace.root / "old.json").write_text(json.dumps({"device": "x"}))
     with pytest.raises(ValueError, match="no step_time_measured"):
         load_device_file(workspace.root / "old.json", None)
-
-
-def test_adloco_regimes_writes_the_table_and_figures(engine_fixture, tmp_path, capsys):
-    f = engine_fixture
-    common = ["--config", str(f / "config.yaml"), "--runs", str(f / "runs"),
-              "--calibration", str(f / "calibration")]  # fmt: skip
-    out = tmp_path / "byod"
-    rc = main(["regimes", *common, "--roofline", "fast=0.001,8",
-               "--network", "ib=100,0.00001", "--out", str(out)])  # fmt: skip
-    assert rc == 0
-    with open(out / "regimes.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    mine = [r for r in rows if r["clock"] == "device:fast"]
-    assert {r["network"] for r in mine} == {"", "ib"}
-    # Claim 1 against every baseline alone, beside DiLoCo and the best one.
-    assert {r["against"] for r in mine} >= {"diloco", "best", "baseline:diloco-big",
-                                             "baseline:localsgd"}  # fmt: skip
-    assert any(r["clock"] == "roofline" and r["saturation_batch"] == "4" for r in rows)
-    assert (out / "figures" / "regimes.png").is_file()
-    assert (out / "figures" / "regime_map.png").is_file()
-    doc = json.loads((out / "regimes.json").read_text())
-    assert doc["devices"][0]["name"] == "fast" and "memory" in doc["sweeps"]["brought devices"][
-        "cannot_vary"]  # fmt: skip
-    # A measured curve that stops short of the runs' passes: refused, naming device and size.
-    short = tmp_path / "short.json"
-    short.write_text(json.dumps({"device": "sim", "gpu_name": "Tiny GPU", "step_time_measured":
-                                 {"batches": [1, 2], "fwd_bwd_s": [0.1, 0.2]}}))  # fmt: skip
-    rc = main(["regimes", *common, "--device", str(short), "--out", str(tmp_path / "no")])
-    assert rc == 1
-    assert "device Tiny GPU" in capsys.readouterr().err
-
-
-def test_the_replay_script_times_this_device_at_the_runs_max_batch(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[2] / "scripts" / "replay-on-this-device.py"
-    spec = importlib.util.spec_from_file_location("replay_script", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    config = load_config_dict(Path(__file__).parents[2] / "config" / "config.yaml")
-    (tmp_path / "cpu-sim.json").write_text(json.dumps({"device": "cpu-sim", "max_batch": 5}))
-    measured = script.calibrate_config(config, tmp_path, "cuda")
-    (device,) = measured["cluster"]["devices"]
-    # The runs' max batch fixed (no search; timing up to nodes_per_device x 5 sequences),
-    # the curve measured here, memory enough to time it.
-    assert (device["kind"], device["max_batch"], device["step_time"]["model"]) == (
-        "cuda",
-        5,
-        "measured",
-    )
-    assert device["memory_gib"] == script.TIMING_MEMORY_GIB
-    assert measured["model"] == config["model"] and config["cluster"]["devices"][0]["kind"] == "cpu"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import re
 from pathlib import Path
 
@@ -28,31 +27,8 @@ BROUGHT_ROOFLINES = ["fast=0.001,8"]
 BROUGHT_NETWORKS = ["ib=100,0.000005", "wan=0.1,0.02"]
 
 
-def references_and_base(root: Path) -> tuple[Path, Path]:
-    """A data folder whose manifest has reference perplexities, and a base model folder."""
-    data, base = root / "data", root / "base"
-    data.mkdir(parents=True)
-    base.mkdir(parents=True)
-    reference = {"split": "validation", "counts_from": ["train"], "predicted_tokens": 960,
-                 "uniform": 256.0, "unigram": 120.0, "bigram": 55.0,
-                 "unigram_smoothing": "add-one", "bigram_smoothing": "add-one"}  # fmt: skip
-    (data / "manifest.json").write_text(json.dumps({"reference_perplexity": reference}))
-    (base / "base.json").write_text(
-        json.dumps(
-            {
-                "val_perplexity": 64.0,
-                "val_loss": 4.16,
-                "val_loss_stderr": 0.01,
-                "tokens": 9600,
-                "steps": 40,
-            }
-        )  # fmt: skip
-    )
-    return data, base
-
-
 @pytest.fixture(scope="module")
-def report(tmp_path_factory, engine_fixture):
+def report(tmp_path_factory, engine_fixture, references_and_base):
     out = tmp_path_factory.mktemp("report")
     data, base = references_and_base(tmp_path_factory.mktemp("inputs"))
     f = engine_fixture
@@ -151,7 +127,7 @@ def test_claims_json_is_machine_readable(report):
     assert page.index("id='mechanisms'") > page.index("id='claims'")
 
 
-def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture):
+def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture, references_and_base):
     out, _, page = report
     f = engine_fixture
     data, base = references_and_base(tmp_path / "inputs")
@@ -189,50 +165,3 @@ def test_regime_section_says_what_it_cannot_recompute(report):
     ]  # fmt: skip
     header = (out / "regimes.csv").read_text().splitlines()[0].split(",")
     assert {"saturation_batch", "latency_s", "network", "p_adloco_faster"} <= set(header)
-
-
-def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are():
-    from types import SimpleNamespace as NS
-
-    from adloco.report.html_regimes import regime_summary
-
-    def cell(bandwidth, holds, sharing="concurrent"):
-        return NS(target=100.0, against="diloco", network=None, clock="run", sharing=sharing,
-                  bandwidth_gbit_s=bandwidth, holds=holds)  # fmt: skip
-
-    cells = [cell(0.01, "holds"), cell(0.1, "unclear"), cell(1.0, "fails")]
-    cells += [cell(0.01, "holds", "time_slicing"), cell(0.1, "holds", "time_slicing")]
-    page = NS(regimes=cells, ladder=NS(main=100.0), settings=NS(test_level=0.05),
-              clock_models=[NS(key="run", label="the runs' own curve")])  # fmt: skip
-    text = regime_summary(page)
-    assert "concurrent: at 10 Mbit/s (AdLoCo slower by the same test at 1 of 3 bandwidths)" in text
-    assert (
-        "time slicing: at every bandwidth;" not in text
-        and "time slicing: at every bandwidth." in text
-    )
-
-
-def test_a_log_axis_labels_its_minor_ticks_at_2_and_5_only():
-    from adloco.report.figures import _sparse_minor_numbers
-
-    label = _sparse_minor_numbers()
-    ticks = [0.08, 0.2, 0.3, 0.5, 0.9, 2.0, 3.0, 5.0, 20.0, 0.0]
-    assert [label(t, None) for t in ticks] == ["", "0.2", "", "0.5", "", "2", "", "5", "20", ""]
-
-
-def test_the_regime_figure_leaves_out_ratios_no_log_axis_holds():
-    # A baseline that never reaches the target gives a ratio of 0, an AdLoCo
-    # that never does one of infinity; a figure of only those has nothing to draw.
-    from types import SimpleNamespace as NS
-
-    from adloco.report.figures import regimes_figure
-
-    def cell(estimate, bandwidth):
-        return NS(target=100.0, against="diloco", clock="run", sharing="concurrent",
-                  bandwidth_gbit_s=bandwidth, own=False,
-                  effect=NS(estimate=estimate, interval=None))  # fmt: skip
-
-    labels = {"run": "the runs' own curve"}
-    assert regimes_figure([cell(math.inf, 0.1), cell(0.0, 1.0)], 100.0, labels) is None
-    png = regimes_figure([cell(math.inf, 0.1), cell(0.9, 1.0), cell(1.1, 10.0)], 100.0, labels)
-    assert png.startswith(b"\x89PNG")

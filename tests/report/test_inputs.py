@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from adloco.cli import main
-from adloco.config import load_config_dict
+from adloco.config import load_config
 from adloco.report.inputs import load_calibration, load_runs, load_variance, read_metrics
 
 
@@ -20,14 +20,14 @@ def tree(tmp_path, fixtures_dir):
 
 
 def test_missing_run_lists_the_missing_file(tree):
-    config = load_config_dict(tree / "config.yaml")
+    config = load_config(tree / "config.yaml")
     shutil.rmtree(tree / "runs" / "adloco-no-merge")
     with pytest.raises(FileNotFoundError, match=r"adloco-no-merge/seed0/metrics.jsonl"):
         load_runs(tree / "runs", config)
 
 
 def test_missing_runs_folder(tree):
-    config = load_config_dict(tree / "config.yaml")
+    config = load_config(tree / "config.yaml")
     with pytest.raises(FileNotFoundError, match="runs folder not found"):
         load_runs(tree / "nowhere", config)
 
@@ -58,14 +58,14 @@ def test_empty_metrics(tree):
 
 
 def test_missing_summary_means_unfinished_run(tree):
-    config = load_config_dict(tree / "config.yaml")
+    config = load_config(tree / "config.yaml")
     (tree / "runs" / "adloco" / "seed0" / "summary.json").unlink()
     with pytest.raises(FileNotFoundError, match=r"adloco/seed0/summary.json: summary not found"):
         load_runs(tree / "runs", config)
 
 
 def test_summary_disagreeing_with_metrics(tree):
-    config = load_config_dict(tree / "config.yaml")
+    config = load_config(tree / "config.yaml")
     path = tree / "runs" / "adloco" / "seed0" / "summary.json"
     summary = json.loads(path.read_text())
     summary["rounds"] = 7
@@ -75,7 +75,7 @@ def test_summary_disagreeing_with_metrics(tree):
 
 
 def test_rows_of_another_method(tree):
-    config = load_config_dict(tree / "config.yaml")
+    config = load_config(tree / "config.yaml")
     path = tree / "runs" / "diloco" / "seed0" / "metrics.jsonl"
     path.write_text(path.read_text().replace('"method": "diloco"', '"method": "localsgd"'))
     with pytest.raises(ValueError, match="rows name method"):
@@ -83,8 +83,8 @@ def test_rows_of_another_method(tree):
 
 
 def test_calibration_missing_and_malformed(tree):
-    config = load_config_dict(tree / "config.yaml")
-    calibrations = load_calibration(tree / "calibration", config)
+    config = load_config(tree / "config.yaml")
+    calibrations = load_calibration(tree / "calibration", config.cluster)
     assert [(c.device, c.source) for c in calibrations] == [
         ("cpu-fix", "file"),
         ("cpu-fixed", "config"),  # max_batch fixed in the config: no file needed
@@ -93,10 +93,10 @@ def test_calibration_missing_and_malformed(tree):
     assert calibrations[1].fields["max_batch"] == 16
     (tree / "calibration" / "cpu-fix.json").write_text("{not json")
     with pytest.raises(ValueError, match="cpu-fix.json: not valid JSON"):
-        load_calibration(tree / "calibration", config)
+        load_calibration(tree / "calibration", config.cluster)
     (tree / "calibration" / "cpu-fix.json").unlink()
     with pytest.raises(FileNotFoundError, match="cpu-fix.json: calibration not found"):
-        load_calibration(tree / "calibration", config)
+        load_calibration(tree / "calibration", config.cluster)
 
 
 def test_variance_required_and_optional_parts(tree):
@@ -141,16 +141,13 @@ def test_cli_reports_a_missing_input_in_one_line(tree, tmp_path, capsys):
 
 
 def test_each_run_is_read_for_its_own_seeds(workspace):
-    from adloco.config import run_seeds
-
     ws = workspace
     ws.run("diloco", {"method": "diloco"}, {s: ws.single([100, 60]) for s in range(8)})
     ws.run("adloco-no-merge", {**ws.FULL_ADLOCO, "merge": "none"},
            {s: ws.single([100, 60]) for s in (0, 1, 2)})  # fmt: skip
-    config = load_config_dict(ws.write([60]))
-    assert config["runs"]["adloco-no-merge"]["seeds"] == [0, 1, 2]
-    assert run_seeds(config, "diloco") == list(range(8))  # the config's seeds
-    assert run_seeds(config, "adloco-no-merge") == [0, 1, 2]
+    config = load_config(ws.write([60]))
+    assert config.run_seeds("diloco") == list(range(8))  # the config's seeds
+    assert config.run_seeds("adloco-no-merge") == [0, 1, 2]
     runs = load_runs(ws.runs_dir, config)
     assert [(r.run, r.seed) for r in runs if r.run == "adloco-no-merge"] == [
         ("adloco-no-merge", 0), ("adloco-no-merge", 1), ("adloco-no-merge", 2)

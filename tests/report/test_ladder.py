@@ -44,11 +44,11 @@ def test_to_target_follows_the_reach_rule(workspace):
 
 
 def test_reach_on_the_engine_fixture(engine_fixture):
-    from adloco.config import load_config_dict
+    from adloco.config import load_config
     from adloco.report.inputs import load_runs
     from adloco.report.summary import round_values, run_level_perplexity
 
-    config = load_config_dict(engine_fixture / "config.yaml")
+    config = load_config(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
     for r in runs:
         curve = run_level_perplexity(r.rows)
@@ -68,11 +68,11 @@ def test_reach_on_the_engine_fixture(engine_fixture):
 def test_the_ladder_figure_of_targets_no_run_reached_has_no_legend(workspace):
     # A short run that never gets below its targets (the tiny pipeline's) still
     # gets its figure: axes and reference lines, no legend of nothing.
-    from adloco.report import figures
+    from adloco.report.figures_runs import ladder_figure
 
     workspace.two_seed_runs()
     runs, _, ladder, _ = workspace.load([1.0])
     table = ladder_table(runs, ladder)
     assert all(not s["communications"].reached for s in table.values())
-    png = figures.ladder_figure(runs, table, ladder.targets, {"communications": "comms"})
+    png = ladder_figure(runs, table, ladder.targets, {"communications": "comms"})
     assert png.startswith(b"\x89PNG")

@@ -23,7 +23,7 @@ import json
 import pytest
 
 from adloco.clock import StepTimeCurve
-from adloco.config import load_config_dict
+from adloco.config import load_config
 from adloco.report.regime_map import crossings, regime_map
 from adloco.report.regimes import sweep_networks
 
@@ -57,15 +57,15 @@ def pair(workspace):
         {"method": "diloco"},
         {s: [[row(p, 1, 4, v)] for p in four_rounds] for s, v in payload.items()},
     )
-    config = load_config_dict(ws.write([60], cluster=CLUSTER, saturation_batches=SATURATIONS))
+    config = load_config(ws.write([60], cluster=CLUSTER, saturation_batches=SATURATIONS))
     record = {"device": "cpu-t", "model_parameters": 1_000_000, "seq_len_tokens": 100,
               "step_time": {"model": "roofline", "saturation_batch": 4},
               "step_time_curve": StepTimeCurve.roofline(C, 4).as_dict()}  # fmt: skip
     (ws.root / "calibration" / "cpu-t.json").write_text(json.dumps(record))
     runs, roles, ladder, settings = ws.load([60], cluster=CLUSTER, saturation_batches=SATURATIONS)
     grid = regime_map(
-        runs, roles, 60.0, config, ws.root / "calibration", settings,
-        sweep_networks(config, settings),
+        runs, roles, 60.0, config.cluster, ws.root / "calibration", settings,
+        sweep_networks(config.cluster.network, settings),
     )  # fmt: skip
     return grid, roles, settings
 
@@ -128,9 +128,10 @@ def test_the_crossing_line_and_its_band_are_the_closed_form(pair):
 def test_no_roofline_rates_no_map(pair, workspace):
     grid, roles, settings = pair
     (workspace.root / "calibration" / "cpu-t.json").unlink()
-    config = load_config_dict(workspace.root / "config.yaml")
+    config = load_config(workspace.root / "config.yaml")
     runs, *_ = workspace.load([60], cluster=CLUSTER, saturation_batches=SATURATIONS)
-    empty = regime_map(runs, roles, 60.0, config, workspace.root / "calibration", settings, [])
+    cal_dir = workspace.root / "calibration"
+    empty = regime_map(runs, roles, 60.0, config.cluster, cal_dir, settings, [])
     assert empty.cells == [] and empty.target == 60.0 and "no calibration file" in empty.note
 
 
@@ -144,17 +145,17 @@ def test_the_runs_own_saturation_and_bandwidth_reproduce_the_logged_times(engine
     from adloco.report.targets import build_ladder
 
     f = engine_fixture
-    config = load_config_dict(f / "config.yaml")
-    rates = roofline_rates(config, f / "calibration")
+    config = load_config(f / "config.yaml")
+    rates = roofline_rates(config.cluster, f / "calibration")
     assert rates.per_sequence_s == {"sim": pytest.approx(0.01)} and rates.own_saturation == 4
     assert peak_seconds_per_sequence(StepTimeCurve((1,), (0.3,), 0.0)) == pytest.approx(0.3)
     runs = load_runs(f / "runs", config)
-    settings = ReportSettings.from_config(config)
-    roles = assign_roles(config, {r.run: r.settings for r in runs})
+    settings = ReportSettings.from_section(config.report)
+    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
     ladder = build_ladder(runs, roles, settings)
     grid = regime_map(
-        runs, roles, ladder.main, config, f / "calibration", settings,
-        sweep_networks(config, settings),
+        runs, roles, ladder.main, config.cluster, f / "calibration", settings,
+        sweep_networks(config.cluster.network, settings),
     )  # fmt: skip
     (own,) = [c for c in grid.cells if c.own and c.against == "diloco"]
     logged = {n: median(list(to_target(runs, n, ladder.main, "sim_time_s").values()))

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from adloco.clock import Network, StepTimeCurve, recompute_sim_time_s
-from adloco.config import load_config_dict
+from adloco.config import load_config
 from adloco.report.inputs import load_runs
 from adloco.report.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
 from adloco.report.settings import ReportSettings, assign_roles
@@ -18,13 +18,13 @@ from adloco.report.targets import build_ladder
 
 @pytest.fixture(scope="module")
 def sweep(engine_fixture):
-    config = load_config_dict(engine_fixture / "config.yaml")
+    config = load_config(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
-    settings = ReportSettings.from_config(config)
-    roles = assign_roles(config, {r.run: r.settings for r in runs})
+    settings = ReportSettings.from_section(config.report)
+    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
     ladder = build_ladder(runs, roles, settings)
     models = clock_models(config, engine_fixture / "calibration")
-    cells = regime_cells(runs, roles, ladder.targets, config, models, settings)
+    cells = regime_cells(runs, roles, ladder.targets, config.cluster, models, settings)
     return config, runs, roles, ladder, models, cells
 
 
@@ -44,7 +44,7 @@ def test_clock_models_from_the_calibration_file(sweep, engine_fixture):
 
 def test_default_sweep_is_10_mbit_to_100_gbit(sweep):
     config, *_ = sweep
-    bws = sweep_bandwidths(config, ReportSettings.from_config(config))
+    bws = sweep_bandwidths(config.cluster.network, ReportSettings.from_section(config.report))
     assert bws[0] == pytest.approx(0.01) and bws[-1] == pytest.approx(100.0)
     assert len(bws) == 9 and any(math.isclose(b, 1.0) for b in bws)
 
@@ -79,7 +79,7 @@ def test_cells_equal_a_direct_recomputation(sweep, clock, sharing):
     config, runs, roles, ladder, models, cells = sweep
     curves = next(m for m in models if m.key == clock).curves
     bw = 0.01
-    network = Network(bw * 1e9 / 8, config["cluster"]["network"]["latency_s"])
+    network = Network(bw * 1e9 / 8, config.cluster.network.latency_s)
     for target in ladder.targets:
         cell = next(
             c
@@ -102,7 +102,7 @@ def test_cells_equal_a_direct_recomputation(sweep, clock, sharing):
 def test_best_baseline_cell_uses_the_lowest_median(sweep):
     config, runs, roles, ladder, models, cells = sweep
     curves = next(m for m in models if m.key == "run").curves
-    network = Network(1e9 / 8, config["cluster"]["network"]["latency_s"])
+    network = Network(1e9 / 8, config.cluster.network.latency_s)
     cell = next(
         c for c in cells
         if (c.clock, c.sharing, c.against, c.target) == ("run", "concurrent", "best", ladder.main)
@@ -119,7 +119,7 @@ def test_best_baseline_cell_uses_the_lowest_median(sweep):
 def test_no_calibration_no_sweep(workspace):
     workspace.run("diloco", {"method": "diloco"}, {0: workspace.single([100, 60])})
     workspace.run("adloco", workspace.FULL_ADLOCO, {0: workspace.pair([90, 50], [95, 55])})
-    from adloco.config import load_config_dict as load
+    from adloco.config import load_config as load
 
     config = load(workspace.write())
     models = clock_models(config, workspace.root / "calibration")

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from adloco.config import ConfigError, RunSettings, resolve_run, validate
+from adloco.config import ConfigError, RunSettings, config_from_dict, section
 from adloco.report.settings import DEFAULT_BANDWIDTHS_GBIT_S, ReportSettings, assign_roles
 
 BASE_CONFIG = {
@@ -26,8 +26,8 @@ FULL = {
 
 def resolved(runs: dict[str, dict]) -> dict[str, RunSettings]:
     """Each run's overrides resolved against the report tests' base config."""
-    config = validate({**copy.deepcopy(BASE_CONFIG), "runs": copy.deepcopy(runs)})
-    return {name: resolve_run(config, name) for name in runs}
+    config = config_from_dict({**copy.deepcopy(BASE_CONFIG), "runs": copy.deepcopy(runs)})
+    return {name: config.run(name) for name in runs}
 
 
 DEFAULT_RUNS = resolved(
@@ -46,7 +46,7 @@ DEFAULT_RUNS = resolved(
 
 
 def test_roles_of_the_default_runs_are_detected():
-    roles = assign_roles({"report": {}}, DEFAULT_RUNS)
+    roles = assign_roles(section("report", {}), DEFAULT_RUNS)
     assert roles.adloco == "adloco" and roles.diloco == "diloco"
     assert roles.baselines == ["diloco-max-batch", "diloco-matched-comms", "localsgd"]
     assert roles.ablations == ["adloco-no-adaptive", "adloco-no-merge", "adloco-no-switch"]
@@ -63,30 +63,30 @@ def test_paper_preset_names():
         "adloco-no-switch-always": {**FULL, "switch": "always_accumulate"},
         "adloco-no-switch-never": {**FULL, "switch": "never_accumulate"},
     }
-    roles = assign_roles({}, resolved(runs))
+    roles = assign_roles(section("report", {}), resolved(runs))
     assert roles.ablations == ["adloco-no-switch-always", "adloco-no-switch-never"]
     assert roles.baselines == ["localsgd"]
 
 
 def test_explicit_roles_win_and_are_checked():
-    section = {
+    explicit = {
         "adloco": "adloco-eta-0_8",
         "diloco": "diloco-max-batch",
         "baselines": ["localsgd"],
         "ablations": ["adloco-no-merge"],
     }
-    roles = assign_roles({"report": section}, DEFAULT_RUNS)
+    roles = assign_roles(section("report", explicit), DEFAULT_RUNS)
     assert (roles.adloco, roles.diloco) == ("adloco-eta-0_8", "diloco-max-batch")
     assert roles.baselines == ["localsgd"] and roles.ablations == ["adloco-no-merge"]
     assert "adloco" in roles.variants and roles.sources["adloco"] == "report.adloco"
     with pytest.raises(ConfigError, match="report.diloco: no run named 'nope'"):
-        assign_roles({"report": {"diloco": "nope"}}, DEFAULT_RUNS)
+        assign_roles(section("report", {"diloco": "nope"}), DEFAULT_RUNS)
     with pytest.raises(ConfigError, match="report.adloco: run 'diloco' is of method diloco"):
-        assign_roles({"report": {"adloco": "diloco"}}, DEFAULT_RUNS)
+        assign_roles(section("report", {"adloco": "diloco"}), DEFAULT_RUNS)
 
 
 def test_settings_defaults():
-    s = ReportSettings.from_config({"report": {}})
+    s = ReportSettings.from_section(section("report", {}))
     assert (s.targets.relative_to, s.targets.levels, s.targets.main) == (
         "base",
         (0.95, 0.9, 0.85),
@@ -100,17 +100,29 @@ def test_settings_defaults():
     assert (s.test_level, s.confidence, s.tuning, s.tuning_groups) == (0.05, 0.95, None, None)
 
 
-def test_schema_defaults_match_the_settings_defaults():
-    # The schema fills a config's report section; the settings read the same values.
-    config = validate({**copy.deepcopy(BASE_CONFIG), "runs": {"d": {"method": "diloco"}}})
-    assert ReportSettings.from_config(config) == ReportSettings.from_config({"report": {}})
+def test_settings_sort_the_levels_bandwidths_and_saturations():
+    # Levels hardest last, duplicates dropped; bandwidths and saturation batches ascending.
+    report = section(
+        "report",
+        {
+            "targets": {"relative_to": "absolute", "levels": [50, 80, 50, 60], "main": 60},
+            "bandwidths_gbit_s": [10, 0.1, 1],
+            "saturation_batches": [8, 2, 8, 4],
+            "tuning_groups": {"adloco": ["adloco-lr1", "adloco-lr2"]},
+        },
+    )
+    s = ReportSettings.from_section(report)
+    assert s.targets.levels == (80.0, 60.0, 50.0) and s.targets.main == 60.0
+    assert s.bandwidths_gbit_s == (0.1, 1.0, 10.0)
+    assert s.saturation_batches == (2, 4, 8)
+    assert s.tuning_groups == {"adloco": ("adloco-lr1", "adloco-lr2")}
 
 
 def test_the_three_configs_validate_their_report_section():
     from pathlib import Path
 
-    from adloco.config import load_config_dict
+    from adloco.config import load_config
 
     for name in ("config.yaml", "paper.yaml", "test.yaml"):
-        config = load_config_dict(Path(__file__).parents[2] / "config" / name)
-        ReportSettings.from_config(config)
+        config = load_config(Path(__file__).parents[2] / "config" / name)
+        ReportSettings.from_section(config.report)

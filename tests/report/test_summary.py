@@ -10,7 +10,7 @@ import csv
 
 import pytest
 
-from adloco.config import load_config_dict
+from adloco.config import load_config
 from adloco.report import build_report
 from adloco.report.inputs import load_runs
 from adloco.report.summary import merges, optimizer_work, reach, run_level_perplexity
@@ -18,7 +18,7 @@ from adloco.report.summary import merges, optimizer_work, reach, run_level_perpl
 
 @pytest.fixture(scope="module")
 def by_run(fixtures_dir):
-    config = load_config_dict(fixtures_dir / "config.yaml")
+    config = load_config(fixtures_dir / "config.yaml")
     return {r.run: r for r in load_runs(fixtures_dir / "runs", config)}
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from adloco.config import ConfigError
-from adloco.report.references import References, load_base, load_references
+from adloco.config import ConfigError, section
+from adloco.report.references import load_base, load_references
 from adloco.report.settings import ReportSettings, TargetSettings
 from adloco.report.targets import ceil_significant
+
+
+def targets(**fields) -> object:
+    """A typed ``report.targets`` section, the schema's defaults for the rest."""
+    return section("report", {"targets": fields}).targets
 
 
 def test_ceil_significant():
@@ -41,10 +44,10 @@ def test_base_targets_without_a_base_model_are_one_clear_error(workspace):
 
 def test_base_levels_must_be_fractions_and_main_one_of_them():
     with pytest.raises(ConfigError, match="1.5 is not a fraction below 1"):
-        TargetSettings.from_section({"relative_to": "base", "levels": [0.9, 1.5]})
+        TargetSettings.from_section(targets(relative_to="base", levels=[0.9, 1.5]))
     with pytest.raises(ConfigError, match="0.8 is not one of report.targets.levels"):
-        TargetSettings.from_section({"relative_to": "base", "levels": [0.9], "main": 0.8})
-    default = ReportSettings.from_config({}).targets
+        TargetSettings.from_section(targets(relative_to="base", levels=[0.9], main=0.8))
+    default = ReportSettings.from_section(section("report", {})).targets
     assert (default.relative_to, default.levels, default.main) == ("base", (0.95, 0.9, 0.85), None)
 
 
@@ -79,33 +82,3 @@ def test_a_target_at_or_above_unigram_is_not_testable(workspace):
     assert head.verdict == "not testable" and "token frequencies" in head.reason
     at_60 = next(c for c in claims[1].comparisons if c.target == 60 and c.against == "diloco")
     assert at_60.verdict != "not testable"
-
-
-def test_missing_references_are_said_and_every_verdict_says_so(workspace):
-    workspace.two_seed_runs()
-    refs = load_references(workspace.manifest())  # a manifest from before the references
-    assert refs.levels == {} and "no reference_perplexity" in refs.note
-    assert load_references(None).note.startswith("no tokenized data folder")
-    _, _, ladder, _ = workspace.load([60], references=refs)
-    assert ladder.untestable == {} and "could not be applied" in ladder.caveat
-    claims = workspace.claims([60], references=refs)
-    assert "the unigram rule could not be applied" in claims[1].headline[0].reason
-
-
-def test_malformed_references_and_base_name_the_file(workspace):
-    folder = workspace.manifest(unigram=-3.0)
-    with pytest.raises(ValueError, match="reference_perplexity.unigram must be a positive"):
-        load_references(folder)
-    base = workspace.base(50.0)
-    (base / "base.json").write_text('{"val_perplexity": "x"}')
-    with pytest.raises(ValueError, match="base.json: val_perplexity must be a positive number"):
-        load_base(base)
-    with pytest.raises(FileNotFoundError, match="run `adloco pretrain`"):
-        load_base(workspace.root / "nowhere")
-
-
-def test_base_curve_is_read(workspace):
-    base = load_base(workspace.base(42.0, curve=[{"step": 1, "val_perplexity": 80.0}]))
-    assert base.val_perplexity == 42.0 and base.curve == [{"step": 1, "val_perplexity": 80.0}]
-    assert math.isclose(base.fields["val_loss"], math.log(42.0))
-    assert References.unavailable("x").unigram is None

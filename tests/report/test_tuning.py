@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from adloco.config import ConfigError, load_config_dict
+from adloco.config import ConfigError, load_config
 from adloco.report import build_report
 from adloco.report.inputs import load_runs
 from adloco.report.tuning import load_tuning, tuning_record, tuning_table
@@ -32,7 +32,7 @@ def test_the_tuning_experiment_writes_its_record(workspace):
         "adloco": ["tune-adloco-lr0_01", "tune-adloco-lr0_001", "tune-adloco-lr0_003"],
         "diloco": ["tune-diloco-lr0_003"],
     }
-    config = load_config_dict(workspace.write([60], tuning_groups=groups))
+    config = load_config(workspace.write([60], tuning_groups=groups))
     runs = load_runs(workspace.runs_dir, config)
     record = tuning_record(config, runs, {k: tuple(v) for k, v in groups.items()})
     adloco = record["groups"]["adloco"]

@@ -33,24 +33,42 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from adloco import __version__
-from adloco.config import load_config_dict
+from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import write_json_atomic, write_text_atomic
-from adloco.report import figures
-from adloco.report.claims import Context, evaluate_claims
-from adloco.report.headline import headline_table
+from adloco.report.claims import Claim, Context, evaluate_claims
+from adloco.report.figures import write_figures
+from adloco.report.figures_noise import noise_figure, variance_figure
+from adloco.report.figures_runs import (
+    ablations_figure,
+    batch_figure,
+    curves_figure,
+    ladder_figure,
+    merges_figure,
+    trainers_figure,
+)
+from adloco.report.headline import Headline, headline_table
 from adloco.report.html import PER_RUN, Page, regime_summary, render_page
-from adloco.report.inputs import load_calibration, load_runs, load_variance
+from adloco.report.inputs import (
+    Calibration,
+    RunSeed,
+    Variance,
+    load_calibration,
+    load_runs,
+    load_variance,
+)
 from adloco.report.ladder import LADDER_COLUMNS, ladder_rows, ladder_table
-from adloco.report.mechanisms import mechanism_checks
+from adloco.report.mechanisms import Check, mechanism_checks
 from adloco.report.noise import NOISE_COLUMNS, noise_rows, noise_summary
-from adloco.report.references import load_base, load_references
-from adloco.report.regimes import REGIME_COLUMNS, is_linear
-from adloco.report.replay import bring, compute_regimes, draw_regimes, regime_rows
+from adloco.report.references import Base, References, load_base, load_references
+from adloco.report.regimes import REGIME_COLUMNS, ClockModel, is_linear
+from adloco.report.replay import Regimes, bring, compute_regimes, draw_regimes, regime_rows
 from adloco.report.sensitivity import attach_alternatives
-from adloco.report.settings import ReportSettings, assign_roles
+from adloco.report.settings import ReportSettings, Roles, assign_roles
 from adloco.report.stats import Spread
 from adloco.report.summary import (
     CURVE_COLUMNS,
@@ -60,7 +78,7 @@ from adloco.report.summary import (
     summary_rows,
     write_csv,
 )
-from adloco.report.targets import build_ladder
+from adloco.report.targets import Ladder, build_ladder
 from adloco.report.tuning import load_tuning, tuning_record, tuning_table
 
 log = logging.getLogger(__name__)
@@ -79,14 +97,14 @@ FIGURE_NAMES = (
 )
 
 
-def own_clock(config: dict, models: list) -> tuple[dict, str]:
+def own_clock(cluster: ClusterConfig, models: list[ClockModel]) -> tuple[dict, str]:
     """The clock the runs were charged with, and why it cannot test the time claim (or "")."""
-    network = config["cluster"]["network"]
-    sharing = config["cluster"].get("slot_sharing", "concurrent")
+    network = cluster.network
+    sharing = cluster.slot_sharing
     run_model = next((m for m in models if m.key == "run"), None)
     text = (
         f"each device's step-time curve, slots {sharing.replace('_', ' ')}, "
-        f"{network['bandwidth_gbit_s']:g} Gbit/s, latency {network['latency_s']:g} s"
+        f"{network.bandwidth_gbit_s:g} Gbit/s, latency {network.latency_s:g} s"
     )
     reason = ""
     if (
@@ -104,8 +122,8 @@ def own_clock(config: dict, models: list) -> tuple[dict, str]:
     return {
         "text": text,
         "slot_sharing": sharing,
-        "bandwidth_gbit_s": network["bandwidth_gbit_s"],
-        "latency_s": network["latency_s"],
+        "bandwidth_gbit_s": network.bandwidth_gbit_s,
+        "latency_s": network.latency_s,
     }, reason
 
 
@@ -120,6 +138,224 @@ def per_run_entries(summary: list[dict]) -> list[dict]:
             entry[key] = Spread.of([float(v) for v in values if isinstance(v, (int, float))])
         out.append(entry)
     return out
+
+
+@dataclass
+class Inputs:
+    """What the report reads: the configuration and every results folder."""
+
+    config_path: str
+    config: Config
+    settings: ReportSettings
+    calibration_dir: Path
+    runs: list[RunSeed]
+    calibrations: list[Calibration]
+    variance: Variance
+    references: References
+    base: Base | None
+    tuning: dict[str, Any] | None
+
+
+@dataclass
+class Findings:
+    """What the report computes from its inputs, before any table, figure or page."""
+
+    roles: Roles
+    ladder: Ladder
+    regimes: Regimes
+    clock: dict[str, Any]
+    clock_reason: str
+    claims: list[Claim]
+    headline: Headline | None
+    checks: list[Check]
+    summary: list[dict]
+    ladder_table: dict
+    names: list[str]  # every run, in configuration order
+    adloco_runs: list[str]  # the runs of method adloco
+    noise: list[dict]
+    levels: dict[str, float]  # reference perplexities and the base model's
+
+
+def read_inputs(
+    config_path: str | Path,
+    runs_dir: str | Path,
+    calibration_dir: str | Path,
+    variance_dir: str | Path,
+    data_dir: str | Path | None,
+    base_dir: str | Path | None,
+) -> Inputs:
+    """The configuration and every results folder; a missing required file raises."""
+    config = load_config(config_path)
+    settings = ReportSettings.from_section(config.report)
+    return Inputs(
+        config_path=str(config_path),
+        config=config,
+        settings=settings,
+        calibration_dir=Path(calibration_dir),
+        runs=load_runs(Path(runs_dir), config),
+        calibrations=load_calibration(Path(calibration_dir), config.cluster),
+        variance=load_variance(Path(variance_dir)),
+        references=load_references(Path(data_dir) if data_dir is not None else None),
+        base=load_base(Path(base_dir) if base_dir is not None else None),
+        tuning=load_tuning(settings.tuning),
+    )
+
+
+def compute_findings(
+    inputs: Inputs,
+    devices: list[str] | None = None,
+    rooflines: list[str] | None = None,
+    networks: list[str] | None = None,
+) -> Findings:
+    """Roles, targets, the regime sweeps, the verdicts and the per-run numbers."""
+    runs, settings, config = inputs.runs, inputs.settings, inputs.config
+    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
+    ladder = build_ladder(runs, roles, settings, inputs.base, inputs.references)
+    if ladder.main is None:
+        log.warning("%s", ladder.note)
+    brought = bring(config.cluster, inputs.calibration_dir, devices, rooflines, networks)
+    regimes = compute_regimes(
+        runs, roles, ladder, config, inputs.calibration_dir, settings, *brought
+    )
+    clock, clock_reason = own_clock(config.cluster, regimes.models)
+    claims = evaluate_claims(runs, roles, ladder, settings, clock_reason)
+    attach_alternatives(claims, runs, roles, ladder, settings, clock_reason)
+    names = list(dict.fromkeys(r.run for r in runs))
+    adloco_runs = [n for n in names if any(r.run == n and r.method == "adloco" for r in runs)]
+    base = inputs.base
+    return Findings(
+        roles=roles,
+        ladder=ladder,
+        regimes=regimes,
+        clock=clock,
+        clock_reason=clock_reason,
+        claims=claims,
+        headline=headline_table(Context(runs, roles, ladder, settings, clock_reason)),
+        checks=mechanism_checks(runs),
+        summary=summary_rows(runs, ladder.main, settings.reached),
+        ladder_table=ladder_table(runs, ladder, settings.reached),
+        names=names,
+        adloco_runs=adloco_runs,
+        noise=noise_rows(runs, adloco_runs),
+        levels={
+            **inputs.references.levels,
+            **({"base model": base.val_perplexity} if base else {}),
+        },
+    )
+
+
+def write_tables(out: Path, inputs: Inputs, found: Findings) -> None:
+    """summary.csv, curves.csv, ladder.csv, regimes.csv, noise_scale.csv and tuning.json."""
+    settings = inputs.settings
+    write_csv(out / "summary.csv", SUMMARY_COLUMNS, found.summary)
+    write_csv(out / "curves.csv", CURVE_COLUMNS, curve_rows(inputs.runs))
+    rows = ladder_rows(found.ladder_table, found.ladder, settings.reached)
+    write_csv(out / "ladder.csv", LADDER_COLUMNS, rows)
+    write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(found.regimes))
+    write_csv(out / "noise_scale.csv", NOISE_COLUMNS, found.noise)
+    if settings.tuning_groups:
+        record = tuning_record(inputs.config, inputs.runs, settings.tuning_groups)
+        write_json_atomic(out / "tuning.json", record)
+
+
+LADDER_QUANTITY_LABELS = {
+    "sim_time_s": "simulated time to target (s)",
+    "communications": "communications to target",
+}
+
+
+def draw_figures(inputs: Inputs, found: Findings) -> dict[str, bytes | None]:
+    """Every figure as PNG bytes (None: no data for it), in the order they are drawn."""
+    runs, roles, main = inputs.runs, found.roles, found.ladder.main
+    return {
+        "curves": curves_figure(runs, main, found.levels),
+        "noise_scale": noise_figure(found.noise, roles.adloco),
+        "ladder": ladder_figure(
+            runs,
+            found.ladder_table,
+            found.ladder.targets,
+            LADDER_QUANTITY_LABELS,
+            inputs.references.levels,
+        ),
+        **draw_regimes(found.regimes, main),
+        "merges": merges_figure(runs, roles.adloco, found.levels),
+        "batch": batch_figure(runs, found.adloco_runs),
+        "trainers": trainers_figure(runs, found.names),
+        "ablations": ablations_figure(runs, roles, main, inputs.settings.reached),
+        "variance": variance_figure(inputs.variance),
+    }
+
+
+def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -> Page:
+    """Everything index.html shows."""
+    runs, names, settings = inputs.runs, found.names, inputs.settings
+    deviations = inputs.variance.deviations_png
+    configured_lr = {r.run: r.settings.inner_lr for r in runs}
+    return Page(
+        config_path=inputs.config_path,
+        version=__version__,
+        run_names=names,
+        seeds={n: sorted(r.seed for r in runs if r.run == n) for n in names},
+        roles=found.roles,
+        settings=settings,
+        ladder=found.ladder,
+        claims=found.claims,
+        headline=found.headline,
+        ladder_table=found.ladder_table,
+        regimes=found.regimes.cells,
+        regime_sweeps=found.regimes,
+        clock_models=found.regimes.models,
+        own_clock=found.clock,
+        clock_reason=found.clock_reason,
+        per_run=per_run_entries(found.summary),
+        merges=[{"run": r.run, "seed": r.seed, **m} for r in runs for m in merges(r.rows)],
+        checks=found.checks,
+        figures={**drawn, "deviations": deviations.read_bytes() if deviations else None},
+        variance=inputs.variance,
+        calibrations=inputs.calibrations,
+        references=inputs.references,
+        base=inputs.base,
+        noise=noise_summary(found.noise),
+        tuning=tuning_table(inputs.tuning, configured_lr) if inputs.tuning else None,
+        tuning_path=settings.tuning,
+    )
+
+
+def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
+    """claims.json: targets, roles, clock, rules, headline, verdicts, regimes, mechanisms."""
+    ladder, settings, base, references = (
+        found.ladder,
+        inputs.settings,
+        inputs.base,
+        inputs.references,
+    )
+    return {
+        "target_perplexity": ladder.main,
+        "targets": list(ladder.targets),
+        "target_source": ladder.source,
+        "target_note": ladder.note,
+        "target_levels": {str(t): v for t, v in ladder.levels.items()},
+        "untestable_targets": {str(t): why for t, why in ladder.untestable.items()},
+        "unigram_rule": ladder.caveat or "applied",
+        "reference_perplexity": references.levels or None,
+        "reference_note": references.note or None,
+        "base": {"val_perplexity": base.val_perplexity, "folder": str(base.folder)}
+        if base
+        else None,
+        "roles": found.roles.as_dict(),
+        "clock": {**found.clock, "not_testable_reason": found.clock_reason or None},
+        "rules": {
+            **settings.rules(),
+            "test_level": settings.test_level,
+            "confidence": settings.confidence,
+        },
+        "seeds": page.seeds,
+        "headline": found.headline.as_dict() if found.headline else None,
+        "claims": [c.as_dict() for c in found.claims],
+        "regimes": regime_summary(page),
+        "regime_map": found.regimes.as_dict(),
+        "mechanisms": [c.as_dict() for c in found.checks],
+    }
 
 
 def build_report(
@@ -142,132 +378,18 @@ def build_report(
     ``rooflines``, ``networks``: brought from elsewhere for the regime
     section (:mod:`adloco.report.devices`).
     """
-    config = load_config_dict(config_path)
-    settings = ReportSettings.from_config(config)
-    runs = load_runs(Path(runs_dir), config)
-    calibrations = load_calibration(Path(calibration_dir), config)
-    variance = load_variance(Path(variance_dir))
-    references = load_references(Path(data_dir) if data_dir is not None else None)
-    base = load_base(Path(base_dir) if base_dir is not None else None)
-    tuning = load_tuning(settings.tuning)
-
-    roles = assign_roles(config, {r.run: r.settings for r in runs})
-    ladder = build_ladder(runs, roles, settings, base, references)
-    if ladder.main is None:
-        log.warning("%s", ladder.note)
-    brought, brought_networks = bring(config, Path(calibration_dir), devices, rooflines, networks)
-    regimes = compute_regimes(
-        runs, roles, ladder, config, Path(calibration_dir), settings, brought, brought_networks
-    )
-    models = regimes.models
-    clock, clock_reason = own_clock(config, models)
-    claims = evaluate_claims(runs, roles, ladder, settings, clock_reason)
-    attach_alternatives(claims, runs, roles, ladder, settings, clock_reason)
-    headline = headline_table(Context(runs, roles, ladder, settings, clock_reason))
-    cells = regimes.cells
-    checks = mechanism_checks(runs)
-    summary = summary_rows(runs, ladder.main, settings.reached)
-    table = ladder_table(runs, ladder, settings.reached)
-    merge_list = [{"run": r.run, "seed": r.seed, **m} for r in runs for m in merges(r.rows)]
-    names = list(dict.fromkeys(r.run for r in runs))
-    adloco_runs = [n for n in names if any(r.run == n and r.method == "adloco" for r in runs)]
-    noise = noise_rows(runs, adloco_runs)
-    levels = {**references.levels, **({"base model": base.val_perplexity} if base else {})}
-    configured_lr = {r.run: r.settings.inner_lr for r in runs}
-
-    drawn = {
-        "curves": figures.curves_figure(runs, ladder.main, levels),
-        "noise_scale": figures.noise_figure(noise, roles.adloco),
-        "ladder": figures.ladder_figure(
-            runs,
-            table,
-            ladder.targets,
-            {
-                "sim_time_s": "simulated time to target (s)",
-                "communications": "communications to target",
-            },
-            references.levels,
-        ),  # fmt: skip
-        **draw_regimes(regimes, ladder.main),
-        "merges": figures.merges_figure(runs, roles.adloco, levels),
-        "batch": figures.batch_figure(runs, adloco_runs),
-        "trainers": figures.trainers_figure(runs, names),
-        "ablations": figures.ablations_figure(runs, roles, ladder.main, settings.reached),
-        "variance": figures.variance_figure(variance),
-    }
-
-    page = Page(
-        config_path=str(config_path),
-        version=__version__,
-        run_names=names,
-        seeds={n: sorted(r.seed for r in runs if r.run == n) for n in names},
-        roles=roles,
-        settings=settings,
-        ladder=ladder,
-        claims=claims,
-        headline=headline,
-        ladder_table=table,
-        regimes=cells,
-        regime_sweeps=regimes,
-        clock_models=models,
-        own_clock=clock,
-        clock_reason=clock_reason,
-        per_run=per_run_entries(summary),
-        merges=merge_list,
-        checks=checks,
-        figures={
-            **drawn,
-            "deviations": variance.deviations_png.read_bytes() if variance.deviations_png else None,
-        },
-        variance=variance,
-        calibrations=calibrations,
-        references=references,
-        base=base,
-        noise=noise_summary(noise),
-        tuning=tuning_table(tuning, configured_lr) if tuning else None,
-        tuning_path=settings.tuning,
-    )
-
+    inputs = read_inputs(config_path, runs_dir, calibration_dir, variance_dir, data_dir, base_dir)
+    found = compute_findings(inputs, devices, rooflines, networks)
+    drawn = draw_figures(inputs, found)
+    page = make_page(inputs, found, drawn)
     out = Path(out_dir)
-    write_csv(out / "summary.csv", SUMMARY_COLUMNS, summary)
-    write_csv(out / "curves.csv", CURVE_COLUMNS, curve_rows(runs))
-    write_csv(out / "ladder.csv", LADDER_COLUMNS, ladder_rows(table, ladder, settings.reached))
-    write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
-    write_csv(out / "noise_scale.csv", NOISE_COLUMNS, noise)
-    if settings.tuning_groups:
-        write_json_atomic(out / "tuning.json", tuning_record(config, runs, settings.tuning_groups))
-    doc = {
-        "target_perplexity": ladder.main,
-        "targets": list(ladder.targets),
-        "target_source": ladder.source,
-        "target_note": ladder.note,
-        "target_levels": {str(t): v for t, v in ladder.levels.items()},
-        "untestable_targets": {str(t): why for t, why in ladder.untestable.items()},
-        "unigram_rule": ladder.caveat or "applied",
-        "reference_perplexity": references.levels or None,
-        "reference_note": references.note or None,
-        "base": {"val_perplexity": base.val_perplexity, "folder": str(base.folder)}
-        if base
-        else None,
-        "roles": roles.as_dict(),
-        "clock": {**clock, "not_testable_reason": clock_reason or None},
-        "rules": {
-            **settings.rules(),
-            "test_level": settings.test_level,
-            "confidence": settings.confidence,
-        },
-        "seeds": page.seeds,
-        "headline": headline.as_dict() if headline else None,
-        "claims": [c.as_dict() for c in claims],
-        "regimes": regime_summary(page),
-        "regime_map": regimes.as_dict(),
-        "mechanisms": [c.as_dict() for c in checks],
-    }
+    write_tables(out, inputs, found)
+    doc = claims_document(inputs, found, page)
     write_json_atomic(out / "claims.json", doc)
-    figures.write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
+    write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
     # Last, so an index.html on disk means the files beside it are complete.
     write_text_atomic(out / "index.html", render_page(page))
-    for c in claims:
+    for c in found.claims:
         log.info("claim %d: %s — %s", c.number, c.verdict, c.reason)
     return doc
 

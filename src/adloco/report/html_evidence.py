@@ -132,30 +132,30 @@ def _alternatives(p: Page) -> list[tuple[str, str]]:
     return [(rule, next(v for v in RULES[rule] if v != getattr(s, rule))) for rule in RULES]
 
 
-def targets_section(p: Page) -> str:
-    refs = p.references
-    title = "<h2 id='targets'>Targets, reference perplexities and the base model</h2>"
-    rows = []
-    for name in REFERENCE_LEVELS:
-        if name in refs.levels:
-            rows.append([esc(name), "validation reference", number(refs.levels[name]), "", ""])
-    if p.base is not None:
-        b = p.base.fields
-        stderr = b.get("val_loss_stderr")
-        detail = ", ".join(
-            part
-            for part in (
-                f"± {100 * math.expm1(stderr):.2g} % (evaluation s.e.)"
-                if isinstance(stderr, (int, float))
-                else "",
-                f"{fmt(b['tokens'])} tokens" if isinstance(b.get("tokens"), (int, float)) else "",
-                f"{fmt(b['steps'])} steps" if isinstance(b.get("steps"), (int, float)) else "",
-            )
-            if part
+def _base_row(base) -> list[str]:
+    """The base model's row: its perplexity, evaluation s.e., tokens and steps."""
+    b = base.fields
+    stderr = b.get("val_loss_stderr")
+    detail = ", ".join(
+        part
+        for part in (
+            f"± {100 * math.expm1(stderr):.2g} % (evaluation s.e.)"
+            if isinstance(stderr, (int, float))
+            else "",
+            f"{fmt(b['tokens'])} tokens" if isinstance(b.get("tokens"), (int, float)) else "",
+            f"{fmt(b['steps'])} steps" if isinstance(b.get("steps"), (int, float)) else "",
         )
-        rows.append(["base model", esc(detail or "every run starts here"),
-                     number(p.base.val_perplexity), "", ""])  # fmt: skip
+        if part
+    )
+    return ["base model", esc(detail or "every run starts here"),
+            number(base.val_perplexity), "", ""]  # fmt: skip
+
+
+def _target_rows(p: Page) -> list[list[str]]:
+    """Each target: its level, its ratio to the unigram and bigram perplexities, its status."""
+    refs = p.references
     unigram, bigram = refs.levels.get("unigram"), refs.levels.get("bigram")
+    rows = []
     for t in p.ladder.targets:
         why = p.ladder.untestable.get(t)
         status = (
@@ -168,8 +168,13 @@ def targets_section(p: Page) -> str:
         )
         label = "target" + (" (main)" if t == p.ladder.main else "")
         rows.append([label, esc(p.ladder.level_text(t)), number(t), esc(vs) or "–", status])
+    return rows
+
+
+def _references_source(refs) -> str:
+    """How the reference perplexities were counted, or why there are none."""
     details = refs.details
-    source = (
+    return (
         f"Reference perplexities of the {esc(details.get('split', 'validation'))} split, counted "
         f"on {esc(', '.join(details.get('counts_from') or ['train']))} "
         f"({esc(fmt(details.get('predicted_tokens')))} predicted tokens; unigram smoothing "
@@ -179,6 +184,18 @@ def targets_section(p: Page) -> str:
         else f"Reference perplexities unavailable: {esc(refs.note)}; the unigram rule could "
         "not be applied, and every verdict says so."
     )
+
+
+def targets_section(p: Page) -> str:
+    refs = p.references
+    title = "<h2 id='targets'>Targets, reference perplexities and the base model</h2>"
+    rows = []
+    for name in REFERENCE_LEVELS:
+        if name in refs.levels:
+            rows.append([esc(name), "validation reference", number(refs.levels[name]), "", ""])
+    if p.base is not None:
+        rows.append(_base_row(p.base))
+    rows += _target_rows(p)
     base = (
         ""
         if p.base is not None
@@ -189,7 +206,7 @@ def targets_section(p: Page) -> str:
         title
         + "<p class='note'>A target at or above the validation unigram perplexity is reached by "
         "learning token frequencies alone: verdicts there are not testable. "
-        + source
+        + _references_source(refs)
         + "</p>"
         + base
         + table(

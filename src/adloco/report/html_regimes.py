@@ -118,6 +118,46 @@ def _regime_table(p: Page, against: str) -> str:
     )
 
 
+MAP_GROUPS = [("concurrent", "diloco"), ("concurrent", "best"),
+              ("time_slicing", "diloco"), ("time_slicing", "best")]  # fmt: skip
+
+
+def _no_crossing(cells: list) -> str:
+    """What a saturation batch's cells say when the median ratio never crosses 1."""
+    side = {c.holds for c in cells}
+    return (
+        "AdLoCo faster at every bandwidth"
+        if all(c.effect.estimate < 1 for c in cells)
+        else "AdLoCo slower at every bandwidth"
+        if all(c.effect.estimate >= 1 for c in cells)
+        else "several crossings"
+        if len(side) > 1
+        else "–"
+    )
+
+
+def _map_row(r, s: int) -> list[str]:
+    """One saturation batch of the map's table: the crossing bandwidth of each group."""
+    grid = r.grid
+    row = [str(s) + (" (runs')" if s == grid.own_saturation else "")]
+    for sharing, against in MAP_GROUPS:
+        found = {
+            c.line: c.bandwidth_gbit_s
+            for c in r.crossings
+            if (c.sharing, c.against, c.saturation_batch) == (sharing, against, s)
+        }
+        if "median" not in found:
+            cells = [
+                c for c in grid.cells
+                if (c.sharing, c.against, c.saturation_batch) == (sharing, against, s)
+            ]  # fmt: skip
+            row.append(_no_crossing(cells))
+            continue
+        band = " – ".join(bandwidth_text(found[k]) for k in ("high", "low") if k in found)
+        row.append(bandwidth_text(found["median"]) + (f"<small>{band}</small>" if band else ""))
+    return row
+
+
 def _map_section(p: Page) -> str:
     r = p.regime_sweeps
     title = "<h3>The regime map: how saturated the device is, against bandwidth</h3>"
@@ -130,40 +170,11 @@ def _map_section(p: Page) -> str:
         if grid.own_saturation
         else "the runs' own curve is not a roofline, so it has no place on this axis"
     )
-    rows = []
-    groups = [("concurrent", "diloco"), ("concurrent", "best"),
-              ("time_slicing", "diloco"), ("time_slicing", "best")]  # fmt: skip
-    for s in grid.saturations:
-        row = [str(s) + (" (runs')" if s == grid.own_saturation else "")]
-        for sharing, against in groups:
-            found = {
-                c.line: c.bandwidth_gbit_s
-                for c in r.crossings
-                if (c.sharing, c.against, c.saturation_batch) == (sharing, against, s)
-            }
-            if "median" not in found:
-                cells = [
-                    c for c in grid.cells
-                    if (c.sharing, c.against, c.saturation_batch) == (sharing, against, s)
-                ]  # fmt: skip
-                side = {c.holds for c in cells}
-                row.append(
-                    "AdLoCo faster at every bandwidth"
-                    if all(c.effect.estimate < 1 for c in cells)
-                    else "AdLoCo slower at every bandwidth"
-                    if all(c.effect.estimate >= 1 for c in cells)
-                    else "several crossings"
-                    if len(side) > 1
-                    else "–"
-                )
-                continue
-            band = " – ".join(bandwidth_text(found[k]) for k in ("high", "low") if k in found)
-            row.append(bandwidth_text(found["median"]) + (f"<small>{band}</small>" if band else ""))
-        rows.append(row)
+    rows = [_map_row(r, s) for s in grid.saturations]
     header = ["saturation batch"] + [
         f"{'DiLoCo' if a == 'diloco' else 'best baseline'}<small>slots "
         f"{s.replace('_', ' ')}</small>"
-        for s, a in groups
+        for s, a in MAP_GROUPS
     ]
     return (
         title

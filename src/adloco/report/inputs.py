@@ -1,7 +1,7 @@
 """Read what the report is built from: runs, calibration and variance results.
 
 The report is the last stage of the pipeline. It reads every configured run
-for each of its seeds (:func:`adloco.config.run_seeds`;
+for each of its seeds (:meth:`adloco.config.Config.run_seeds`;
 ``results/<experiment>/runs/<run>/seed<seed>/metrics.jsonl`` and ``summary.json``), the
 calibration file of every configured device and the variance stage's folder, as
 documented in docs/DESIGN.md ("Run outputs"). A missing or malformed required
@@ -18,9 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from adloco.calibration_record import CalibrationRecord
-from adloco.config import RunSettings, resolve_run, run_seeds
+from adloco.config import ClusterConfig, Config, RunSettings
 from adloco.io import read_json_object
-from adloco.paths import device_calibration_file
+from adloco.paths import (
+    device_calibration_file,
+    metrics_file,
+    run_summary_file,
+    seed_dir,
+    variance_deviations_file,
+    variance_per_batch_file,
+    variance_summary_file,
+)
 from adloco.records import (
     REQUIRED_ROW_KEYS,
     SUMMARY_KEYS,
@@ -104,19 +112,16 @@ def _identity(rows: list[dict], key: str, expected: Any, path: Path) -> None:
         )
 
 
-def load_run_seed(
-    runs_dir: Path, config: dict, run: str, seed: int, settings: RunSettings | None = None
-) -> RunSeed:
+def load_run_seed(runs_dir: Path, run: str, seed: int, settings: RunSettings) -> RunSeed:
     """Read one run and seed; check it is the run the configuration describes."""
-    settings = settings if settings is not None else resolve_run(config, run)
-    folder = runs_dir / run / f"seed{seed}"
-    metrics_path = folder / "metrics.jsonl"
+    folder = seed_dir(runs_dir, run, seed)
+    metrics_path = metrics_file(folder)
     rows = read_metrics(metrics_path)
     _identity(rows, "run", run, metrics_path)
     _identity(rows, "seed", seed, metrics_path)
     _identity(rows, "method", settings.method, metrics_path)
 
-    summary_path = folder / "summary.json"
+    summary_path = run_summary_file(folder)
     written = read_json_object(
         summary_path,
         f"{summary_path}: summary not found (the run has not finished, or was interrupted)",
@@ -140,47 +145,34 @@ def load_run_seed(
     return RunSeed(run, seed, settings.method, rows, summary, folder, settings)
 
 
-def load_runs(runs_dir: Path, config: dict) -> list[RunSeed]:
+def load_runs(runs_dir: Path, config: Config) -> list[RunSeed]:
     """Every configured run for each of its seeds, in configuration order."""
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"{runs_dir}: runs folder not found")
-    seeds = {run: run_seeds(config, run) for run in config["runs"]}
+    wanted = [(run, seed) for run in config.runs for seed in config.run_seeds(run)]
     missing = [
-        runs_dir / run / f"seed{seed}" / "metrics.jsonl"
-        for run in config["runs"]
-        for seed in seeds[run]
-        if not (runs_dir / run / f"seed{seed}" / "metrics.jsonl").is_file()
+        metrics_file(seed_dir(runs_dir, run, seed))
+        for run, seed in wanted
+        if not metrics_file(seed_dir(runs_dir, run, seed)).is_file()
     ]
     if missing:
         listed = "\n  ".join(str(p) for p in missing)
         raise FileNotFoundError(f"runs missing (train them first):\n  {listed}")
-    settings = {run: resolve_run(config, run) for run in config["runs"]}
-    return [
-        load_run_seed(runs_dir, config, run, seed, settings[run])
-        for run in config["runs"]
-        for seed in seeds[run]
-    ]
+    return [load_run_seed(runs_dir, run, seed, config.run(run)) for run, seed in wanted]
 
 
-def load_calibration(cal_dir: Path, config: dict) -> list[Calibration]:
+def load_calibration(cal_dir: Path, cluster: ClusterConfig) -> list[Calibration]:
     """One entry per configured device; a device with a fixed max_batch needs no file."""
     out = []
-    for device in config["cluster"]["devices"]:
-        name = device["name"]
-        path = device_calibration_file(cal_dir, name)
-        if device.get("max_batch") is None:
-            record = CalibrationRecord.read(path, name, f"{path}: calibration not found")
-            out.append(Calibration(name, "file", dict(record.fields), path))
+    for device in cluster.devices:
+        path = device_calibration_file(cal_dir, device.name)
+        if device.max_batch is None:
+            record = CalibrationRecord.read(path, device.name, f"{path}: calibration not found")
+            out.append(Calibration(device.name, "file", dict(record.fields), path))
         else:
             # Training uses the configured value, so that is what the report shows.
-            out.append(
-                Calibration(
-                    name,
-                    "config",
-                    {"device": name, "kind": device.get("kind"), "max_batch": device["max_batch"]},
-                    None,
-                )
-            )
+            fields = {"device": device.name, "kind": device.kind, "max_batch": device.max_batch}
+            out.append(Calibration(device.name, "config", fields, None))
     return out
 
 
@@ -197,12 +189,11 @@ def load_variance(var_dir: Path) -> Variance:
     """variance.json is required; per_batch.csv and deviations.png are shown when present."""
     if not var_dir.is_dir():
         raise FileNotFoundError(f"{var_dir}: variance folder not found (run `adloco variance`)")
-    summary = read_json_object(
-        var_dir / "variance.json", f"{var_dir / 'variance.json'}: variance results not found"
-    )
+    summary_path = variance_summary_file(var_dir)
+    summary = read_json_object(summary_path, f"{summary_path}: variance results not found")
     notes = []
     per_batch = None
-    csv_path = var_dir / "per_batch.csv"
+    csv_path = variance_per_batch_file(var_dir)
     if csv_path.is_file():
         with csv_path.open(newline="") as fh:
             reader = csv.DictReader(fh)
@@ -214,7 +205,7 @@ def load_variance(var_dir: Path) -> Variance:
             ]
     else:
         notes.append(f"{csv_path.name} not found: no per-batch table")
-    png = var_dir / "deviations.png"
+    png = variance_deviations_file(var_dir)
     if not png.is_file():
         notes.append(f"{png.name} not found: no deviation histogram")
     return Variance(var_dir, summary, per_batch, png if png.is_file() else None, notes)

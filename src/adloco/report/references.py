@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.io import read_json_object
+from adloco.paths import base_summary_file, manifest_file, metrics_file
 from adloco.records import is_number
 from adloco.report.inputs import read_json_lines
 
@@ -50,7 +51,7 @@ def load_references(data_dir: Path | None) -> References:
     """``reference_perplexity`` of the tokenized data folder's manifest.json."""
     if data_dir is None:
         return References.unavailable("no tokenized data folder given (adloco report --data)")
-    path = Path(data_dir) / "manifest.json"
+    path = manifest_file(data_dir)
     manifest = read_json_object(path, f"{path}: manifest not found (tokenize the data first)")
     section = manifest.get("reference_perplexity")
     if section is None:
@@ -108,14 +109,14 @@ def load_base(base_dir: Path | None) -> Base | None:
     if base_dir is None:
         return None
     folder = Path(base_dir)
-    path = folder / "base.json"
+    path = base_summary_file(folder)
     fields = read_json_object(path, f"{path}: base model not found (run `adloco pretrain`)")
     if "model_dir" in fields and fields["model_dir"] is None:
         return None  # adloco pretrain's record that this experiment has no base (dvc.yaml)
     ppl = fields.get("val_perplexity")
     if not is_number(ppl) or not ppl > 0:
         raise ValueError(f"{path}: val_perplexity must be a positive number, got {ppl!r}")
-    metrics = folder / "metrics.jsonl"
+    metrics = metrics_file(folder)
     rows = read_json_lines(metrics) if metrics.is_file() else []
     curve = [row for _, row in rows if isinstance(row, dict)]
     return Base(folder, float(ppl), fields, curve)

@@ -34,6 +34,7 @@ from typing import Any
 
 from adloco.calibration_record import CalibrationError
 from adloco.clock import SLOT_SHARING, StepTimeCurve
+from adloco.config import ClusterConfig
 from adloco.report.claims import measure
 from adloco.report.devices import logged_pass_sizes
 from adloco.report.inputs import RunSeed
@@ -83,11 +84,11 @@ def peak_seconds_per_sequence(curve: StepTimeCurve) -> float:
     return (y1 - y0) / (x1 - x0)
 
 
-def roofline_rates(config: dict, cal_dir: Path) -> Rates:
+def roofline_rates(cluster: ClusterConfig, cal_dir: Path) -> Rates:
     """Every device's peak rate and update time, from the curve the runs were charged with."""
     per_sequence, update, saturations, missing = {}, {}, set(), []
-    for device in config["cluster"]["devices"]:
-        name = device["name"]
+    for device in cluster.devices:
+        name = device.name
         record = calibration_record(cal_dir, name)
         try:
             if record is None:
@@ -140,14 +141,14 @@ def regime_map(
     runs: list[RunSeed],
     roles: Roles,
     target: float | None,
-    config: dict,
+    cluster: ClusterConfig,
     cal_dir: Path,
     settings: ReportSettings,
     networks: list[NetworkPoint],
 ) -> RegimeMap:
     """Time to ``target`` of every compared run under each (sharing, saturation, network)."""
     names = compared_runs(roles)
-    rates = roofline_rates(config, cal_dir)
+    rates = roofline_rates(cluster, cal_dir)
     empty = RegimeMap(target or math.nan, (), networks, {}, [], rates.own_saturation, "")
     if roles.adloco is None or len(names) < 2 or target is None:
         return replace(empty, note="no AdLoCo run, baseline or target")
@@ -158,8 +159,8 @@ def regime_map(
     saturations = settings.saturation_batches or default_saturations(
         runs, names, rates.own_saturation
     )
-    own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
-    own_sharing = config["cluster"].get("slot_sharing", "concurrent")
+    own_bw = float(cluster.network.bandwidth_gbit_s)
+    own_sharing = cluster.slot_sharing
     reached = reach_rounds(runs, names, (target,), settings.reached)
     times: MapTimes = {}
     cells = []

@@ -24,6 +24,7 @@ from typing import Any
 
 from adloco.calibration_record import CalibrationRecord
 from adloco.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
+from adloco.config import ClusterConfig, Config, DeviceConfig, NetworkConfig
 from adloco.paths import device_calibration_file
 from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, Effect, judge, measure
 from adloco.report.inputs import RunSeed
@@ -54,7 +55,27 @@ def calibration_record(cal_dir: Path, name: str) -> CalibrationRecord | None:
     return CalibrationRecord.read_if_present(device_calibration_file(cal_dir, name), name)
 
 
-def clock_models(config: dict, cal_dir: Path) -> list[ClockModel]:
+def _device_curve(
+    key: str, record: CalibrationRecord | None, device: DeviceConfig, seq_len: int
+) -> StepTimeCurve:
+    """One device's curve under clock model ``key``; KeyError, TypeError or ValueError: none."""
+    if record is None:
+        raise KeyError("no calibration file")
+    if key == "run":
+        return record.curve("step_time_curve")
+    if key == "measured":
+        return record.curve("step_time_measured")
+    tflops = (record.get("step_time") or {}).get("speed_tflops") or device.speed_tflops
+    if not tflops:
+        raise KeyError("speed_tflops")
+    return StepTimeCurve.linear_in_tokens(
+        int(record.require("model_parameters")),
+        int(record.get("seq_len_tokens") or seq_len),
+        float(tflops),
+    )
+
+
+def clock_models(config: Config, cal_dir: Path) -> list[ClockModel]:
     """The three clock models of the sweep, from each device's calibration file.
 
     linear: 6 · parameters FLOPs per token at the device's ``speed_tflops``
@@ -62,40 +83,19 @@ def clock_models(config: dict, cal_dir: Path) -> list[ClockModel]:
     the runs were charged with; measured: ``step_time_measured``, the curve
     timed on the machine that ran the calibration.
     """
-    devices = config["cluster"]["devices"]
-    records = {d["name"]: (calibration_record(cal_dir, d["name"]), d) for d in devices}
-    seq_len = config["data"].get("seq_len_tokens")
+    records = {d.name: (calibration_record(cal_dir, d.name), d) for d in config.cluster.devices}
     out = []
     for key in ("linear", "run", "measured"):
         curves: dict[str, StepTimeCurve] = {}
         missing = []
         for name, (record, device) in records.items():
             try:
-                if record is None:
-                    raise KeyError("no calibration file")
-                if key == "run":
-                    curves[name] = record.curve("step_time_curve")
-                elif key == "measured":
-                    curves[name] = record.curve("step_time_measured")
-                else:
-                    tflops = (record.get("step_time") or {}).get("speed_tflops") or device.get(
-                        "speed_tflops"
-                    )
-                    if not tflops:
-                        raise KeyError("speed_tflops")
-                    curves[name] = StepTimeCurve.linear_in_tokens(
-                        int(record.require("model_parameters")),
-                        int(record.get("seq_len_tokens") or seq_len),
-                        float(tflops),
-                    )
+                curves[name] = _device_curve(key, record, device, config.data.seq_len_tokens)
             except (KeyError, TypeError, ValueError) as exc:
                 missing.append(f"{name}: {exc}")
         if missing:
-            out.append(
-                ClockModel(
-                    key, CLOCK_LABELS[key], None, "not available (" + "; ".join(missing) + ")"
-                )
-            )
+            note = "not available (" + "; ".join(missing) + ")"
+            out.append(ClockModel(key, CLOCK_LABELS[key], None, note))
         else:
             out.append(ClockModel(key, CLOCK_LABELS[key], curves, ""))
     return out
@@ -110,9 +110,9 @@ def is_linear(curve: StepTimeCurve) -> bool:
     return all(math.isclose(p, per[0], rel_tol=1e-9) for p in per)
 
 
-def sweep_bandwidths(config: dict, settings: ReportSettings) -> tuple[float, ...]:
+def sweep_bandwidths(network: NetworkConfig, settings: ReportSettings) -> tuple[float, ...]:
     """The configured sweep plus the cluster's own bandwidth, so the runs' setting is a cell."""
-    own = float(config["cluster"]["network"]["bandwidth_gbit_s"])
+    own = float(network.bandwidth_gbit_s)
     values = set(settings.bandwidths_gbit_s)
     if not any(math.isclose(own, b, rel_tol=1e-9) for b in values):
         values.add(own)
@@ -141,11 +141,11 @@ def bandwidth_text(gbit: float) -> str:
 
 
 def sweep_networks(
-    config: dict, settings: ReportSettings, brought: tuple[NetworkPoint, ...] = ()
+    network: NetworkConfig, settings: ReportSettings, brought: tuple[NetworkPoint, ...] = ()
 ) -> list[NetworkPoint]:
     """The swept bandwidths at the cluster's latency, then every network brought."""
-    latency = float(config["cluster"]["network"]["latency_s"])
-    return [NetworkPoint(bw, latency) for bw in sweep_bandwidths(config, settings)] + list(brought)
+    latency = float(network.latency_s)
+    return [NetworkPoint(bw, latency) for bw in sweep_bandwidths(network, settings)] + list(brought)
 
 
 @dataclass(frozen=True)
@@ -321,7 +321,7 @@ def regime_cells(
     runs: list[RunSeed],
     roles: Roles,
     targets: tuple[float, ...],
-    config: dict,
+    cluster: ClusterConfig,
     models: list[ClockModel],
     settings: ReportSettings,
     networks: list[NetworkPoint] | None = None,
@@ -335,10 +335,10 @@ def regime_cells(
     names = compared_runs(roles)
     if roles.adloco is None or len(names) < 2 or not targets or not recomputable(runs, names):
         return []  # rows written before the clock recorded its work cannot be recomputed
-    networks = networks if networks is not None else sweep_networks(config, settings)
-    own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
-    own_latency = float(config["cluster"]["network"]["latency_s"])
-    own_sharing = config["cluster"].get("slot_sharing", "concurrent")
+    networks = networks if networks is not None else sweep_networks(cluster.network, settings)
+    own_bw = float(cluster.network.bandwidth_gbit_s)
+    own_latency = float(cluster.network.latency_s)
+    own_sharing = cluster.slot_sharing
     reached = reach_rounds(runs, names, targets, settings.reached)
     cells = []
     for model in models:

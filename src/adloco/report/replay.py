@@ -22,9 +22,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adloco.config import load_config_dict
+from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import write_json_atomic
-from adloco.report import figures
 from adloco.report.devices import (
     BroughtDevice,
     check_devices,
@@ -32,6 +31,8 @@ from adloco.report.devices import (
     parse_network,
     parse_roofline,
 )
+from adloco.report.figures import write_figures
+from adloco.report.figures_regimes import regime_map_figure, regimes_figure
 from adloco.report.inputs import RunSeed, load_runs
 from adloco.report.references import load_base, load_references
 from adloco.report.regime_map import Crossing, RegimeMap, crossings, regime_map
@@ -108,15 +109,14 @@ class Regimes:
 
 
 def bring(
-    config: dict,
+    cluster: ClusterConfig,
     cal_dir: Path,
     device_files: list[str] | None = None,
     rooflines: list[str] | None = None,
     network_specs: list[str] | None = None,
 ) -> tuple[list[BroughtDevice], list[NetworkPoint]]:
     """The devices and networks named on the command line."""
-    first = config["cluster"]["devices"][0]["name"]
-    runs_record = calibration_record(cal_dir, first)
+    runs_record = calibration_record(cal_dir, cluster.devices[0].name)
     devices = [load_device_file(Path(p), runs_record) for p in device_files or []]
     devices += [parse_roofline(s) for s in rooflines or []]
     names = [d.name for d in devices]
@@ -129,7 +129,7 @@ def compute_regimes(
     runs: list[RunSeed],
     roles: Roles,
     ladder: Ladder,
-    config: dict,
+    config: Config,
     cal_dir: Path,
     settings: ReportSettings,
     devices: list[BroughtDevice] | None = None,
@@ -139,13 +139,13 @@ def compute_regimes(
     devices, networks = devices or [], networks or []
     check_devices(devices, runs, compared_runs(roles))
     models = clock_models(config, cal_dir)
-    names = [d["name"] for d in config["cluster"]["devices"]]
-    models += [d.model(names) for d in devices]
-    swept = sweep_networks(config, settings)
+    cluster = config.cluster
+    models += [d.model([device.name for device in cluster.devices]) for d in devices]
+    swept = sweep_networks(cluster.network, settings)
     cells = regime_cells(
-        runs, roles, ladder.targets, config, models, settings, swept + list(networks)
+        runs, roles, ladder.targets, cluster, models, settings, swept + list(networks)
     )
-    grid = regime_map(runs, roles, ladder.main, config, cal_dir, settings, swept)
+    grid = regime_map(runs, roles, ladder.main, cluster, cal_dir, settings, swept)
     found = crossings(grid, roles, settings) if grid.cells else []
     return Regimes(models, cells, grid, found, devices, list(networks))
 
@@ -158,27 +158,27 @@ def regime_rows(regimes: Regimes) -> list[dict]:
 def draw_regimes(regimes: Regimes, main: float | None) -> dict[str, bytes | None]:
     labels = {m.key: m.label for m in regimes.models}
     return {
-        "regimes": figures.regimes_figure(regimes.cells, main, labels),
-        "regime_map": figures.regime_map_figure(regimes.grid, regimes.crossings),
+        "regimes": regimes_figure(regimes.cells, main, labels),
+        "regime_map": regime_map_figure(regimes.grid, regimes.crossings),
     }
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config_dict(args.config)
-    settings = ReportSettings.from_config(config)
+    config = load_config(args.config)
+    settings = ReportSettings.from_section(config.report)
     runs = load_runs(Path(args.runs), config)
     cal_dir = Path(args.calibration)
-    roles = assign_roles(config, {r.run: r.settings for r in runs})
+    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
     references = load_references(Path(args.data) if args.data else None)
     base = load_base(Path(args.base) if args.base else None)
     ladder = build_ladder(runs, roles, settings, base, references)
-    devices, networks = bring(config, cal_dir, args.device, args.roofline, args.network)
+    devices, networks = bring(config.cluster, cal_dir, args.device, args.roofline, args.network)
     regimes = compute_regimes(runs, roles, ladder, config, cal_dir, settings, devices, networks)
     out = Path(args.out)
     write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
     write_json_atomic(out / "regimes.json", regimes.as_dict())
-    figures.write_figures(out / "figures", draw_regimes(regimes, ladder.main))
-    own_bw = float(config["cluster"]["network"]["bandwidth_gbit_s"])
+    write_figures(out / "figures", draw_regimes(regimes, ladder.main))
+    own_bw = float(config.cluster.network.bandwidth_gbit_s)
     for c in regimes.cells:
         brought = c.clock.startswith("device:") and (c.network or c.bandwidth_gbit_s == own_bw)
         if brought and c.target == ladder.main and c.against == "diloco":

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from adloco.config import ConfigError, RunSettings
+from adloco.config import ConfigError, ReportConfig, RunSettings, TargetsConfig
 
 # Settings whose change turns off one AdLoCo component: the ablations.
 ABLATION_KEYS = ("batch_test", "merge", "switch")
@@ -52,12 +52,10 @@ class TargetSettings:
     derived_runs: tuple[str, ...] | None
 
     @classmethod
-    def from_section(cls, section: dict | None) -> TargetSettings:
-        section = section or {}
-        relative_to = section.get("relative_to", "base")
-        levels = tuple(float(v) for v in section.get("levels", (0.95, 0.9, 0.85)))
-        main = section.get("main")
-        main = float(main) if main is not None else None
+    def from_section(cls, targets: TargetsConfig) -> TargetSettings:
+        relative_to = targets.relative_to
+        levels = tuple(float(v) for v in targets.levels)
+        main = float(targets.main) if targets.main is not None else None
         if relative_to == "base":
             outside = [v for v in levels + ((main,) if main is not None else ()) if v >= 1]
             if outside:
@@ -71,12 +69,12 @@ class TargetSettings:
                 f"report.targets.main: {main:g} is not one of report.targets.levels "
                 f"({', '.join(f'{v:g}' for v in levels)})"
             )
-        runs = section.get("derived_runs")
+        runs = targets.derived_runs
         return cls(
             relative_to,
             tuple(sorted(set(levels), reverse=True)),
             main,
-            int(section.get("derived_levels", 4)),
+            int(targets.derived_levels),
             tuple(runs) if runs else None,
         )
 
@@ -98,20 +96,20 @@ class ReportSettings:
     saturation_batches: tuple[int, ...] | None
 
     @classmethod
-    def from_config(cls, config: dict) -> ReportSettings:
-        section = config.get("report") or {}
-        bandwidths = section.get("bandwidths_gbit_s")
-        saturation = section.get("saturation_batches")
-        groups = section.get("tuning_groups")
+    def from_section(cls, report: ReportConfig) -> ReportSettings:
+        """From the typed ``report`` section (the schema filled its defaults)."""
+        bandwidths = report.bandwidths_gbit_s
+        saturation = report.saturation_batches
+        groups = report.tuning_groups
         return cls(
-            targets=TargetSettings.from_section(section.get("targets")),
-            reached=section.get("reached", "stays"),
-            pairing=section.get("pairing", "seed"),
-            paired_test=section.get("paired_test", "signed_rank"),
-            equal_time=section.get("equal_time", "fastest"),
-            test_level=float(section.get("test_level", 0.05)),
-            confidence=float(section.get("confidence", 0.95)),
-            tuning=section.get("tuning"),
+            targets=TargetSettings.from_section(report.targets),
+            reached=report.reached,
+            pairing=report.pairing,
+            paired_test=report.paired_test,
+            equal_time=report.equal_time,
+            test_level=float(report.test_level),
+            confidence=float(report.confidence),
+            tuning=report.tuning,
             tuning_groups={k: tuple(v) for k, v in groups.items()} if groups else None,
             bandwidths_gbit_s=tuple(sorted(float(b) for b in bandwidths))
             if bandwidths
@@ -200,11 +198,112 @@ def _label(settings: RunSettings, full: RunSettings) -> str:
     return ", ".join(diffs) if diffs else "same settings as the full run"
 
 
-def assign_roles(config: dict, settings: dict[str, RunSettings]) -> Roles:
+def _check(key: str, value: str, methods: tuple[str, ...], settings: dict[str, RunSettings]) -> str:
+    """``report.<key>`` names a configured run of one of ``methods``."""
+    if value not in settings:
+        raise ConfigError(f"report.{key}: no run named {value!r} (runs: {', '.join(settings)})")
+    if settings[value].method not in methods:
+        raise ConfigError(
+            f"report.{key}: run {value!r} is of method {settings[value].method}, "
+            f"expected {' or '.join(methods)}"
+        )
+    return value
+
+
+def _by_method(settings: dict[str, RunSettings]) -> dict[str, list[str]]:
+    by_method: dict[str, list[str]] = {}
+    for name, run in settings.items():
+        by_method.setdefault(run.method, []).append(name)
+    return by_method
+
+
+def _adloco_role(
+    report: ReportConfig, settings: dict[str, RunSettings], sources: dict[str, str]
+) -> str | None:
+    """``report.adloco``, else the run named adloco, else the first full one, else the first."""
+    if report.adloco is not None:
+        sources["adloco"] = "report.adloco"
+        return _check("adloco", report.adloco, ("adloco",), settings)
+    candidates = _by_method(settings).get("adloco", [])
+    full = [n for n in candidates if _is_full(settings[n])]
+    if "adloco" in candidates:
+        sources["adloco"] = "the run named adloco"
+        return "adloco"
+    if full:
+        sources["adloco"] = "first adloco run with every component on"
+        return full[0]
+    if candidates:
+        sources["adloco"] = "first adloco run"
+        return candidates[0]
+    return None
+
+
+def _one_of(
+    key: str, value: str | None, settings: dict[str, RunSettings], sources: dict[str, str]
+) -> str | None:
+    """``report.<key>`` (``value``), else the run named ``key``, else the first run of it."""
+    if value is not None:
+        sources[key] = f"report.{key}"
+        return _check(key, value, (key,), settings)
+    candidates = _by_method(settings).get(key, [])
+    if key in candidates:
+        sources[key] = f"the run named {key}"
+        return key
+    if candidates:
+        sources[key] = f"first {key} run"
+        return candidates[0]
+    return None
+
+
+def _baselines(
+    report: ReportConfig,
+    settings: dict[str, RunSettings],
+    diloco: str | None,
+    sources: dict[str, str],
+) -> list[str]:
+    """``report.baselines``, else every diloco or localsgd run; never the DiLoCo one."""
+    if report.baselines is not None:
+        baselines = [
+            _check("baselines", b, ("diloco", "localsgd"), settings) for b in report.baselines
+        ]
+        sources["baselines"] = "report.baselines"
+    else:
+        baselines = [
+            n for n, s in settings.items() if s.method in ("diloco", "localsgd") and n != diloco
+        ]
+        sources["baselines"] = "every other diloco or localsgd run"
+    return [b for b in baselines if b != diloco]
+
+
+def _ablations(
+    report: ReportConfig,
+    settings: dict[str, RunSettings],
+    adloco: str | None,
+    sources: dict[str, str],
+) -> list[str]:
+    """``report.ablations``, else the adloco runs that turn off a component AdLoCo has on."""
+    if report.ablations is not None:
+        ablations = [_check("ablations", a, ("adloco",), settings) for a in report.ablations]
+        if adloco in ablations:
+            raise ConfigError(f"report.ablations: {adloco!r} is the AdLoCo run of the claims")
+        sources["ablations"] = "report.ablations"
+        return ablations
+    if adloco is None:
+        return []
+    sources["ablations"] = "adloco runs that turn off a batch test, merging or switch mode"
+    return [
+        n
+        for n in _by_method(settings).get("adloco", [])
+        if n != adloco and _turned_off(settings[n], settings[adloco])
+    ]
+
+
+def assign_roles(report: ReportConfig, settings: dict[str, RunSettings]) -> Roles:
     """Roles from ``report.adloco``/``diloco``/``baselines``/``ablations``, else detected.
 
-    ``settings`` maps every configured run to its resolved settings
-    (:func:`adloco.config.resolve_run`). Detection, for a role left null:
+    ``report``: the typed ``report`` section; ``settings`` maps every
+    configured run to its resolved settings (:meth:`adloco.config.Config.run`).
+    Detection, for a role left null:
     AdLoCo is the run named ``adloco``, else the first adloco run with a batch
     test, merging and switch mode all on, else the first adloco run; DiLoCo the
     run named ``diloco``, else the first diloco run; the data-parallel anchor
@@ -214,83 +313,15 @@ def assign_roles(config: dict, settings: dict[str, RunSettings]) -> Roles:
     test, merging, switch mode). Remaining adloco runs are variants. A run of
     any other method plays no role (it is shown, never compared).
     """
-    section = config.get("report") or {}
-    names = list(settings)
-    by_method: dict[str, list[str]] = {}
-    for name in names:
-        by_method.setdefault(settings[name].method, []).append(name)
     sources: dict[str, str] = {}
-
-    def check(key: str, value: str, methods: tuple[str, ...]) -> str:
-        if value not in settings:
-            raise ConfigError(f"report.{key}: no run named {value!r} (runs: {', '.join(names)})")
-        if settings[value].method not in methods:
-            raise ConfigError(
-                f"report.{key}: run {value!r} is of method {settings[value].method}, "
-                f"expected {' or '.join(methods)}"
-            )
-        return value
-
-    adloco = section.get("adloco")
-    if adloco is not None:
-        check("adloco", adloco, ("adloco",))
-        sources["adloco"] = "report.adloco"
-    else:
-        candidates = by_method.get("adloco", [])
-        full = [n for n in candidates if _is_full(settings[n])]
-        if "adloco" in candidates:
-            adloco, sources["adloco"] = "adloco", "the run named adloco"
-        elif full:
-            adloco, sources["adloco"] = full[0], "first adloco run with every component on"
-        elif candidates:
-            adloco, sources["adloco"] = candidates[0], "first adloco run"
-
-    def one_of(key: str, method: str) -> str | None:
-        """``report.<key>``, else the run named ``method``, else the first run of it."""
-        value = section.get(key)
-        if value is not None:
-            sources[key] = f"report.{key}"
-            return check(key, value, (method,))
-        candidates = by_method.get(method, [])
-        if method in candidates:
-            sources[key] = f"the run named {method}"
-            return method
-        if candidates:
-            sources[key] = f"first {method} run"
-            return candidates[0]
-        return None
-
-    diloco = one_of("diloco", "diloco")
-    ddp = one_of("ddp", "ddp")
-
-    baselines = section.get("baselines")
-    if baselines is not None:
-        baselines = [check("baselines", b, ("diloco", "localsgd")) for b in baselines]
-        sources["baselines"] = "report.baselines"
-    else:
-        baselines = [
-            n for n in names if settings[n].method in ("diloco", "localsgd") and n != diloco
-        ]
-        sources["baselines"] = "every other diloco or localsgd run"
-    baselines = [b for b in baselines if b != diloco]
-
-    ablations = section.get("ablations")
-    labels = {}
-    if ablations is not None:
-        ablations = [check("ablations", a, ("adloco",)) for a in ablations]
-        if adloco in ablations:
-            raise ConfigError(f"report.ablations: {adloco!r} is the AdLoCo run of the claims")
-        sources["ablations"] = "report.ablations"
-    elif adloco is not None:
-        ablations = [
-            n
-            for n in by_method.get("adloco", [])
-            if n != adloco and _turned_off(settings[n], settings[adloco])
-        ]
-        sources["ablations"] = "adloco runs that turn off a batch test, merging or switch mode"
-    else:
-        ablations = []
-    if adloco is not None:
-        labels = {a: _label(settings[a], settings[adloco]) for a in ablations}
-    variants = [n for n in by_method.get("adloco", []) if n != adloco and n not in ablations]
+    adloco = _adloco_role(report, settings, sources)
+    diloco = _one_of("diloco", report.diloco, settings, sources)
+    ddp = _one_of("ddp", report.ddp, settings, sources)
+    baselines = _baselines(report, settings, diloco, sources)
+    ablations = _ablations(report, settings, adloco, sources)
+    labels = (
+        {a: _label(settings[a], settings[adloco]) for a in ablations} if adloco is not None else {}
+    )
+    adloco_runs = _by_method(settings).get("adloco", [])
+    variants = [n for n in adloco_runs if n != adloco and n not in ablations]
     return Roles(adloco, diloco, baselines, ablations, variants, labels, sources, ddp)

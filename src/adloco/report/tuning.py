@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from adloco.config import ConfigError
+from adloco.config import Config, ConfigError
 from adloco.io import read_json_object
 from adloco.records import is_number
 from adloco.report.inputs import RunSeed
@@ -31,7 +31,7 @@ METRIC = "final_val_perplexity"
 
 
 def tuning_record(
-    config: dict, runs: list[RunSeed], groups: dict[str, tuple[str, ...]]
+    config: Config, runs: list[RunSeed], groups: dict[str, tuple[str, ...]]
 ) -> dict[str, Any]:
     """The tuning.json of a tuning experiment: per group, the grid and the chosen inner lr."""
     by_run: dict[str, list[RunSeed]] = {}
@@ -62,8 +62,8 @@ def tuning_record(
         }
     seeds = sorted({r.seed for r in runs if any(r.run in g for g in groups.values())})
     return {
-        "experiment": config.get("experiment", "default"),
-        "seed": config.get("seed"),
+        "experiment": config.experiment,
+        "seed": config.seed,
         "seeds": seeds,
         "metric": METRIC,
         "rule": "lowest median final validation perplexity over seeds; a tie goes to the "

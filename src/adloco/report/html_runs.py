@@ -1,0 +1,221 @@
+"""The page's sections on the runs: the target ladder, the per-run table, merges, mechanisms.
+
+:func:`ladder_section`: each quantity to each target, over seeds;
+:func:`per_run_section`: the per-run numbers over seeds, the merges and the
+figures of the runs; :func:`mechanisms_section`: whether each AdLoCo
+mechanism was seen in the runs. Part of :func:`adloco.report.html.render_page`.
+"""
+
+from __future__ import annotations
+
+from adloco.report.claims import (
+    fmt,
+)
+from adloco.report.page import (
+    Page,
+    esc,
+    figure,
+    levels_note,
+    number,
+    spread_cell,
+    table,
+)
+
+LADDER_QUANTITIES = {
+    "sim_time_s": "Simulated time to target",
+    "communications": "Communications to target (trainer-rounds)",
+    "tokens": "Tokens to target (all trainers)",
+    "bytes": "Bytes communicated to target",
+}
+
+
+def _target_header(p: Page, target: float) -> str:
+    head = f"ppl ≤ {fmt(target)}"
+    if p.ladder.source == "base":
+        head += f"<small>{esc(p.ladder.level_text(target))}</small>"
+    if target == p.ladder.main:
+        head += " (main)"
+    if target in p.ladder.untestable:
+        head += "<small>not testable: at or above unigram</small>"
+    return head
+
+
+def ladder_section(p: Page) -> str:
+    if not p.ladder.targets:
+        return f"<h2 id='ladder'>Target ladder</h2><p>{esc(p.ladder.note)}.</p>"
+    targets = p.ladder.targets
+    header = ["run", "role"] + [_target_header(p, t) for t in targets]
+    parts = []
+    for q, title in LADDER_QUANTITIES.items():
+        rows = [
+            [esc(name), esc(p.roles.role_of(name))]
+            + [spread_cell(p.ladder_table[(t, name)][q], q) for t in targets]
+            for name in p.run_names
+        ]
+        parts.append(f"<h3>{esc(title)}</h3>" + table(header, rows, numeric=range(2, len(header))))
+    rule = (
+        "at the first evaluated round from which every later evaluation of its run-level "
+        "perplexity (lowest among its active trainers) is at or below it"
+        if p.settings.reached == "stays"
+        else "at the first evaluated round whose run-level perplexity (lowest among its active "
+        "trainers) is at or below it"
+    )
+    return (
+        "<h2 id='ladder'>Target ladder</h2>"
+        f"<p class='note'>Targets: {esc(', '.join(fmt(t) for t in targets))} "
+        f"({esc(p.ladder.note)}). A run reaches a target {rule} (report.reached: "
+        f"{esc(p.settings.reached)}). Each cell: median over seeds, below it min – max; a seed "
+        "that never reaches the target within the token budget is censored (&gt; budget) and "
+        "counted, never averaged in.</p>"
+        + figure(
+            p.figures.get("ladder"),
+            "time and communications to each target",
+            "Read along each line from left to right: how much more each run spends as the "
+            "target gets harder; bars are the min–max over seeds.",
+            "no targets",
+        )
+        + "".join(parts)
+    )
+
+
+# --- per run, mechanisms -----------------------------------------------------------------
+
+
+PER_RUN = [
+    ("final_val_perplexity", "final perplexity", ""),
+    ("eval_stderr_pct", "eval. s.e. of it (%)", ""),
+    ("tokens_total", "tokens", ""),
+    ("communications", "communi&shy;cations", ""),
+    ("bytes_total", "bytes", "bytes"),
+    ("sim_time_s", "simulated time", "_s"),
+    ("optimizer_steps", "optimizer steps", ""),
+    ("inner_lr_sum", "Σ inner lr", ""),
+    ("final_trainers", "final trainers", ""),
+]
+
+
+def _per_run_table(p: Page) -> str:
+    """Each run's numbers over seeds, then the reference perplexities as rows of the same column."""
+    rows = []
+    for entry in p.per_run:
+        row = [esc(entry["run"]), esc(p.roles.role_of(entry["run"])), str(entry["seeds"])]
+        for key, _, unit in PER_RUN:
+            row.append(spread_cell(entry[key], unit or key))
+        rows.append(row)
+    # The yardsticks of the final perplexity, as rows of the same column.
+    for name, value in p.levels().items():
+        kind = "the base model" if name == "base model" else "validation reference"
+        rows.append([esc(name), kind, "–", number(value)] + ["–"] * (len(PER_RUN) - 1))
+    header = ["run", "role", "seeds"] + [label for _, label, _ in PER_RUN]
+    return table(header, rows, numeric=range(2, len(header)))
+
+
+def _merges_table(p: Page) -> str:
+    """Every merge of every seed: the trainers merged, their perplexities, the merged model's."""
+    merge_rows = [
+        [
+            esc(m["run"]),
+            str(m["seed"]),
+            str(m["round"]),
+            esc(", ".join(str(t) for t in m["merged"])) + f" → {m['kept']}",
+            esc(", ".join(f"{t}: {fmt(v)}" for t, v in m["before"].items())),
+            number(m["after"]),
+            "–" if m["after_round"] is None else str(m["after_round"]),
+        ]
+        for m in p.merges
+    ]
+    return (
+        "<h3>Merges</h3><p class='note'>Each trainer is evaluated after its outer step; the "
+        "merged model is evaluated right after the merge, in the same round.</p>"
+        + levels_note(p)
+        + table(
+            [
+                "run",
+                "seed",
+                "round",
+                "trainers → kept",
+                "perplexity before (by trainer)",
+                "merged model",
+                "at round",
+            ],
+            merge_rows,
+            numeric=(1, 2, 5, 6),
+        )  # fmt: skip
+        if merge_rows
+        else "<p class='note'>No merges in any run.</p>"
+    )
+
+
+def per_run_section(p: Page) -> str:
+    return (
+        "<h2 id='runs'>Per run</h2>"
+        "<p class='note'>Median over seeds, min – max below. Optimizer steps and Σ inner lr: "
+        "per round the largest among the run's trainers, summed over rounds (the steps a model "
+        "takes from start to end, and how far its learning rate carried it). Bytes: what a real "
+        "deployment moves (ring all-reduces and merges). Eval. s.e.: the standard error of the "
+        "final perplexity from the finite validation sample (exp of the loss's standard error, "
+        "minus 1); set it beside the final perplexity's min – max over seeds to see whether "
+        "evaluation noise or training noise dominates.</p>"
+        + _per_run_table(p)
+        + figure(
+            p.figures.get("curves"),
+            "perplexity curves",
+            "Lower is better at every x: compare where the lines cross the dotted main target; "
+            "bands are min–max over seeds, triangles are merges; dashed lines are the reference "
+            "perplexities and the base model.",
+            "no run logged a perplexity",
+        )
+        + _merges_table(p)
+        + figure(
+            p.figures.get("merges"),
+            "perplexity of each trainer around merges",
+            "Each trainer's own perplexity; dotted lines are merges and the circle is the merged "
+            "model's first evaluation: look whether it is above or below its parents.",
+            "the AdLoCo run has no merges",
+        )
+        + figure(
+            p.figures.get("batch"),
+            "batch per trainer",
+            "Requested (solid) and effective (dashed) global batch, first seed: look for growth, "
+            "and for circles (accumulation) and triangles (capped) where switch mode engages.",
+            "no adloco run logged requested_batch",
+        )
+        + figure(
+            p.figures.get("trainers"),
+            "active trainers",
+            "Trainers alive per round (median over seeds): each step down is a merge.",
+            "no run has more than one trainer",
+        )
+        + figure(
+            p.figures.get("ablations"),
+            "AdLoCo and its ablations",
+            "Each dot a seed, the bar the median: an ablation to the right of AdLoCo is slower "
+            "(left panel) or ends worse (right panel).",
+            "no AdLoCo run with ablations",
+        )
+    )
+
+
+def mechanisms_section(p: Page) -> str:
+    status_css = {"observed": "supported", "not observed": "not-supported", "off": "not-testable"}
+    rows = [
+        [
+            esc(c.run),
+            esc(c.mechanism),
+            f"<span class='verdict {status_css[c.status]}'>{esc(c.status)}</span>",
+            f"{c.seeds_observed}/{c.seeds}",
+            esc(c.detail),
+        ]
+        for c in p.checks
+    ]
+    return (
+        "<h2 id='mechanisms'>Mechanism checks</h2>"
+        "<p class='note'>Whether each AdLoCo component acted in these runs — not claims of the "
+        'paper: a component can act and still not make AdLoCo faster. "off": the run turns '
+        "the component off.</p>"
+        + (
+            table(["run", "mechanism", "status", "seeds", "detail"], rows, numeric=(3,))
+            if rows
+            else ""
+        )
+    )

@@ -1,0 +1,193 @@
+"""The page's sections on the answer and the verdicts on the paper's claims.
+
+:func:`answer_section`: each claim's verdict in a sentence, the rules it rests
+on and where AdLoCo is faster; :func:`claims_section`: every comparison of
+every claim (effect, interval, exact test, verdict, why) and each seed's
+values. Part of :func:`adloco.report.html.render_page`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from adloco.report.claims import (
+    QUANTITY_WORDS,
+    Comparison,
+    fmt,
+    fmt_p,
+    fmt_ratio,
+)
+from adloco.report.html_regimes import regime_summary
+from adloco.report.page import (
+    Page,
+    esc,
+    number,
+    table,
+    verdict,
+)
+
+
+def _effect(c: Comparison) -> tuple[str, str]:
+    e = c.effect
+    if e is None:
+        return "–", "–"
+    # A ratio of 0 or ∞ is a censored median: one side never gets there.
+    if e.estimate == 0:
+        return "→ 0", f"{esc(c.baseline)} never gets there"
+    if math.isinf(e.estimate):
+        return "→ ∞", f"{esc(c.subject)} never gets there"
+    est = f"{fmt_ratio(e.estimate)}×"
+    i = e.interval
+    if i is None:
+        return est, "– (unpaired)"
+    if i.kind == "none":
+        return est, "n/a (1 seed)"
+    return est, f"[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]<small>{esc(i.name())}</small>"
+
+
+def _what(c: Comparison) -> str:
+    if c.quantity == "perplexity_at_time":
+        return f"perplexity at {fmt(c.time_s)} s"
+    if c.quantity == "final_val_perplexity":
+        return "final perplexity"
+    return f"{QUANTITY_WORDS[c.quantity]} to {fmt(c.target)}"
+
+
+def _against(c: Comparison) -> str:
+    if c.against == "best baseline":
+        return f"best baseline<small>{esc(c.baseline)}</small>"
+    if c.against == "ddp anchor":
+        return f"ddp anchor<small>{esc(c.baseline)} (shown, not a claim)</small>"
+    return esc(c.against)
+
+
+def _seeds(c: Comparison) -> str:
+    e = c.effect
+    if e is None:
+        return "–"
+    if e.pairing == "seed":
+        return f"{len(e.seeds)} paired"
+    return f"{len(c.subject_values)}/{len(c.against_values)}"
+
+
+def comparison_rows(comparisons: list[Comparison]) -> list[list[str]]:
+    rows = []
+    for c in comparisons:
+        est, interval = _effect(c)
+        p = fmt_p(c.effect.test.p_less) if c.effect else "–"
+        rows.append(
+            [f"{c.claim}", _against(c), esc(_what(c)), est, interval, p, _seeds(c),
+             verdict(c.verdict), esc(c.reason)]
+        )  # fmt: skip
+    return rows
+
+
+COMPARISON_HEADER = [
+    "#",
+    "AdLoCo against",
+    "measured",
+    "AdLoCo / other",
+    "interval of the median",
+    "p (AdLoCo less)",
+    "seeds",
+    "verdict",
+    "why",
+]
+
+
+def _per_seed_text(c: Comparison) -> str:
+    """Each seed's two values and their ratio, as one line."""
+    unit = "_s" if c.quantity == "sim_time_s" else ""
+    parts = []
+    for s in sorted(set(c.subject_values) | set(c.against_values)):
+        a, b = c.subject_values.get(s), c.against_values.get(s)
+        parts.append(f"{s}: {number(a, unit)} / {number(b, unit)}")
+    return "; ".join(parts)
+
+
+def seed_counts(p: Page) -> str:
+    counts = {}
+    for name, seeds in p.seeds.items():
+        counts.setdefault(len(seeds), []).append(name)
+    return "; ".join(f"{n} seed{'s' * (n != 1)}: {', '.join(names)}" for n, names in counts.items())
+
+
+def answer_section(p: Page) -> str:
+    items = []
+    for c in p.claims:
+        items.append(f"<li>{esc(c.statement)} {verdict(c.verdict)}<br>{esc(c.reason)}</li>")
+    s = p.settings
+    warnings = []
+    if p.ladder.source == "derived":
+        warnings.append(
+            "The targets were derived from the runs after the fact, not fixed before them: "
+            "a target read off the runs' own curves favours the run it was read from."
+        )
+    if p.ladder.main in p.ladder.untestable:
+        why = p.ladder.untestable[p.ladder.main]
+        warnings.append(f"The main target is not testable: {why}.")
+    if p.ladder.caveat:
+        warnings.append("Targets unchecked against token statistics: " + p.ladder.caveat + ".")
+    reach = "stays at or below it" if s.reached == "stays" else "first gets to it"
+    note = (
+        f"Seeds per run — {seed_counts(p)}. Comparisons pair runs on the seeds both have "
+        f"(report.pairing: {s.pairing}); the effect is the median paired ratio, its interval "
+        "the order-statistic interval named by its exact coverage; the verdict comes from the "
+        f"exact sign-flip test ({s.paired_test}) at one-sided level {s.test_level:g}. A run "
+        f"reaches a target when it {reach} (report.reached: {s.reached})."
+    )
+    return (
+        "<h2 id='answer'>The answer</h2>"
+        + "".join(f"<p class='warning'>{esc(w)}</p>" for w in warnings)
+        + f"<ol>{''.join(items)}</ol>"
+        f"<p>{esc(regime_summary(p))}</p>"
+        f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "
+        f"({esc(p.ladder.note)}). Clock of the runs: {esc(p.own_clock.get('text', ''))}.</p>"
+    )
+
+
+def claims_section(p: Page) -> str:
+    heads = [c for claim in p.claims for c in claim.comparisons if claim.comparisons]
+    missing = [
+        f"<p>Claim {c.number}: {verdict(c.verdict)} {esc(c.reason)}</p>"
+        for c in p.claims
+        if not c.comparisons
+    ]
+    main_rows = [c for c in heads if c.headline or c.target in (p.ladder.main, None)]
+    rest = [c for c in heads if c not in main_rows]
+    per_seed = table(
+        ["#", "AdLoCo against", "measured", "seed: AdLoCo / other"],
+        [[str(c.claim), _against(c), esc(_what(c)), esc(_per_seed_text(c))] for c in main_rows],
+    )
+    return (
+        "<h2 id='claims'>Verdicts on the paper's claims</h2>"
+        "<p class='note'>AdLoCo / other: the median over paired seeds of the ratio AdLoCo / "
+        "other (below 1: AdLoCo needs less, or ends lower); a seed that never reaches the "
+        "target is censored and its ratio is 0 or ∞. Interval: the order-statistic interval of "
+        "that median, named by its exact coverage (with few seeds, the range over seeds). p: "
+        "the exact one-sided p-value of the sign-flip test that AdLoCo needs less. Supported: "
+        f"p ≤ {p.settings.test_level:g}; not supported: p ≤ {p.settings.test_level:g} the other "
+        "way, or the interval not below 1; inconclusive otherwise; not testable: a target at "
+        "or above the unigram perplexity, a clock linear in tokens, or neither run getting "
+        "there. The best baseline is the one with the lowest median, chosen on these data. "
+        "The ddp anchor is compared but is not a baseline of the claims: it shows the quality "
+        "that low-communication methods trade away.</p>"
+        + "".join(missing)
+        + (
+            "<h3>At the main target, and at equal simulated time</h3>"
+            + table(COMPARISON_HEADER, comparison_rows(main_rows), numeric=(0, 3, 5))
+            + "<details><summary>Each seed's values of these comparisons</summary>"
+            + per_seed
+            + "</details>"
+            if main_rows
+            else ""
+        )
+        + (
+            "<details><summary>The same at every other target "
+            f"({len(rest)} comparisons)</summary>"
+            + table(COMPARISON_HEADER, comparison_rows(rest), numeric=(0, 3, 5))
+            + "</details>"
+            if rest
+            else ""
+        )
+    )

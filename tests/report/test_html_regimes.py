@@ -1,0 +1,55 @@
+"""The page's regime section (report/html_regimes.py): the summary sentence, the map's table."""
+
+from __future__ import annotations
+
+
+def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are():
+    from types import SimpleNamespace as NS
+
+    from adloco.report.html_regimes import regime_summary
+
+    def cell(bandwidth, holds, sharing="concurrent"):
+        return NS(target=100.0, against="diloco", network=None, clock="run", sharing=sharing,
+                  bandwidth_gbit_s=bandwidth, holds=holds)  # fmt: skip
+
+    cells = [cell(0.01, "holds"), cell(0.1, "unclear"), cell(1.0, "fails")]
+    cells += [cell(0.01, "holds", "time_slicing"), cell(0.1, "holds", "time_slicing")]
+    page = NS(regimes=cells, ladder=NS(main=100.0), settings=NS(test_level=0.05),
+              clock_models=[NS(key="run", label="the runs' own curve")])  # fmt: skip
+    text = regime_summary(page)
+    assert "concurrent: at 10 Mbit/s (AdLoCo slower by the same test at 1 of 3 bandwidths)" in text
+    assert (
+        "time slicing: at every bandwidth;" not in text
+        and "time slicing: at every bandwidth." in text
+    )
+
+
+def test_the_map_table_names_each_crossing_bandwidth_or_the_side_without_one():
+    from types import SimpleNamespace as NS
+
+    from adloco.report.html_regimes import MAP_GROUPS, _map_row, _no_crossing
+
+    def cell(estimate, holds="unclear", sharing="concurrent", against="diloco", s=4):
+        return NS(sharing=sharing, against=against, saturation_batch=s, holds=holds,
+                  effect=NS(estimate=estimate))  # fmt: skip
+
+    assert _no_crossing([cell(0.5), cell(0.9)]) == "AdLoCo faster at every bandwidth"
+    assert _no_crossing([cell(1.0), cell(2.0)]) == "AdLoCo slower at every bandwidth"
+    assert _no_crossing([cell(0.5, "holds"), cell(2.0, "fails")]) == "several crossings"
+    assert _no_crossing([cell(0.5), cell(2.0)]) == "–"
+
+    def crossing(line, bandwidth):
+        return NS(sharing="concurrent", against="diloco", saturation_batch=4, line=line,
+                  bandwidth_gbit_s=bandwidth)  # fmt: skip
+
+    cells = [cell(0.5, against="best"), cell(2.0, sharing="time_slicing")]
+    regimes = NS(grid=NS(cells=cells, own_saturation=4),
+                 crossings=[crossing("median", 0.5), crossing("high", 0.2),
+                            crossing("low", 2.0)])  # fmt: skip
+    row = _map_row(regimes, 4)
+    assert len(row) == 1 + len(MAP_GROUPS)
+    assert row[0] == "4 (runs')"
+    # Concurrent against DiLoCo: the median's crossing, then its interval's (highest first).
+    assert row[1] == "500 Mbit/s<small>200 Mbit/s – 2 Gbit/s</small>"
+    assert row[2] == "AdLoCo faster at every bandwidth"  # concurrent, best: no crossing
+    assert row[3] == "AdLoCo slower at every bandwidth"  # time slicing, diloco

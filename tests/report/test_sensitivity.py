@@ -1,0 +1,44 @@
+"""Each verdict under the other choice of every stated rule (report/sensitivity.py)."""
+
+from __future__ import annotations
+
+from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, evaluate_claims
+from adloco.report.sensitivity import attach_alternatives
+from adloco.report.settings import RULES, other_choice
+
+EIGHT = tuple(range(8))
+
+
+def test_a_dip_that_returns_does_not_reach_and_the_rule_table_shows_it(workspace):
+    # AdLoCo dips to 55 at round 1 and is back at 80 at round 2, under 60 again at round 3.
+    # DiLoCo gets to 60 at round 2 and stays. First crossing: adloco 1 s against 2 s
+    # (supported); staying below: adloco 3 s against 2 s (not supported).
+    workspace.run(
+        "diloco", {"method": "diloco"}, {s: workspace.single([70, 60, 58]) for s in EIGHT}
+    )
+    workspace.run(
+        "adloco", workspace.FULL_ADLOCO, {s: workspace.single([55, 80, 59]) for s in EIGHT}
+    )
+    runs, roles, ladder, settings = workspace.load([60])
+    claims = evaluate_claims(runs, roles, ladder, settings)
+    attach_alternatives(claims, runs, roles, ladder, settings)
+    head = claims[0].headline[0]
+    assert head.subject_values == {s: 3.0 for s in EIGHT}
+    assert head.verdict == NOT_SUPPORTED
+    assert head.alternatives["reached"] == {"value": "first", "verdict": SUPPORTED}
+    assert set(head.alternatives) == {"reached", "pairing", "paired_test", "equal_time"}
+
+
+def test_every_comparison_gets_the_other_choice_of_every_rule(workspace):
+    workspace.two_seed_runs()
+    runs, roles, ladder, settings = workspace.load([60])
+    claims = evaluate_claims(runs, roles, ladder, settings)
+    assert all(c.alternatives == {} for claim in claims for c in claim.comparisons)
+    attach_alternatives(claims, runs, roles, ladder, settings)
+    compared = [c for claim in claims for c in claim.comparisons]
+    assert compared
+    for c in compared:
+        assert {rule: alt["value"] for rule, alt in c.alternatives.items()} == {
+            rule: other_choice(rule, getattr(settings, rule)) for rule in RULES
+        }
+    assert other_choice("reached", "stays") == "first" and other_choice("pairing", "none") == "seed"
