@@ -4,7 +4,7 @@ Every case is a copy of the test preset (``config/test.yaml``) with one fault:
 a value of the wrong type at every key of the file, an unknown key in every
 section, and the faults users met (a run name DVC reads as a key path, no
 ``experiment``, a key written twice, a report role naming no run, a model no
-device holds, ...). Each must be refused by :func:`adloco.config.load_config_dict`
+device holds, ...). Each must be refused by :func:`adloco.config.load_config`
 (what every ``adloco`` command and the Snakemake workflow read), naming the
 key, and by the Snakemake profiles' check in one line.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adloco.config import ConfigError, load_config_dict
+from adloco.config import ConfigError, load_config
 from adloco.snakemake_preflight import check_configfiles
 from test_config import DELETE
 from test_config import set_key as set_dotted
@@ -151,7 +151,7 @@ TEXT_CASES = [
 
 def refused(path: Path, key: str) -> None:
     with pytest.raises(ConfigError) as err:
-        load_config_dict(path)
+        load_config(path)
     assert key in str(err.value), str(err.value)
     with pytest.raises(SystemExit) as stop:
         check_configfiles(["--configfile", str(path)])
@@ -185,7 +185,7 @@ def test_a_key_written_twice_names_both_lines(tmp_path):
     first = next(i for i, line in enumerate(text.splitlines()) if line.startswith("seed:"))
     path.write_text(text.replace("seed: 0 ", "seed: 0\nseed: 1 ", 1))
     with pytest.raises(ConfigError) as err:
-        load_config_dict(path)
+        load_config(path)
     message = str(err.value)
     assert message.startswith(f"{path}: not valid YAML: line {first + 2}, column 1: ")
     assert f"key 'seed' is written twice, on lines {first + 1} and {first + 2}" in message

@@ -16,15 +16,6 @@ nature, calls :func:`validate` on that dict (the same checks) and reads it.
 from __future__ import annotations
 
 from adloco.config.checks import REPORT_ROLES, check_subset_fraction
-from adloco.config.legacy import (
-    cluster_config,
-    device_config,
-    load_config_dict,
-    model_config,
-    run_seeds,
-    setting_key,
-    total_slots,
-)
 from adloco.config.loading import config_from_dict, load_config, section, validate
 from adloco.config.runs import METHOD_RULES, RUN_ONLY_KEYS, RunSettings, resolve_run
 from adloco.config.schema import (
@@ -75,20 +66,13 @@ __all__ = [
     "check_experiment_named",
     "check_finite",
     "check_subset_fraction",
-    "cluster_config",
     "config_from_dict",
-    "device_config",
     "load_config",
-    "load_config_dict",
     "load_schema",
-    "model_config",
     "read_yaml",
     "resolve_run",
-    "run_seeds",
     "schema_path",
     "section",
-    "setting_key",
     "thaw",
-    "total_slots",
     "validate",
 ]
