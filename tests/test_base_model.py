@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from adloco import base_model
+from adloco import base_model, paths
 from adloco.base_model import StartModel, model_digests, start_model
 from adloco.clock import StepTimeCurve
 from adloco.config import ConfigError, config_from_dict, validate
@@ -62,7 +62,7 @@ def write_base(folder: Path, model_cfg) -> torch.nn.Module:
     model.save_pretrained(folder / base_model.MODEL_DIR, safe_serialization=True)
     digests = model_digests(folder / base_model.MODEL_DIR)
     summary = {"model_dir": base_model.MODEL_DIR, "model_sha256": digests}
-    (folder / base_model.SUMMARY).write_text(json.dumps(summary))
+    paths.base_summary_file(folder).write_text(json.dumps(summary))
     return model
 
 
@@ -106,7 +106,7 @@ def test_a_run_from_the_base_starts_from_exactly_its_weights(base, tmp_path):
 
 def test_a_changed_missing_or_extra_file_is_refused(base):
     folder, _, model_cfg = base
-    summary_path = folder / base_model.SUMMARY
+    summary_path = paths.base_summary_file(folder)
     summary = json.loads(summary_path.read_text())
     good = dict(summary["model_sha256"])
     # A wrong checksum in base.json: the weights no longer match it.

@@ -18,11 +18,11 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from adloco import paths
 from adloco.config import ConfigError, ModelConfig
 from adloco.io import sha256_file
 
 MODEL_DIR = "model"
-SUMMARY = "base.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ def verified_model_dir(base: str | Path) -> tuple[Path, dict]:
     a base other than the one ``adloco pretrain`` wrote.
     """
     base = Path(base)
-    summary_path = base / SUMMARY
+    summary_path = paths.base_summary_file(base)
     if not summary_path.is_file():
         raise FileNotFoundError(f"{summary_path}: no base model here; run adloco pretrain first")
     summary = json.loads(summary_path.read_text())

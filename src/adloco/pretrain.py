@@ -39,8 +39,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
+from adloco import paths
 from adloco.algo.schedule import inner_lr
-from adloco.base_model import MODEL_DIR, SUMMARY, model_digests
+from adloco.base_model import MODEL_DIR, model_digests
 from adloco.config import Config, ConfigError, ModelConfig, PretrainConfig, load_config, thaw
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
@@ -51,7 +52,6 @@ from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
 log = logging.getLogger(__name__)
 
 BASE_SPLIT = "base"
-METRICS = "metrics.jsonl"
 # Seeds of the base's data order, apart from every run's.
 SAMPLER_SEED_OFFSET = 7_777_777
 
@@ -238,7 +238,7 @@ def write_base(training: Pretraining, data: TokenData, out: str | Path, seconds:
     with atomic_dir(out) as tmp:
         training.model.save_pretrained(tmp / MODEL_DIR, safe_serialization=True)
         tokenizer.save_pretrained(tmp / MODEL_DIR)
-        (tmp / METRICS).write_text("".join(json.dumps(r) + "\n" for r in training.history))
+        paths.metrics_file(tmp).write_text("".join(json.dumps(r) + "\n" for r in training.history))
         summary = {
             "val_perplexity": final["val_perplexity"],
             "val_loss": final["val_loss"],
@@ -254,7 +254,7 @@ def write_base(training: Pretraining, data: TokenData, out: str | Path, seconds:
             "model_dir": MODEL_DIR,
             "model_sha256": model_digests(tmp / MODEL_DIR),
         }
-        write_json_atomic(tmp / SUMMARY, summary)
+        write_json_atomic(paths.base_summary_file(tmp), summary)
     return summary
 
 
@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
     if source != "base":
         # dvc.yaml cannot leave a stage out by configuration: say so and stop.
         write_json_atomic(
-            Path(args.out) / SUMMARY,
+            paths.base_summary_file(args.out),
             {"model_dir": None, "note": f"model.source is {source}: no base"},
         )
         log.info("model.source is %s: nothing to pretrain", source)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from adloco import paths
 from adloco.data.tokenizer import saved_ids
 from adloco.io import read_json_object, sha256_file
 
@@ -157,7 +158,7 @@ class TokenData:
 
 
 def read_manifest(folder: str | Path) -> dict:
-    path = Path(folder) / "manifest.json"
+    path = paths.manifest_file(folder)
     manifest = read_json_object(
         path,
         f"tokenized data manifest not found: {path} (run adloco tokenize)",

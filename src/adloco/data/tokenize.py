@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from adloco import paths
 from adloco.config import DataConfig, load_config
 from adloco.data import c4
 from adloco.data import tokenizer as tok
@@ -162,7 +163,7 @@ def tokenize_corpus(
         _report_records(stats, documents_read)
         manifest = build_manifest(data, seed, tokenizer, splits, source, stats, documents_read)
         manifest["reference_perplexity"] = reference_levels(tmp, manifest).as_dict()
-        write_json_atomic(tmp / "manifest.json", manifest)
+        write_json_atomic(paths.manifest_file(tmp), manifest)
     return manifest
 
 

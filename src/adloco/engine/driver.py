@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from adloco import paths
 from adloco.algo import merge, outer, trust
 from adloco.clock import StepTimeCurve
 from adloco.config import ClusterConfig, ModelConfig, RunSettings, thaw
@@ -84,7 +85,7 @@ class Driver:
     ):
         self.ckpt_dir = Path(checkpoint_dir)
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        self.metrics_path = self.ckpt_dir / "metrics.jsonl"
+        self.metrics_path = paths.metrics_file(self.ckpt_dir)
         self.fingerprint = fingerprint
         self.progress = progress
         # A finished checkpoint of the same fingerprint is resumed (at its last

@@ -171,7 +171,7 @@ def train_seed(engine: Engine, data, out: Path, checkpoints: Path) -> None:
 
 def write_outputs(engine, rows: list[dict], data, out: Path, seed: int) -> None:
     """metrics.jsonl, final/ (best trainer and tokenizer) and summary.json, atomically."""
-    with atomic_path(out / "metrics.jsonl") as tmp:
+    with atomic_path(paths.metrics_file(out)) as tmp:
         shutil.copyfile(engine.metrics_path, tmp)
     best = engine.best_trainer()
     model = engine.export_model(best)
@@ -182,7 +182,7 @@ def write_outputs(engine, rows: list[dict], data, out: Path, seed: int) -> None:
         tokenizer.save_pretrained(tmp)
     summary = summarize(rows, engine.settings, seed, len(engine.trainers))
     summary["final_trainer"] = best.id
-    write_json_atomic(out / "summary.json", summary)
+    write_json_atomic(paths.run_summary_file(out), summary)
     log.info(
         "%s seed %d: final val perplexity %s",
         engine.settings.name,
