@@ -19,8 +19,8 @@ import yaml
 
 from adloco.config import ConfigError, load_config
 from adloco.snakemake_preflight import check_configfiles
-from test_config import DELETE
-from test_config import set_key as set_dotted
+from config_edits import DELETE
+from config_edits import set_key as set_dotted
 
 PRESET = Path(__file__).parents[1] / "config" / "test.yaml"
 BASE = yaml.safe_load(PRESET.read_text())

@@ -1,0 +1,133 @@
+"""The schema: defaults filled, one-line errors naming the key, finite numbers, run names."""
+
+from __future__ import annotations
+
+import pytest
+
+from adloco.config import ConfigError, check_finite, load_config, validate
+from adloco.config.schema import check_run_names, fill_and_check
+from config_edits import PRESET, base
+
+
+def test_defaults_come_from_the_schema():
+    cfg = base()
+    del cfg["train"]["inner_steps"]
+    del cfg["calibration"]
+    cfg = validate(cfg)
+    assert cfg["train"]["inner_steps"] == 200  # the schema's default, the paper's H
+    assert cfg["calibration"]["margin"] == 0.9
+
+
+# A schema written here, so that every default and message below is known by hand.
+SMALL = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "a": {"type": "integer", "default": 3},
+        "b": {
+            "type": "object",
+            "default": {},
+            "properties": {"c": {"type": "string", "default": "x"}, "d": {"type": "number"}},
+        },
+    },
+}
+
+
+def test_defaults_are_filled_at_every_depth_and_never_shared():
+    first = fill_and_check({}, SMALL)
+    assert first == {"a": 3, "b": {"c": "x"}}
+    first["b"]["c"] = "changed"
+    # A default is copied into each configuration, not the schema's own object.
+    assert fill_and_check({}, SMALL) == {"a": 3, "b": {"c": "x"}}
+    # A value given is kept; only the absent ones are filled.
+    assert fill_and_check({"b": {"c": "y", "d": 1.5}}, SMALL) == {"a": 3, "b": {"c": "y", "d": 1.5}}
+
+
+def test_every_problem_is_one_line_naming_its_key_under_the_prefix():
+    with pytest.raises(ConfigError) as err:
+        fill_and_check({"a": "x", "b": {"c": 1}, "e": 0}, SMALL, prefix="sec")
+    assert str(err.value) == (
+        "invalid configuration: "
+        "sec.e: Additional properties are not allowed ('e' was unexpected); "
+        "sec.a: 'x' is not of type 'integer'; "
+        "sec.b.c: 1 is not of type 'string'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "hint"), [("5e3", "5.0e+3"), (".5E3", "0.5e+3"), ("-2.e7", "-2.0e+7")]
+)
+def test_the_e_notation_hint_is_what_yaml_reads_as_a_float(written, hint):
+    import yaml
+
+    assert yaml.safe_load(f"x: {hint}")["x"] == float(written)
+    assert isinstance(yaml.safe_load(f"x: {written}")["x"], str)
+    with pytest.raises(ConfigError) as err:
+        fill_and_check({"b": {"d": written}}, SMALL)
+    assert f"b.d: '{written}' is not of type 'number' (YAML reads {written} as a string: " in str(
+        err.value
+    )
+    assert f"write {hint}, with a dot" in str(err.value)
+
+
+def test_a_string_that_is_no_number_gets_no_hint():
+    with pytest.raises(ConfigError) as err:
+        fill_and_check({"b": {"d": "fast"}}, SMALL)
+    assert str(err.value) == "invalid configuration: b.d: 'fast' is not of type 'number'"
+
+
+def test_check_finite_names_the_key_at_any_depth():
+    check_finite({"a": [1.0, {"b": 2}], "c": "nan"})  # a string "nan" is the schema's business
+    with pytest.raises(ConfigError) as err:
+        check_finite({"a": [1.0, {"b": float("-inf")}]})
+    assert str(err.value) == "a.1.b: -inf is not a finite number"
+    with pytest.raises(ConfigError, match=r"^train\.0: nan is not a finite number$"):
+        check_finite([float("nan")], prefix="train")
+    with pytest.raises(ConfigError, match=r"^<root>: inf is not a finite number$"):
+        check_finite(float("inf"))
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"), [("ada.lr", "ada_lr"), ("-x", "x"), ("a b/c", "a_b_c"), ("..", "run")]
+)
+def test_a_run_name_dvc_would_misread_is_refused_with_a_suggestion(name, suggestion):
+    cfg = base()
+    cfg["runs"][name] = cfg["runs"].pop("adloco")
+    with pytest.raises(ConfigError) as err:
+        check_run_names(cfg)
+    message = str(err.value)
+    assert message.startswith(f"runs.{name}: a run name holds only letters, digits, '-' and '_'")
+    assert message.endswith(f"rename the run, e.g. {suggestion}")
+    for good in ("a", "A-1", "run_2", "0x"):
+        check_run_names({"runs": {good: {}}})
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("  inner_lr: .nan ", "train.inner_lr: nan is not a finite number"),
+        ("  inner_lr: -.inf ", "train.inner_lr: -inf is not a finite number"),
+        ("  betas: [0.9, .inf]\n  inner_lr: 0.003 ", "train.betas.1: inf is not a finite number"),
+    ],
+)
+def test_yaml_nan_and_infinity_are_refused(tmp_path, line, named):
+    path = tmp_path / "c.yaml"
+    text = PRESET.read_text()
+    path.write_text(text.replace("  inner_lr: 0.003 ", line))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert named in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("written", "hint"), [("1e-4", "1.0e-4"), ("3E5", "3.0e+5"), ("2.5e3", "2.5e+3")]
+)
+def test_a_number_yaml_reads_as_a_string_gets_a_hint(tmp_path, written, hint):
+    path = tmp_path / "c.yaml"
+    text = PRESET.read_text()
+    path.write_text(text.replace("  inner_lr: 0.003 ", f"  inner_lr: {written} "))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert f"train.inner_lr: '{written}' is not of type 'number'" in message
+    assert f"write {hint}" in message
