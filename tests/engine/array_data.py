@@ -130,6 +130,11 @@ def new_engine(
     )
 
 
+def make_engine(config: Config, settings: RunSettings, data, folder: Path, seed: int = 0) -> Engine:
+    """:func:`new_engine` checkpointing to ``folder / "ckpt"``."""
+    return new_engine(config, settings, data, folder / "ckpt", seed)
+
+
 def assert_close(a, b, rel: float, abs_: float, where: str = "") -> None:
     """Equal structure, ints, strings and None; floats within ``rel``/``abs_``."""
     if isinstance(a, dict):

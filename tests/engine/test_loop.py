@@ -1,4 +1,5 @@
-"""The round loop against hand computations on a tiny model."""
+"""The round (``Engine.run_round``: allocate, plan, train, test, merge, record) against
+hand computations on a tiny model."""
 
 from __future__ import annotations
 
@@ -8,16 +9,12 @@ import math
 
 import pytest
 import torch
-from array_data import new_engine, tiny_curves
+from array_data import make_engine, tiny_curves
 
 from adloco.engine import inner as inner_mod
 from adloco.engine.loop import Engine
 from adloco.engine.trainers import TrainingDiverged
 from adloco.model import batch_loss
-
-
-def make_engine(cfg, run_cfg, data, tmp_path, seed=0):
-    return new_engine(cfg, run_cfg, data, tmp_path / "ckpt", seed)
 
 
 def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
@@ -258,19 +255,6 @@ def test_norm_test_grows_batch_and_logs_statistics(array_data, make_config, tmp_
     assert checked >= 1
 
 
-def test_checkpoint_of_another_configuration_is_set_aside(array_data, make_config, tmp_path):
-    cfg_a, run_a = make_config({"method": "diloco", "max_rounds": 2})
-    make_engine(cfg_a, run_a, array_data, tmp_path).run()
-    cfg_b, run_b = make_config({"method": "diloco", "max_rounds": 2, "inner_lr": 0.02})
-    rows_b = make_engine(cfg_b, run_b, array_data, tmp_path).run()
-    # The stale checkpoint moved beside the folder; run B started from round 1.
-    assert (tmp_path / "ckpt.stale" / "checkpoint.json").exists()
-    assert [r["round"] for r in rows_b] == [1, 2]
-    fresh = make_engine(cfg_b, run_b, array_data, tmp_path / "fresh").run()
-    strip = [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows_b]
-    assert strip == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in fresh]
-
-
 def test_slots_of_a_trainer_get_disjoint_data_and_small_subsets_wrap(
     array_data, make_config, tmp_path, monkeypatch
 ):
@@ -464,56 +448,6 @@ def test_non_finite_outer_step_rolls_back(array_data, make_config, tmp_path, mon
         "parameters after the outer step"
     ]
     assert all(torch.isfinite(p).all() for p in engine.trainers[0].params)
-
-
-@pytest.mark.parametrize("mode", ["scalars", "vector"])
-def test_statistics_bytes_per_communication(array_data, make_config, tmp_path, mode):
-    # A trainer of M slots: each all-reduce moves 2 (M - 1) payloads.
-    cfg, run = make_config(
-        {
-            "method": "adloco",
-            "initial_trainers": 2,
-            "batch_test": "augmented_inner_product",
-            "stats_reduce": mode,
-            "max_rounds": 3,
-        },
-    )
-    engine = make_engine(cfg, run, array_data, tmp_path)
-    rows = engine.run()
-    d = engine.num_params
-    stats_payload = 7 * 8 if mode == "scalars" else d * 4 + 8 * 8
-    for row in rows:
-        assert row["sync"]["allreduce_payload_bytes"] == [d * 4, stats_payload]
-        assert row["bytes"] == 2 * (row["nodes"] - 1) * (d * 4 + stats_payload)
-    # The augmented test has its direction from the second round on, in both modes.
-    assert rows[0]["stats"]["ip_var"] is None
-    assert all(r["stats"]["ip_var"] is not None for r in rows if r["round"] > 1)
-    # DiLoCo moves the pseudo-gradient alone.
-    cfg, run = make_config({"method": "diloco", "max_rounds": 1})
-    row = make_engine(cfg, run, array_data, tmp_path / "diloco").run()[0]
-    assert row["sync"]["allreduce_payload_bytes"] == [d * 4] and row["bytes"] == 6 * d * 4
-
-
-def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp_path):
-    # The default's runs, as configured, on the tiny model and data with a small budget.
-    from pathlib import Path
-
-    from array_data import TINY_MODEL
-
-    from adloco.config import config_from_dict, read_yaml
-
-    raw = read_yaml(Path(__file__).parents[2] / "config" / "config.yaml")
-    raw["model"].update(TINY_MODEL)
-    raw["data"]["seq_len_tokens"] = array_data.seq_len_tokens
-    raw["train"].update(max_tokens=1000, inner_steps=3, eval_sequences=8, eval_batch=8)
-    cfg = config_from_dict(raw)
-    budget_sequences = -(-1000 // array_data.seq_len_tokens)
-    for name in cfg.runs:
-        run = cfg.run(name)
-        batches = {d.name: 5 for d in cfg.cluster.devices}
-        rows = new_engine(cfg, run, array_data, tmp_path / name, batches=batches).run()
-        assert rows[-1]["tokens_total"] == budget_sequences * array_data.seq_len_tokens, name
-        assert rows[-1]["round"] < run.max_rounds, name  # ended by the budget
 
 
 def test_scalars_direction_is_the_pseudo_gradient_under_foreach_nesterov(
