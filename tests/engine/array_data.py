@@ -130,9 +130,11 @@ def new_engine(
     )
 
 
-def make_engine(config: Config, settings: RunSettings, data, folder: Path, seed: int = 0) -> Engine:
+def make_engine(
+    config: Config, settings: RunSettings, data, folder: Path, seed: int = 0, **options
+) -> Engine:
     """:func:`new_engine` checkpointing to ``folder / "ckpt"``."""
-    return new_engine(config, settings, data, folder / "ckpt", seed)
+    return new_engine(config, settings, data, folder / "ckpt", seed, **options)
 
 
 def assert_close(a, b, rel: float, abs_: float, where: str = "") -> None:
