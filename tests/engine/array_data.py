@@ -130,6 +130,13 @@ def new_engine(
     )
 
 
+def make_engine(
+    config: Config, settings: RunSettings, data, folder: Path, seed: int = 0, **options
+) -> Engine:
+    """:func:`new_engine` checkpointing to ``folder / "ckpt"``."""
+    return new_engine(config, settings, data, folder / "ckpt", seed, **options)
+
+
 def assert_close(a, b, rel: float, abs_: float, where: str = "") -> None:
     """Equal structure, ints, strings and None; floats within ``rel``/``abs_``."""
     if isinstance(a, dict):

@@ -1,4 +1,5 @@
-"""The round loop against hand computations on a tiny model."""
+"""The round (``Engine.run_round``: allocate, plan, train, test, merge, record) against
+hand computations on a tiny model."""
 
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ import math
 
 import pytest
 import torch
-from array_data import new_engine, tiny_curves
+from array_data import make_engine, tiny_curves
 
+from adloco.algo import switch
 from adloco.engine import inner as inner_mod
-from adloco.engine.loop import Engine
-from adloco.engine.trainers import TrainingDiverged
+from adloco.engine.loop import Engine, _decision
+from adloco.engine.trainers import MergeTransfer, TrainingDiverged
 from adloco.model import batch_loss
-
-
-def make_engine(cfg, run_cfg, data, tmp_path, seed=0):
-    return new_engine(cfg, run_cfg, data, tmp_path / "ckpt", seed)
 
 
 def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
@@ -258,19 +256,6 @@ def test_norm_test_grows_batch_and_logs_statistics(array_data, make_config, tmp_
     assert checked >= 1
 
 
-def test_checkpoint_of_another_configuration_is_set_aside(array_data, make_config, tmp_path):
-    cfg_a, run_a = make_config({"method": "diloco", "max_rounds": 2})
-    make_engine(cfg_a, run_a, array_data, tmp_path).run()
-    cfg_b, run_b = make_config({"method": "diloco", "max_rounds": 2, "inner_lr": 0.02})
-    rows_b = make_engine(cfg_b, run_b, array_data, tmp_path).run()
-    # The stale checkpoint moved beside the folder; run B started from round 1.
-    assert (tmp_path / "ckpt.stale" / "checkpoint.json").exists()
-    assert [r["round"] for r in rows_b] == [1, 2]
-    fresh = make_engine(cfg_b, run_b, array_data, tmp_path / "fresh").run()
-    strip = [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows_b]
-    assert strip == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in fresh]
-
-
 def test_slots_of_a_trainer_get_disjoint_data_and_small_subsets_wrap(
     array_data, make_config, tmp_path, monkeypatch
 ):
@@ -466,56 +451,6 @@ def test_non_finite_outer_step_rolls_back(array_data, make_config, tmp_path, mon
     assert all(torch.isfinite(p).all() for p in engine.trainers[0].params)
 
 
-@pytest.mark.parametrize("mode", ["scalars", "vector"])
-def test_statistics_bytes_per_communication(array_data, make_config, tmp_path, mode):
-    # A trainer of M slots: each all-reduce moves 2 (M - 1) payloads.
-    cfg, run = make_config(
-        {
-            "method": "adloco",
-            "initial_trainers": 2,
-            "batch_test": "augmented_inner_product",
-            "stats_reduce": mode,
-            "max_rounds": 3,
-        },
-    )
-    engine = make_engine(cfg, run, array_data, tmp_path)
-    rows = engine.run()
-    d = engine.num_params
-    stats_payload = 7 * 8 if mode == "scalars" else d * 4 + 8 * 8
-    for row in rows:
-        assert row["sync"]["allreduce_payload_bytes"] == [d * 4, stats_payload]
-        assert row["bytes"] == 2 * (row["nodes"] - 1) * (d * 4 + stats_payload)
-    # The augmented test has its direction from the second round on, in both modes.
-    assert rows[0]["stats"]["ip_var"] is None
-    assert all(r["stats"]["ip_var"] is not None for r in rows if r["round"] > 1)
-    # DiLoCo moves the pseudo-gradient alone.
-    cfg, run = make_config({"method": "diloco", "max_rounds": 1})
-    row = make_engine(cfg, run, array_data, tmp_path / "diloco").run()[0]
-    assert row["sync"]["allreduce_payload_bytes"] == [d * 4] and row["bytes"] == 6 * d * 4
-
-
-def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp_path):
-    # The default's runs, as configured, on the tiny model and data with a small budget.
-    from pathlib import Path
-
-    from array_data import TINY_MODEL
-
-    from adloco.config import config_from_dict, read_yaml
-
-    raw = read_yaml(Path(__file__).parents[2] / "config" / "config.yaml")
-    raw["model"].update(TINY_MODEL)
-    raw["data"]["seq_len_tokens"] = array_data.seq_len_tokens
-    raw["train"].update(max_tokens=1000, inner_steps=3, eval_sequences=8, eval_batch=8)
-    cfg = config_from_dict(raw)
-    budget_sequences = -(-1000 // array_data.seq_len_tokens)
-    for name in cfg.runs:
-        run = cfg.run(name)
-        batches = {d.name: 5 for d in cfg.cluster.devices}
-        rows = new_engine(cfg, run, array_data, tmp_path / name, batches=batches).run()
-        assert rows[-1]["tokens_total"] == budget_sequences * array_data.seq_len_tokens, name
-        assert rows[-1]["round"] < run.max_rounds, name  # ended by the budget
-
-
 def test_scalars_direction_is_the_pseudo_gradient_under_foreach_nesterov(
     array_data, make_config, tmp_path, monkeypatch
 ):
@@ -576,3 +511,144 @@ def test_the_merged_model_is_evaluated_right_after_the_merge(array_data, make_co
     want = evaluate(engine.worker.model, engine.eval_seqs, run.eval_batch)
     assert event["val_perplexity_merged"] == want["perplexity"]
     assert event["val_loss_merged"] == want["loss"]
+
+
+def test_plan_splits_batches_into_micro_batches_and_cuts_the_last_round(
+    array_data, make_config, tmp_path
+):
+    # 4 slots of max batch 4. Trainer 0 asks 12, trainer 1 asks 9: D'Hondt gives 2 slots
+    # each (12 : 9, then 6 : 9), slots 0-1 to trainer 0 and 2-3 to trainer 1; local batches
+    # 6, 6 and 5, 4. Switch mode λ = 1.2 (threshold 4.8): 6 -> 3 + 3, 5 -> 3 + 2, 4 plain.
+    cfg, run = make_config(
+        {
+            "initial_trainers": 2,
+            "batch_test": "none",
+            "merge": "none",
+            "switch": "switch",
+            "switch_lambda": 1.2,
+            "max_tokens": 360,
+        },
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    engine.start()
+    engine.trainers[0].global_batch = 12
+    engine.trainers[1].global_batch = 9
+    engine.allocate()
+    assert engine.slot_owner == {0: 0, 1: 0, 2: 1, 3: 1}
+    plans, base_lrs = engine.plan()
+    assert [p.slot.index for p in plans[0]] == [0, 1]
+    assert [p.slot.index for p in plans[1]] == [2, 3]
+    by_slot = {p.slot.index: p for ps in plans.values() for p in ps}
+    assert by_slot[0].plan == switch.StepPlan(6, (3, 3), 6, 2, "accumulate")
+    assert by_slot[1].plan == switch.StepPlan(6, (3, 3), 6, 2, "accumulate")
+    assert by_slot[2].plan == switch.StepPlan(5, (3, 2), 5, 2, "accumulate")
+    assert by_slot[3].plan == switch.StepPlan(4, (4,), 4, 1, "plain")
+    # 360 tokens = 30 sequences left; a step of the cluster is 21, so H = 2 steps would be
+    # 42: the round has 2 steps, the second of 30 - 21 = 9 sequences split 6 : 6 : 5 : 4 by
+    # largest remainder (quotas 2.57, 2.57, 2.14, 1.71 -> 2, 2, 2, 1, then slots 3 and 0).
+    assert by_slot[0].steps == [(3, 3), (3,)]
+    assert by_slot[1].steps == [(3, 3), (2,)]
+    assert by_slot[2].steps == [(3, 2), (2,)]
+    assert by_slot[3].steps == [(4,), (2,)]
+    assert all(p.stats_blocks == [] for p in by_slot.values())
+    # The schedule's lr before each step: after 0 and after 21 sequences of 12 tokens.
+    peak, floor = 0.01, 0.01 * run.min_lr_ratio
+    cosine = floor + (peak - floor) * 0.5 * (1 + math.cos(math.pi * 252 / 360))
+    assert base_lrs == [pytest.approx(peak), pytest.approx(cosine)]
+
+
+def test_plan_marks_the_batch_test_steps(array_data, make_config, tmp_path):
+    # With a batch test the first step of each slot runs as stats_microbatches = 2 groups
+    # (2 + 1 of its 3 sequences), the later steps as switch mode says (3 fits max batch 4).
+    cfg, run = make_config(
+        {
+            "initial_trainers": 1,
+            "batch_test": "norm",
+            "merge": "none",
+            "initial_batch": 3,
+            "stats_microbatches": 2,
+        }
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    engine.start()
+    engine.allocate()
+    plans, _ = engine.plan()
+    assert len(plans[0]) == 4
+    for p in plans[0]:
+        assert p.stats_blocks == [(0,)]
+        assert p.steps == [(2, 1), (3,)]
+
+
+def test_allocate_moves_the_fewest_slots_and_resets_their_moments(
+    array_data, make_config, tmp_path
+):
+    cfg, run = make_config({"initial_trainers": 2, "batch_test": "none", "merge": "none"})
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    engine.start()
+    assert [t.global_batch for t in engine.trainers] == [4, 4]
+    engine.allocate()
+    assert engine.slot_owner == {0: 0, 1: 0, 2: 1, 3: 1}
+    assert engine.trainers[0].events == []  # a first allocation moves nothing
+    for node in engine.nodes.values():
+        node.inner_state = [{"step": torch.tensor(float(node.slot))}]
+    # Batches 12 and 2: 3 slots to 1. Slots 0, 1 stay with trainer 0 and slot 2 with
+    # trainer 1; slot 3 moves to trainer 0 and its AdamW moments start afresh.
+    engine.trainers[0].global_batch = 12
+    engine.trainers[1].global_batch = 2
+    engine.allocate()
+    assert engine.slot_owner == {0: 0, 1: 0, 2: 1, 3: 0}
+    assert engine.nodes[3].inner_state is None
+    assert [float(engine.nodes[s].inner_state[0]["step"]) for s in (0, 1, 2)] == [0.0, 1.0, 2.0]
+    assert engine.trainers[0].events == [{"type": "realloc", "slots_moved": 1}]
+    engine.allocate()  # nothing changed: no event
+    assert engine.trainers[0].events == [{"type": "realloc", "slots_moved": 1}]
+
+
+@pytest.mark.parametrize(("momentum", "payload_copies"), [(0.0, 1), (0.9, 2)])
+def test_merge_of_three_under_the_sum_rule(
+    array_data, make_config, tmp_path, momentum, payload_copies
+):
+    # Batches 2, 6, 4, all merged: trainer 1 (the largest batch) is kept with the weights
+    # 2/12, 6/12, 4/12, and the sum rule gives it batch 12. Two trainers send it their state.
+    cfg, run = make_config(
+        {
+            "initial_trainers": 3,
+            "batch_test": "none",
+            "merge": "smallest_batch",
+            "merge_count": 3,
+            "merge_frequency": 2,
+            "merge_batch": "sum",
+            "outer_momentum": momentum,
+        },
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    engine.start()
+    for t, (batch, value) in zip(engine.trainers, [(2, 1.0), (6, 2.0), (4, 4.0)], strict=True):
+        t.global_batch = batch
+        for p in t.params:
+            p.fill_(value)
+    assert engine.merge(1) is None  # not a merge round
+    transfer = engine.merge(2)
+    assert transfer == MergeTransfer(1, engine.num_params * 4 * payload_copies, 2)
+    assert [t.id for t in engine.trainers] == [1]
+    kept = engine.trainers[0]
+    assert kept.global_batch == 12
+    want = 2 / 12 * 1.0 + 6 / 12 * 2.0 + 4 / 12 * 4.0
+    for p in kept.params:
+        torch.testing.assert_close(p, torch.full_like(p, want))
+    event = kept.events[-1]
+    assert event["merged"] == [0, 2, 1] and event["kept"] == 1
+    assert event["batches"] == [2, 6, 4] and event["batch"] == 12 and event["rule"] == "sum"
+    assert event["weights"] == [2 / 12, 6 / 12, 4 / 12]
+    assert "val_loss_merged" not in event  # not an evaluation round
+    assert engine.merge(4) is None  # one trainer left
+
+
+def test_the_batch_decision_in_words():
+    assert _decision("too few degrees of freedom", 4, 4, None) == (
+        "kept: too few degrees of freedom"
+    )
+    assert _decision("", 4, 4, None) == "kept: the test could not say"
+    assert _decision("", 4, 9, 8.2) == "raised"
+    assert _decision("", 4, 6, 8.2) == "raised to the growth cap"
+    assert _decision("", 4, 4, 3.0) == "kept: the test asks for no more"

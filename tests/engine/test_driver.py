@@ -1,0 +1,239 @@
+"""The driver (``Driver``: start or resume, checkpoints, the run's end, export) on a tiny
+model."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, make_engine, new_engine, tiny_curves
+
+from adloco.clock import StepTimeCurve
+from adloco.engine.collective import LocalCollective
+from adloco.engine.driver import run_fingerprint
+from adloco.engine.sampler import draw_subset
+from adloco.model import DTYPES, build_model
+
+
+def test_checkpoint_of_another_configuration_is_set_aside(array_data, make_config, tmp_path):
+    cfg_a, run_a = make_config({"method": "diloco", "max_rounds": 2})
+    make_engine(cfg_a, run_a, array_data, tmp_path).run()
+    cfg_b, run_b = make_config({"method": "diloco", "max_rounds": 2, "inner_lr": 0.02})
+    rows_b = make_engine(cfg_b, run_b, array_data, tmp_path).run()
+    # The stale checkpoint moved beside the folder; run B started from round 1.
+    assert (tmp_path / "ckpt.stale" / "checkpoint.json").exists()
+    assert [r["round"] for r in rows_b] == [1, 2]
+    fresh = make_engine(cfg_b, run_b, array_data, tmp_path / "fresh").run()
+    strip = [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows_b]
+    assert strip == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in fresh]
+
+
+def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp_path):
+    # The default's runs, as configured, on the tiny model and data with a small budget.
+    from pathlib import Path
+
+    from array_data import TINY_MODEL
+
+    from adloco.config import config_from_dict, read_yaml
+
+    raw = read_yaml(Path(__file__).parents[2] / "config" / "config.yaml")
+    raw["model"].update(TINY_MODEL)
+    raw["data"]["seq_len_tokens"] = array_data.seq_len_tokens
+    raw["train"].update(max_tokens=1000, inner_steps=3, eval_sequences=8, eval_batch=8)
+    cfg = config_from_dict(raw)
+    budget_sequences = -(-1000 // array_data.seq_len_tokens)
+    for name in cfg.runs:
+        run = cfg.run(name)
+        batches = {d.name: 5 for d in cfg.cluster.devices}
+        rows = new_engine(cfg, run, array_data, tmp_path / name, batches=batches).run()
+        assert rows[-1]["tokens_total"] == budget_sequences * array_data.seq_len_tokens, name
+        assert rows[-1]["round"] < run.max_rounds, name  # ended by the budget
+
+
+def test_start_creates_the_trainers_of_round_0(array_data, make_config, tmp_path):
+    # 3 trainers on 4 slots: D'Hondt on equal batches gives 2, 1, 1 slots (ties to the lower
+    # id), so global batches 2 x 2, 2 x 1, 2 x 1. Seed 2: each trainer's subset and sampler
+    # are seeded 2 * 7919 + t and 2 * 104729 + t.
+    cfg, run = make_config({"initial_trainers": 3, "initial_batch": 2, "subset_fraction": 0.3})
+    engine = make_engine(cfg, run, array_data, tmp_path, seed=2)
+    engine.start()
+    assert [t.id for t in engine.trainers] == [0, 1, 2]
+    assert [t.global_batch for t in engine.trainers] == [4, 2, 2]
+    for t in engine.trainers:
+        assert torch.equal(t.sampler.subset, draw_subset(200, 0.3, 2 * 7919 + t.id))
+        assert t.sampler.subset.numel() == 60
+        assert (t.sampler.seed, t.sampler.epoch, t.sampler.position) == (2 * 104_729 + t.id, 0, 0)
+        assert t.tokens == 0 and t.direction is None and t.smoothed is None
+        for p, q in zip(t.params, engine.worker.params, strict=True):
+            assert torch.equal(p, q) and p is not q
+    counters = (engine.round, engine.tokens_total, engine.communications, engine.bytes_total)
+    assert counters == (0, 0, 0, 0)
+    assert engine.metrics_path.read_text() == ""
+    # Independent initial weights: trainer t > 0 starts from the model of seed 1000 s + t.
+    cfg, run = make_config({"initial_trainers": 2, "init": "independent"})
+    engine = make_engine(cfg, run, array_data, tmp_path / "independent", seed=2)
+    engine.start()
+    own = build_model(cfg.model, array_data.vocab_size, array_data.seq_len_tokens, 2001)
+    for p, q in zip(engine.trainers[1].params, own.parameters(), strict=True):
+        assert torch.equal(p, q)
+    for p, q in zip(engine.trainers[0].params, engine.worker.params, strict=True):
+        assert torch.equal(p, q)
+
+
+def equal(a, b) -> bool:
+    """Equal nested state: tensors by torch.equal, everything else by ==."""
+    if torch.is_tensor(a) or torch.is_tensor(b):
+        return torch.is_tensor(a) and torch.is_tensor(b) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return (
+            isinstance(b, list | tuple)
+            and len(a) == len(b)
+            and all(equal(x, y) for x, y in zip(a, b, strict=True))
+        )
+    return a == b
+
+
+def test_state_dict_round_trip_restores_every_counter_and_trainer(
+    array_data, make_config, tmp_path
+):
+    # Four rounds of the run that puts every piece of state in play (a merge at round 3).
+    cfg, run = make_config(FULL_STATE_RUN, cluster=TINY_CLUSTER, train={"max_rounds": 4})
+    engine = make_engine(cfg, run, array_data, tmp_path / "a")
+    engine.run()
+    state, local = engine.state_dict(), engine.local_state_dict()
+    assert len(engine.trainers) == 2 and engine.round == 4
+    assert any(t.direction is not None for t in engine.trainers)
+    assert all(t.smoothed is not None for t in engine.trainers)
+    assert all(n.inner_state is not None for n in engine.nodes.values())
+
+    fresh = make_engine(cfg, run, array_data, tmp_path / "b")
+    fresh.load_state_dict(
+        state, {"nodes": {n["slot"]: n["inner_state"] for n in local["nodes"]}, "rng": None}
+    )
+    for name in ("round", "tokens_total", "communications", "bytes_total", "sim_time_s"):
+        assert getattr(fresh, name) == getattr(engine, name), name
+    assert fresh.wall_offset_s == state["wall_time_s"]
+    assert fresh.slot_owner == engine.slot_owner
+    assert fresh.history == engine.history
+    assert [t.id for t in fresh.trainers] == [t.id for t in engine.trainers]
+    for t, u in zip(engine.trainers, fresh.trainers, strict=True):
+        assert (u.global_batch, u.tokens, u.events) == (t.global_batch, t.tokens, t.events)
+        assert all(torch.equal(p, q) for p, q in zip(t.params, u.params, strict=True))
+        assert equal(t.outer_opt.state_dict(), u.outer_opt.state_dict())
+        # The outer optimizer holds the restored θ itself, not a copy.
+        assert all(u.outer_opt.state[p] for p in u.params)
+        assert equal(t.sampler.state_dict(), u.sampler.state_dict())
+        assert equal(t.direction, u.direction)
+        assert t.smoothed == u.smoothed
+    for slot, node in engine.nodes.items():
+        assert equal(node.inner_state, fresh.nodes[slot].inner_state)
+        assert node.inner_state is not fresh.nodes[slot].inner_state
+    # Saved again, the restored state is the state it was restored from.
+    fresh._t0 = engine._t0
+    again = fresh.state_dict()
+    assert equal({**again, "wall_time_s": 0}, {**state, "wall_time_s": 0})
+
+
+def test_best_trainer_and_the_exported_model(array_data, make_config, tmp_path):
+    cfg, run = make_config(
+        {"initial_trainers": 2, "batch_test": "none", "merge": "none", "max_rounds": 2}
+    )
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    rows = engine.run()
+    last = {r["trainer"]: r["val_perplexity"] for r in rows if r["round"] == 2}
+    assert len(last) == 2 and last[0] != last[1]
+    best_id = min(last, key=last.get)
+    best = engine.best_trainer()
+    assert best.id == best_id
+    model = engine.export_model(best)
+    got = list(model.parameters())
+    assert len(got) == len(best.params)
+    for p, q in zip(got, best.params, strict=True):
+        assert p.dtype == DTYPES[cfg.model.dtype] and torch.equal(p, q)
+    # A trainer merged away no longer counts; without perplexities, the first trainer.
+    other = engine.trainer_by_id(1 - best_id)
+    engine.trainers = [other]
+    assert engine.best_trainer() is other
+    engine.trainers = [best, other]
+    engine.history = [{**r, "val_perplexity": None} for r in engine.history]
+    assert engine.best_trainer() is best
+
+
+def test_the_run_ends_at_max_rounds_or_the_token_budget(array_data, make_config, tmp_path):
+    cfg, run = make_config({"method": "diloco", "max_rounds": 5}, train={"max_tokens": 1000})
+    engine = make_engine(cfg, run, array_data, tmp_path)
+    assert not engine._finished(4)
+    assert engine._finished(5) and engine._finished(6)
+    assert not engine._finished(1, pending_tokens=999)
+    assert engine._finished(1, pending_tokens=1000)
+    engine.tokens_total = 400
+    assert not engine._finished(1, pending_tokens=599)
+    assert engine._finished(1, pending_tokens=600)
+
+
+def test_the_fingerprint_names_what_the_trajectory_depends_on(array_data, make_config):
+    cfg, run = make_config({"method": "diloco"})
+    curves = tiny_curves(cfg)
+
+    def fp(settings=run, seed=0, base=None, cluster=cfg.cluster, batches=None, curves=curves):
+        batches = batches or {"sim": 4}
+        return run_fingerprint(
+            settings, seed, cfg.model, base, cluster, batches, curves, array_data
+        )
+
+    reference = fp()
+    assert fp() == reference
+    # How many processes run the slots does not change the trajectory.
+    assert fp(cluster=dataclasses.replace(cfg.cluster, processes_per_machine=2)) == reference
+    changed = [
+        fp(settings=dataclasses.replace(run, inner_lr=0.02)),
+        fp(seed=1),
+        fp(base={"model.safetensors": "0" * 64}),
+        fp(cluster=dataclasses.replace(cfg.cluster, nodes_per_device=1)),
+        fp(batches={"sim": 3}),
+        fp(curves={"sim": StepTimeCurve.roofline(0.02, 4, update_s=0.001)}),
+    ]
+    assert len({reference, *changed}) == 1 + len(changed)
+
+
+class MirrorCollective(LocalCollective):
+    """Two ranks where the other one holds this rank's state, its digest off by ``skew``."""
+
+    world_size = 2
+
+    def __init__(self, skew: float = 0.0):
+        self.skew = skew
+        self.calls = 0
+
+    def all_reduce_sum_(self, tensors):
+        self.calls += 1
+        for t in tensors:
+            t.mul_(2)
+        if self.calls % 2 == 1:  # the state, not the verdict
+            tensors[0][-1] += self.skew
+
+
+def test_replicas_agree_only_on_the_same_state(array_data, make_config, tmp_path):
+    cfg, run = make_config({"method": "diloco"})
+    engine = make_engine(cfg, run, array_data, tmp_path, collective=MirrorCollective())
+    engine.start()  # agrees at the start
+    assert engine.comm.calls == 2
+    digest = engine._replica_digest()
+    assert 0 <= digest < 2**31 - 1
+    # One flipped bit of θ, another global batch or sampler position: another digest.
+    p = engine.trainers[0].params[0]
+    p.view(torch.int32).view(-1)[0] ^= 1
+    assert engine._replica_digest() != digest
+    p.view(torch.int32).view(-1)[0] ^= 1
+    assert engine._replica_digest() == digest
+    engine.trainers[0].global_batch += 1
+    assert engine._replica_digest() != digest
+    engine.trainers[0].global_batch -= 1
+    engine.trainers[0].sampler.take(1)
+    assert engine._replica_digest() != digest
+    engine.comm.skew = 1.0
+    with pytest.raises(RuntimeError, match="the 2 processes disagree on the round"):
+        engine._agree("now")
