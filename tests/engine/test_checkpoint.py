@@ -43,7 +43,8 @@ CONFIG = {
 }
 
 
-def make_engine(make_config, array_data, ckpt: Path) -> Engine:
+def checkpointed_run(make_config, array_data, ckpt: Path) -> Engine:
+    """The engine of this file's run, checkpointing to ``ckpt``."""
     cfg, run = make_config(CONFIG["runs"]["r"], train={"max_rounds": ROUNDS})
     return new_engine(cfg, run, array_data, ckpt)
 
@@ -65,7 +66,7 @@ def same(a: tuple[list[dict], dict], b: tuple[list[dict], dict]) -> bool:
 def trained(make_config, array_data, tmp_path):
     """A finished engine run's checkpoint folder (rounds 2 and 3 kept) and its outcome."""
     ckpt = tmp_path / "ckpt"
-    straight = outcome(make_engine(make_config, array_data, ckpt))
+    straight = outcome(checkpointed_run(make_config, array_data, ckpt))
     assert sorted(p.name for p in ckpt.glob("round-*")) == ["round-000002", "round-000003"]
     return ckpt, straight
 
@@ -146,7 +147,7 @@ def test_a_damaged_last_round_resumes_from_the_previous_one(
     if resealed:
         _reseal(ckpt, _manifest(ckpt))
     with caplog.at_level(logging.WARNING):
-        again = outcome(make_engine(make_config, array_data, ckpt))
+        again = outcome(checkpointed_run(make_config, array_data, ckpt))
     assert f"{last / name}: " in caplog.text
     assert f"resuming from the previous checkpoint, round {ROUNDS - 1}" in caplog.text
     assert same(again, straight)
@@ -170,7 +171,7 @@ def test_damaged_rounds_with_nothing_intact_are_refused_naming_the_file(
     manifest = _manifest(ckpt)
     _damage_both_rounds(ckpt, manifest, "shared.pt", damage)
     with pytest.raises(checkpoint.CorruptCheckpointError) as refused:
-        make_engine(make_config, array_data, ckpt).run()
+        checkpointed_run(make_config, array_data, ckpt).run()
     message = str(refused.value)
     assert message.startswith(str(ckpt / manifest["dir"] / "shared.pt") + ": ")
     assert f"move {ckpt} away" in message and "\n" not in message
@@ -185,7 +186,7 @@ def test_an_edited_sha256_in_the_manifest_is_a_corrupt_round(trained, make_confi
     digest = manifest["sha256"]["shared.pt"]
     manifest["sha256"]["shared.pt"] = ("0" if digest[0] != "0" else "1") + digest[1:]
     (ckpt / checkpoint.MANIFEST_NAME).write_text(json.dumps(manifest))
-    assert same(outcome(make_engine(make_config, array_data, ckpt)), straight)
+    assert same(outcome(checkpointed_run(make_config, array_data, ckpt)), straight)
 
 
 @pytest.mark.reliability("checkpoints")
@@ -193,7 +194,7 @@ def test_a_manifest_that_is_not_json_is_refused_naming_it(trained, make_config, 
     ckpt, _ = trained
     (ckpt / checkpoint.MANIFEST_NAME).write_text('{"round": 4, "dir": ')
     with pytest.raises(ValueError, match=f"{ckpt / checkpoint.MANIFEST_NAME}: not valid JSON"):
-        make_engine(make_config, array_data, ckpt).run()
+        checkpointed_run(make_config, array_data, ckpt).run()
 
 
 @pytest.mark.reliability("checkpoints")
@@ -202,7 +203,7 @@ def test_a_checkpoint_of_the_earlier_format_is_set_aside(trained, make_config, a
     manifest = _manifest(ckpt)
     manifest["format_version"] = 1
     (ckpt / checkpoint.MANIFEST_NAME).write_text(json.dumps(manifest))
-    assert same(outcome(make_engine(make_config, array_data, ckpt)), straight)
+    assert same(outcome(checkpointed_run(make_config, array_data, ckpt)), straight)
     assert (ckpt.with_name("ckpt.stale") / checkpoint.MANIFEST_NAME).is_file()
 
 
@@ -275,4 +276,4 @@ def test_a_damaged_round_with_its_previous_folder_gone_is_refused(trained, make_
     flip_bit(ckpt / manifest["dir"] / "shared.pt")
     (ckpt / manifest["previous"]["dir"] / "shared.pt").unlink()
     with pytest.raises(checkpoint.CorruptCheckpointError, match="no intact earlier round"):
-        make_engine(make_config, array_data, ckpt).run()
+        checkpointed_run(make_config, array_data, ckpt).run()
