@@ -37,3 +37,23 @@ def test_long_functions_are_named_with_their_length():
     body = "\n".join(f"    x{i} = {i}" for i in range(59))
     tree = ast.parse(f"class C:\n  def long(self):\n{body}\n\ndef short():\n    pass\n")
     assert code_metrics.long_functions(tree) == [("C.long", 2, 60)]
+
+
+PACKAGE = SCRIPT.parents[1] / "src" / "adloco"
+
+
+def test_the_package_keeps_what_design_md_promises():
+    """Only config/ reads the configuration as a mapping (where it builds Config);
+    no function of 60+ lines; no module over 500 lines."""
+    readers, long_ones, big = set(), [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        tree = ast.parse(text)
+        rel = path.relative_to(PACKAGE).as_posix()
+        if code_metrics.config_lookups(tree):
+            readers.add(rel.split("/")[0])
+        long_ones += [f"{rel}:{name}" for name, *_ in code_metrics.long_functions(tree)]
+        if len(text.splitlines()) > code_metrics.LONG_MODULE_LINES:
+            big.append(rel)
+    assert readers <= {"config"}
+    assert long_ones == [] and big == []
