@@ -113,11 +113,14 @@ def evaluate(model: torch.nn.Module, sequences: torch.Tensor, batch_size: int) -
     counts = []
     for start in range(0, sequences.size(0), batch_size):
         chunk = sequences[start : start + batch_size].to(device)
-        logits = model(input_ids=chunk, use_cache=False).logits[:, :-1, :]
+        logits = model(input_ids=chunk, use_cache=False).logits
+        # As in causal_lm_loss: the targets shift, the logits stay one contiguous
+        # view; the last position's loss (ignored, 0) is left out of the sums.
+        targets = F.pad(chunk[:, 1:], (0, 1), value=-100)
         token_loss = F.cross_entropy(
-            logits.reshape(-1, logits.size(-1)).float(), chunk[:, 1:].reshape(-1), reduction="none"
+            logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1), reduction="none"
         )
-        per_sequence.append(token_loss.view(chunk.size(0), -1).double().sum(1).cpu())
+        per_sequence.append(token_loss.view(chunk.size(0), -1)[:, :-1].double().sum(1).cpu())
         counts.append(torch.full((chunk.size(0),), chunk.size(1) - 1, dtype=torch.float64))
     model.train(was_training)
     sums, n = torch.cat(per_sequence), torch.cat(counts)
