@@ -313,10 +313,19 @@ def open_stream(
     return stream, {"kind": source, "files": [p.name for p in files]}
 
 
+def open_records(
+    data: DataConfig, raw_dir: str | Path | None = None, stats: RecordStats | None = None
+) -> tuple[Iterator[dict], dict]:
+    """C4 records of the configured source (the first ``data.max_documents`` good
+    ones) and the description of the source (:func:`open_stream`)."""
+    stream, info = open_stream(data, raw_dir, stats)
+    origin = info.get("hub_path") or str(raw_dir or data.raw_dir)
+    records = normalize_records(stream, data.max_documents, origin, data.on_bad_record, stats)
+    return records, info
+
+
 def iter_records(
     data: DataConfig, raw_dir: str | Path | None = None, stats: RecordStats | None = None
 ) -> Iterator[dict]:
     """C4 records of the configured source, the first ``data.max_documents`` good ones."""
-    stream, info = open_stream(data, raw_dir, stats)
-    origin = info.get("hub_path") or str(raw_dir or data.raw_dir)
-    return normalize_records(stream, data.max_documents, origin, data.on_bad_record, stats)
+    return open_records(data, raw_dir, stats)[0]

@@ -152,11 +152,7 @@ def tokenize_corpus(
             for s in splits_of(data)
         }
         stats = c4.RecordStats()
-        stream, source = c4.open_stream(data, raw_dir, stats)
-        origin = source.get("hub_path") or str(raw_dir or data.raw_dir)
-        records = c4.normalize_records(
-            stream, data.max_documents, origin, data.on_bad_record, stats
-        )
+        records, source = c4.open_records(data, raw_dir, stats)
         documents = write_documents(records, tokenizer, writers, data, seed, progress)
         splits = finish_splits(writers, documents, seq_len)
         documents_read = sum(documents.values())
