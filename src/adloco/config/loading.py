@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.config.checks import check_config
-from adloco.config.schema import check_run_names, fill_and_check, load_schema
+from adloco.config.schema import check_run_names, fill_and_check, load_schema, section_schema
 from adloco.config.types import (
     CalibrationConfig,
     ClusterConfig,
@@ -61,10 +61,7 @@ def section(name: str, mapping: Mapping) -> Any:
     """One typed section (``data``, ``cluster``, ...) from a mapping of it alone: a copy
     default-filled and checked against that section's schema (for tests and tools that
     need one section, not a whole configuration)."""
-    schema = load_schema()
-    sub = schema["properties"][name]
-    sub["$defs"] = schema["$defs"]
-    filled = fill_and_check(copy.deepcopy(dict(mapping)), sub, prefix=name)
+    filled = fill_and_check(copy.deepcopy(dict(mapping)), section_schema(name), prefix=name)
     return build(SECTION_TYPES[name], filled)
 
 

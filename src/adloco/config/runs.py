@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from adloco.config.schema import ConfigError, fill_and_check, load_schema
+from adloco.config.schema import ConfigError, fill_and_check, section_schema
 
 # Rules a method imposes on a run. Presets are filled in when the run leaves
 # the field out; a run that sets a conflicting value is rejected.
@@ -176,9 +176,6 @@ def resolve_run(config: Mapping, name: str) -> RunSettings:
             )
     overrides = {k: v for k, v in overrides.items() if k not in RUN_ONLY_KEYS}
     merged = {**copy.deepcopy(config.get("train", {})), **METHOD_RULES[method], **overrides}
-    schema = load_schema()
-    train_schema = schema["properties"]["train"]
-    train_schema["$defs"] = schema["$defs"]
-    fill_and_check(merged, train_schema, prefix=f"runs.{name}")
+    fill_and_check(merged, section_schema("train"), prefix=f"runs.{name}")
     merged["name"] = name
     return RunSettings.from_dict(merged)

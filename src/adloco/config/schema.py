@@ -43,6 +43,12 @@ def load_schema() -> dict:
     return copy.deepcopy(_parsed_schema())
 
 
+def section_schema(name: str) -> dict:
+    """The schema of one top-level section (``train``, ``data``, ...), with the shared ``$defs``."""
+    schema = load_schema()
+    return {**schema["properties"][name], "$defs": schema["$defs"]}
+
+
 def _extend_with_default(validator_class):
     """A validator that fills ``default`` values of absent properties."""
     validate_properties = validator_class.VALIDATORS["properties"]
