@@ -111,10 +111,17 @@ def variance_summary_file(folder: str | Path) -> Path:
 
 
 def variance_per_batch_file(folder: str | Path) -> Path:
+    """The variance stage's table of its batches' deviations."""
     return Path(folder) / "per_batch.csv"
 
 
+def variance_draws_file(folder: str | Path) -> Path:
+    """The variance stage's table of the scalar-vs-pooled comparison's draws."""
+    return Path(folder) / "draws.csv"
+
+
 def variance_deviations_file(folder: str | Path) -> Path:
+    """The variance stage's histogram of the deviations."""
     return Path(folder) / "deviations.png"
 
 

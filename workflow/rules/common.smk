@@ -135,7 +135,7 @@ if SETTINGS.data.source == "offline-wiki":
     except adloco.io.ForeignFolderError as exc:
         raise WorkflowError(f"{CONFIG_FILE}: {exc}") from None
 TOKENIZED_DIR = str(paths.tokenized_dir(DATASET))
-MANIFEST = f"{TOKENIZED_DIR}/manifest.json"
+MANIFEST = str(paths.manifest_file(TOKENIZED_DIR))
 # Everything this configuration computes: results/<experiment>/, logs/<experiment>/.
 EXPERIMENT = SETTINGS.experiment
 CALIBRATION_DIR = str(paths.calibration_dir(EXPERIMENT))

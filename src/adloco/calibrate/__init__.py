@@ -35,6 +35,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from adloco import paths
 from adloco.calibrate.record import calibrate_device
 from adloco.calibration_record import CalibrationRecord
 from adloco.config import Config, ConfigError, DeviceConfig, load_config
@@ -56,7 +57,7 @@ def check_seq_len(config: Config, data: str | Path, manifest: dict) -> None:
     wanted = config.data.seq_len_tokens
     if manifest["seq_len_tokens"] != wanted:
         raise ValueError(
-            f"{Path(data) / 'manifest.json'}: seq_len_tokens {manifest['seq_len_tokens']} "
+            f"{paths.manifest_file(data)}: seq_len_tokens {manifest['seq_len_tokens']} "
             f"differs from the config's data.seq_len_tokens {wanted}; re-run `adloco tokenize`"
         )
 

@@ -11,11 +11,20 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from adloco import paths
 from adloco.io import atomic_dir, naming_output, write_json_atomic
 from adloco.variance.analysis import VarianceAnalysis
 
 # What this stage writes into its folder (adloco.io.check_replaceable).
-VARIANCE_FILES = ("variance.json", "per_batch.csv", "draws.csv", "deviations.png")
+VARIANCE_FILES = tuple(
+    f(".").name
+    for f in (
+        paths.variance_summary_file,
+        paths.variance_per_batch_file,
+        paths.variance_draws_file,
+        paths.variance_deviations_file,
+    )
+)
 
 
 def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
@@ -61,11 +70,14 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
     (one row per draw of the scalar-vs-pooled comparison) is written only when
     the comparison ran.
     """
-    tables = {"per_batch.csv": analysis.per_batch, "draws.csv": analysis.draws}
+    tables = {
+        paths.variance_per_batch_file: analysis.per_batch,
+        paths.variance_draws_file: analysis.draws,
+    }
     with atomic_dir(out_dir, VARIANCE_FILES, "--out") as tmp:
-        for name, rows in tables.items():
+        for file_in, rows in tables.items():
             if rows:
-                with naming_output(tmp / name):
-                    pd.DataFrame(rows).to_csv(tmp / name, index=False)
-        plot_deviations(analysis.per_batch, analysis.summary, tmp / "deviations.png")
-        write_json_atomic(tmp / "variance.json", analysis.summary)
+                with naming_output(file_in(tmp)):
+                    pd.DataFrame(rows).to_csv(file_in(tmp), index=False)
+        plot_deviations(analysis.per_batch, analysis.summary, paths.variance_deviations_file(tmp))
+        write_json_atomic(paths.variance_summary_file(tmp), analysis.summary)
