@@ -49,6 +49,14 @@ def _calibrate_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", required=True, help=f"output JSON, {paths.calibration_file(EXP, DEVICE)}"
     )
+    _threads_arg(parser, "Snakemake passes those of one training process")
+
+
+def _threads_arg(parser: argparse.ArgumentParser, passed: str) -> None:
+    """--threads of a stage that trains (set by adloco.training_process)."""
+    parser.add_argument(
+        "--threads", type=int, default=None, help=f"CPU threads for torch ({passed})"
+    )
 
 
 def _variance_args(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +84,7 @@ def _variance_args(parser: argparse.ArgumentParser) -> None:
         default=8,
         help="sequences per forward/backward pass and per vmap chunk (memory only)",
     )
+    _threads_arg(parser, "Snakemake passes the job's")
 
 
 def _pretrain_args(parser: argparse.ArgumentParser) -> None:
@@ -88,7 +97,7 @@ def _pretrain_args(parser: argparse.ArgumentParser) -> None:
         help=f"checkpoint folder, kept when a job fails: {paths.base_checkpoint_dir(EXP)}",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    _threads_arg(parser, "Snakemake passes the job's")
 
 
 def _seed(text: str) -> int | str:
@@ -138,12 +147,7 @@ def _train_args(parser: argparse.ArgumentParser) -> None:
         help=f"checkpoint folder, kept when a job fails: {paths.checkpoint_dir(EXP, RUN, SEED)}",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="CPU threads for torch (Snakemake passes {threads}; per process under torchrun)",
-    )
+    _threads_arg(parser, "Snakemake passes the job's; per process under torchrun")
     parser.add_argument(
         "--dist-timeout-s",
         type=float,
@@ -230,6 +234,9 @@ class Stage:
     # it replaces atomically (their parent folder).
     out_dirs: tuple[str, ...] = ()
     out_files: tuple[str, ...] = ()
+    # A stage that runs training passes: started by adloco.training_process
+    # (freed memory kept, torch's threads), the same for calibration as for training.
+    trains: bool = False
 
 
 STAGES: dict[str, Stage] = {
@@ -264,6 +271,7 @@ STAGES: dict[str, Stage] = {
         "training reads.",
         _calibrate_args,
         out_files=("out",),
+        trains=True,
     ),
     "pretrain": Stage(
         "adloco.pretrain",
@@ -273,6 +281,7 @@ STAGES: dict[str, Stage] = {
         f"its checkpoints; writes {paths.base_dir(EXP)}/model (save_pretrained), "
         "metrics.jsonl and base.json (perplexity, sha256 of every model file).",
         _pretrain_args,
+        trains=True,
     ),
     "variance": Stage(
         "adloco.variance",
@@ -282,15 +291,18 @@ STAGES: dict[str, Stage] = {
         "B_simple and the batch the norm test asks for.",
         _variance_args,
         out_dirs=("out",),
+        trains=True,
     ),
     "train": Stage(
         "adloco.engine.run",
         "train one run (AdLoCo, DiLoCo, LocalSGD or an ablation) for one seed",
         "Train a configured run, writing metrics.jsonl, summary.json and the final model, "
-        "checkpointing every round; re-running the same command after a kill resumes, "
-        "while a finished run's checkpoint is set aside and the run trains again.",
+        "checkpointing every train.checkpoint_every_rounds rounds; re-running the same "
+        "command after a kill resumes, while a finished run's checkpoint is set aside and "
+        "the run trains again.",
         _train_args,
         out_dirs=("out", "checkpoints"),
+        trains=True,
     ),
     "report": Stage(
         "adloco.report",
@@ -348,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         check_outputs_writable(args._stage, args)
+        if args._stage.trains:
+            training_process = importlib.import_module("adloco.training_process")
+            training_process.prepare(getattr(args, "threads", None))
         return int(importlib.import_module(args._module).run(args) or 0)
     except (OSError, ValueError) as exc:
         # A bad setting, corrupt input, a missing upstream output, a full disk:

@@ -269,8 +269,6 @@ def run(args: argparse.Namespace) -> int:
         )
         log.info("model.source is %s: nothing to pretrain", source)
         return 0
-    if args.threads:
-        torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     if BASE_SPLIT not in data.manifest["splits"]:

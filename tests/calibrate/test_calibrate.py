@@ -34,8 +34,11 @@ def test_cli_writes_the_calibration(tmp_path, tiny_tokenized):
     config_path = _write_config(tmp_path, manifest["seq_len_tokens"], memory_gib=0.05)
     out = tmp_path / "results" / "cpu-tiny.json"
     argv = ["calibrate", "--config", str(config_path), "--data", str(tiny_tokenized)]
-    assert main([*argv, "--device", "cpu-tiny", "--out", str(out)]) == 0
+    # --threads sets torch's threads before the passes are timed (Snakemake
+    # passes a training process's; the one_thread fixture restores them).
+    assert main([*argv, "--device", "cpu-tiny", "--out", str(out), "--threads", "2"]) == 0
     record = json.loads(out.read_text())
+    assert record["step_time_measured"]["torch_threads"] == 2
     for key in (
         "device",
         "kind",

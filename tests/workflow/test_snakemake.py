@@ -125,6 +125,12 @@ def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
     calibrations = [j for j in jobs if j["rule"] == "calibrate"]
     for job in calibrations:
         assert job["output"] == [str(paths.calibration_file(exp, job["wildcards"]["device"]))]
+        # Timed with a training process's threads: one on a CPU device, so it
+        # runs beside the base's pretraining.
+        assert job.get("threads", "1") == "1" and " --threads 1 " in job["shell"]
+    # The variance analysis gets its job's threads too (not torch's every core).
+    variance = next(j for j in jobs if j["rule"] == "variance")
+    assert f" --threads {variance.get('threads', '1')} " in variance["shell"]
     report = next(j for j in jobs if j["rule"] == "report")
     assert str(paths.report_dir(exp) / "index.html") in report["output"]
     assert str(paths.report_dir(exp) / "summary.csv") in report["output"]

@@ -23,7 +23,7 @@ rule calibrate:
         f"{LOG_DIR}/calibrate/{{device}}.log",
     benchmark:
         f"{LOG_DIR}/benchmarks/calibrate/{{device}}.tsv"
-    threads: 2
+    threads: calibrate_threads
     resources:
         mem_mb=calibrate_mem_mb,
         runtime=60,
@@ -33,4 +33,4 @@ rule calibrate:
         "../envs/adloco.yaml"
     shell:
         "adloco calibrate --config {params.config:q} --data {params.data:q}"
-        " --device {wildcards.device:q} --out {output:q} > {log:q} 2>&1"
+        " --device {wildcards.device:q} --out {output:q} --threads {threads} > {log:q} 2>&1"

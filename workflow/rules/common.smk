@@ -285,6 +285,16 @@ def device_gpu(wildcards):
     return 1 if DEVICES[wildcards.device].kind == "cuda" else 0
 
 
+def calibrate_threads(wildcards):
+    """Threads of a calibration: those of one training process on the device.
+
+    The curve it times is then the one a training process sees (one thread on a
+    CPU, where parallel jobs use the cores; a few feeding a GPU), and a CPU
+    calibration runs beside other jobs (the base's pretraining) as training does.
+    """
+    return 4 if DEVICES[wildcards.device].kind == "cuda" else 1
+
+
 def device_gpu_model(wildcards):
     return _gpu_model(DEVICES[wildcards.device])
 

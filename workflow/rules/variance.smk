@@ -43,4 +43,4 @@ rule variance:
         "../envs/adloco.yaml"
     shell:
         "adloco variance --config {params.config:q} --data {params.data:q} {params.base:q}"
-        " --out {params.out:q} > {log:q} 2>&1"
+        " --out {params.out:q} --threads {threads} > {log:q} 2>&1"

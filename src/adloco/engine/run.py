@@ -83,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
     settings = config.run(args.run)
     # Every run of a base experiment starts from the verified base model.
     start = start_model(config.model, getattr(args, "base", None))
-    if args.threads:
-        torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     # Needs the train split's size, known only now: before any training.

@@ -1,0 +1,19 @@
+"""How a process that trains on the host starts: the stages that run training passes call it first.
+
+Freed memory stays in the process (:mod:`adloco.allocator`), and torch gets the
+threads the command was given (Snakemake passes a job's threads; per process
+under torchrun). Calibration, pretraining, the variance analysis and training
+start the same way, so a calibration times passes as a training process runs them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from adloco import allocator
+
+
+def prepare(threads: int | None) -> None:
+    allocator.keep_freed_memory()
+    if threads:
+        torch.set_num_threads(threads)
