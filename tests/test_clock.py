@@ -8,6 +8,7 @@ import pytest
 
 from adloco.clock import (
     Network,
+    RunClock,
     SlotWork,
     StepTimeCurve,
     TrainerSync,
@@ -109,7 +110,7 @@ def test_round_waits_for_the_slowest_trainer_and_adds_merges():
         round_time_s([(t0, sync0)], {}, NET, "concurrent")
 
 
-def test_recompute_from_json_rows():
+def _two_round_rows() -> list[dict]:
     rows = []
     for r in (1, 2):
         for trainer, (works, sync) in enumerate(
@@ -123,10 +124,36 @@ def test_recompute_from_json_rows():
                     "sync": (sync or TrainerSync(1, (8,))).as_dict(),
                 }
             )
-    rows = [json.loads(json.dumps(row)) for row in rows]
-    got = recompute_sim_time_s(rows, {"d": CURVE}, NET, "concurrent")
+    return [json.loads(json.dumps(row)) for row in rows]
+
+
+def test_recompute_from_json_rows():
+    got = recompute_sim_time_s(_two_round_rows(), {"d": CURVE}, NET, "concurrent")
     # round 1: max(1.25, 3.25); round 2: max(1.25, 6.5).
     assert got == pytest.approx({1: 3.25, 2: 3.25 + 6.5})
+
+
+def test_a_run_clock_computes_each_round_once_per_curves_and_policy(monkeypatch):
+    import adloco.clock as clock
+
+    calls = []
+    real = clock.trainer_compute_s
+    monkeypatch.setattr(clock, "trainer_compute_s", lambda *a: calls.append(a[2]) or real(*a))
+    run = RunClock(_two_round_rows())
+    slow = Network(bandwidth_bytes_s=1.0, latency_s=2.0)
+    # Trainer 0 syncs 8 bytes over 1 node: no all-reduce, so the network never
+    # matters here; round 1 = 3.25, round 2 = 6.5 under any of them.
+    for network in (NET, slow, NET):
+        assert run.cumulative_s({"d": CURVE}, network, "concurrent") == {1: 3.25, 2: 9.75}
+    assert calls == ["concurrent", "concurrent"]  # two rounds, once each
+    # Another policy computes again, and only the rounds asked for.
+    assert run.cumulative_s({"d": CURVE}, NET, "time_slicing", last_round=1) == {1: 3.25}
+    assert calls == ["concurrent", "concurrent", "time_slicing"]
+    # The same numbers as a fresh recomputation, to the bit, for another curve.
+    other = {"d": CURVE.scaled(1.7)}
+    assert run.cumulative_s(other, slow, "time_slicing") == recompute_sim_time_s(
+        _two_round_rows(), other, slow, "time_slicing"
+    )
 
 
 def test_run_length_round_trip():

@@ -286,19 +286,17 @@ def device_time_s(works: Sequence[SlotWork], curve: StepTimeCurve, sharing: str)
     return sum(device_step_times_s(works, curve, sharing))
 
 
-def round_time_s(
+def trainer_compute_s(
     trainers: Sequence[tuple[Sequence[SlotWork], TrainerSync]],
     curves: Mapping[str, StepTimeCurve],
-    network: Network,
     sharing: str,
-) -> float:
-    """Seconds of one round: the slowest trainer's compute and sync, then the merges.
+) -> list[float]:
+    """Seconds each trainer of a round computes: the part of its time the network does not set.
 
     Trainers run side by side on disjoint slots, but slots of different
     trainers may share a device: a device's time covers all its slots, and a
     trainer waits for the slowest device it uses: once a round, or at every
     step when it synchronises per step (``TrainerSync.per_step``, ``ddp``).
-    Merges follow the round.
     """
     by_device: dict[int, list[SlotWork]] = {}
     for works, _ in trainers:
@@ -313,18 +311,81 @@ def round_time_s(
         if name not in curves:
             raise ValueError(f"no step-time curve for device {name!r}")
         step_s[index] = device_step_times_s(works, curves[name], sharing)
-    slowest = 0.0
-    merges = 0.0
+    out = []
     for works, sync in trainers:
         mine = [step_s[i] for i in dict.fromkeys(w.device_index for w in works)]
         if sync.per_step:
             steps = max((len(t) for t in mine), default=0)
-            compute = sum(max(t[h] for t in mine if h < len(t)) for h in range(steps))
+            out.append(sum(max(t[h] for t in mine if h < len(t)) for h in range(steps)))
         else:
-            compute = max((sum(t) for t in mine), default=0.0)
+            out.append(max((sum(t) for t in mine), default=0.0))
+    return out
+
+
+def round_time_s(
+    trainers: Sequence[tuple[Sequence[SlotWork], TrainerSync]],
+    curves: Mapping[str, StepTimeCurve],
+    network: Network,
+    sharing: str,
+    compute_s: Sequence[float] | None = None,
+) -> float:
+    """Seconds of one round: the slowest trainer's compute and sync, then the merges.
+
+    ``compute_s``: each trainer's compute (:func:`trainer_compute_s`), when
+    the caller already has it for these curves and policy.
+    """
+    if compute_s is None:
+        compute_s = trainer_compute_s(trainers, curves, sharing)
+    slowest = 0.0
+    merges = 0.0
+    for (_, sync), compute in zip(trainers, compute_s, strict=True):
         slowest = max(slowest, compute + sync.sync_time_s(network))
         merges += sync.merge_time_s(network)
     return slowest + merges
+
+
+Round = list[tuple[list[SlotWork], TrainerSync]]
+
+
+class RunClock:
+    """A finished run's rows, read once, and its time recomputed under any clock.
+
+    Each row carries its trainer's ``slot_work`` and ``sync`` (docs/engine.md,
+    "Run outputs"); rows of one round are charged together by
+    :func:`round_time_s`. A round's compute depends on the devices' curves
+    and the slot-sharing policy only, so it is kept per (curves, policy) and
+    a sweep over networks computes it once.
+    """
+
+    def __init__(self, rows: Iterable[Mapping]):
+        rounds: dict[int, Round] = {}
+        for row in rows:
+            works = [SlotWork.from_dict(w) for w in row["slot_work"]]
+            sync = TrainerSync.from_dict(row["sync"])
+            rounds.setdefault(int(row["round"]), []).append((works, sync))
+        self.rounds = dict(sorted(rounds.items()))
+        self._compute: dict[tuple, dict[int, list[float]]] = {}
+
+    def cumulative_s(
+        self,
+        curves: Mapping[str, StepTimeCurve],
+        network: Network,
+        sharing: str,
+        last_round: int | None = None,
+    ) -> dict[int, float]:
+        """Cumulative simulated time after each round (up to ``last_round``)."""
+        key = (tuple(sorted(curves.items())), sharing)
+        compute = self._compute.setdefault(key, {})
+        elapsed = 0.0
+        out = {}
+        for r, trainers in self.rounds.items():
+            if last_round is not None and r > last_round:
+                break
+            if r not in compute:
+                compute[r] = trainer_compute_s(trainers, curves, sharing)
+            elapsed += round_time_s(trainers, curves, network, sharing, compute[r])
+            out[r] = elapsed
+        return out
 
 
 def recompute_sim_time_s(
@@ -333,18 +394,5 @@ def recompute_sim_time_s(
     network: Network,
     sharing: str,
 ) -> dict[int, float]:
-    """Cumulative simulated time after each round of a run, from its metrics rows alone.
-
-    Each row carries its trainer's ``slot_work`` and ``sync`` (docs/engine.md, "Run outputs");
-    rows of one round are charged together by :func:`round_time_s`.
-    """
-    rounds: dict[int, list[tuple[list[SlotWork], TrainerSync]]] = {}
-    for row in rows:
-        works = [SlotWork.from_dict(w) for w in row["slot_work"]]
-        rounds.setdefault(int(row["round"]), []).append((works, TrainerSync.from_dict(row["sync"])))
-    elapsed = 0.0
-    out = {}
-    for r in sorted(rounds):
-        elapsed += round_time_s(rounds[r], curves, network, sharing)
-        out[r] = elapsed
-    return out
+    """Cumulative simulated time after each round of a run, from its metrics rows alone."""
+    return RunClock(rows).cumulative_s(curves, network, sharing)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from adloco.calibration_record import CalibrationRecord
+from adloco.clock import RunClock
 from adloco.config import ClusterConfig, Config, RunSettings
 from adloco.io import read_json_object
 from adloco.paths import (
@@ -48,6 +50,11 @@ class RunSeed:
     summary: dict[str, Any]
     folder: Path
     settings: RunSettings
+
+    @cached_property
+    def clock(self) -> RunClock:
+        """Its rows read for the clock once, for every recomputation of its time."""
+        return RunClock(self.rows)
 
 
 @dataclass

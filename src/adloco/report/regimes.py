@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.calibration_record import CalibrationRecord
-from adloco.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
+from adloco.clock import SLOT_SHARING, Network, StepTimeCurve
 from adloco.config import ClusterConfig, Config, DeviceConfig, NetworkConfig
 from adloco.paths import device_calibration_file
 from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, Effect, judge, measure
@@ -239,8 +239,7 @@ def times_to_target(
         rounds = reached[(r.run, r.seed)]
         last = max((k for k in rounds.values() if k is not None), default=None)
         # Time to target needs the rounds up to the last one reached, not the whole run.
-        rows = [x for x in r.rows if last is not None and x["round"] <= last]
-        clock = recompute_sim_time_s(rows, curves, network, sharing) if rows else {}
+        clock = {} if last is None else r.clock.cumulative_s(curves, network, sharing, last)
         for t in targets:
             out[t][r.seed] = math.inf if rounds[t] is None else clock[rounds[t]]
     return out
