@@ -327,15 +327,17 @@ def round_time_s(
     curves: Mapping[str, StepTimeCurve],
     network: Network,
     sharing: str,
-    compute_s: Sequence[float] | None = None,
 ) -> float:
-    """Seconds of one round: the slowest trainer's compute and sync, then the merges.
+    """Seconds of one round: the slowest trainer's compute and sync, then the merges."""
+    return charge_round(trainers, trainer_compute_s(trainers, curves, sharing), network)
 
-    ``compute_s``: each trainer's compute (:func:`trainer_compute_s`), when
-    the caller already has it for these curves and policy.
-    """
-    if compute_s is None:
-        compute_s = trainer_compute_s(trainers, curves, sharing)
+
+def charge_round(
+    trainers: Sequence[tuple[Sequence[SlotWork], TrainerSync]],
+    compute_s: Sequence[float],
+    network: Network,
+) -> float:
+    """:func:`round_time_s` from each trainer's compute (:func:`trainer_compute_s`)."""
     slowest = 0.0
     merges = 0.0
     for (_, sync), compute in zip(trainers, compute_s, strict=True):
@@ -351,8 +353,8 @@ class RunClock:
     """A finished run's rows, read once, and its time recomputed under any clock.
 
     Each row carries its trainer's ``slot_work`` and ``sync`` (docs/engine.md,
-    "Run outputs"); rows of one round are charged together by
-    :func:`round_time_s`. A round's compute depends on the devices' curves
+    "Run outputs"); rows of one round are charged together, as
+    :func:`round_time_s` charges them. A round's compute depends on the devices' curves
     and the slot-sharing policy only, so it is kept per (curves, policy) and
     a sweep over networks computes it once.
     """
@@ -383,7 +385,7 @@ class RunClock:
                 break
             if r not in compute:
                 compute[r] = trainer_compute_s(trainers, curves, sharing)
-            elapsed += round_time_s(trainers, curves, network, sharing, compute[r])
+            elapsed += charge_round(trainers, compute[r], network)
             out[r] = elapsed
         return out
 
