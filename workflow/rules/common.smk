@@ -285,6 +285,11 @@ def device_gpu(wildcards):
     return 1 if DEVICES[wildcards.device].kind == "cuda" else 0
 
 
+def process_threads(cuda):
+    """CPU threads of one process that trains: one on a CPU, a few feeding a GPU."""
+    return 4 if cuda else 1
+
+
 def calibrate_threads(wildcards):
     """Threads of a calibration: those of one training process on the device.
 
@@ -292,7 +297,7 @@ def calibrate_threads(wildcards):
     CPU, where parallel jobs use the cores; a few feeding a GPU), and a CPU
     calibration runs beside other jobs (the base's pretraining) as training does.
     """
-    return 4 if DEVICES[wildcards.device].kind == "cuda" else 1
+    return process_threads(DEVICES[wildcards.device].kind == "cuda")
 
 
 def device_gpu_model(wildcards):
@@ -309,7 +314,7 @@ def train_threads(wildcards):
     a small model, so parallel runs use cores better than intra-op threads:
     one thread per process. A GPU process gets a few threads to feed its device.
     """
-    return (4 if _uses_cuda() else 1) * TRAIN_PROCESSES
+    return process_threads(_uses_cuda()) * TRAIN_PROCESSES
 
 
 def train_launcher(wildcards):
