@@ -6,6 +6,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,36 +22,23 @@ from adloco.engine import run as run_module
 from adloco.engine.loop import Engine
 from adloco.model import build_model
 
+# The engine tests' tiny model and token splits (tests/engine/array_data.py).
+sys.path.insert(0, str(Path(__file__).parent / "engine"))
+from array_data import TINY_MODEL, ArraySplit  # noqa: E402
+
 VOCAB, SEQ = 64, 12
 REPO = Path(__file__).parents[1]
-TINY_SIZES = {
-    "hidden_size": 16,
-    "intermediate_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-}
 
 
 class Tokens:
     """Random sequences with the reader's API: train and validation splits."""
-
-    class Split:
-        def __init__(self, tokens: torch.Tensor):
-            self.tokens = tokens
-
-        def __len__(self) -> int:
-            return self.tokens.size(0)
-
-        def get(self, indices) -> torch.Tensor:
-            return self.tokens[torch.as_tensor(indices, dtype=torch.long)]
 
     vocab_size, seq_len_tokens = VOCAB, SEQ
     manifest = {"splits": {"train": {"sequences": 40}, "validation": {"sequences": 8}}}
 
     def __init__(self):
         tokens = torch.randint(0, VOCAB, (48, SEQ), generator=torch.Generator().manual_seed(1))
-        self.splits = {"train": self.Split(tokens[:40]), "validation": self.Split(tokens[40:])}
+        self.splits = {"train": ArraySplit(tokens[:40]), "validation": ArraySplit(tokens[40:])}
 
     def split(self, name: str):
         return self.splits[name]
@@ -91,7 +79,7 @@ def test_a_run_from_the_base_starts_from_exactly_its_weights(base, tmp_path):
         "model.safetensors",
     ]
     raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
-    config = config_from_dict({**raw, "model": TINY_SIZES})
+    config = config_from_dict({**raw, "model": TINY_MODEL})
     batches = {d.name: 4 for d in config.cluster.devices}
     curves = {d.name: StepTimeCurve.roofline(0.01, 4) for d in config.cluster.devices}
     engine = Engine(
@@ -135,7 +123,7 @@ def test_the_fingerprint_holds_the_resolved_model_and_its_checksums(base, tmp_pa
     # its cluster section without processes_per_machine. Kept, so checkpoints still resume.
     folder, _, _ = base
     raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
-    raw["model"] = {**TINY_SIZES, "source": "base"}
+    raw["model"] = {**TINY_MODEL, "source": "base"}
     raw["pretrain"] = {}
     raw["data"]["base_fraction"] = 0.2
     raw["runs"]["adloco"]["inner_lr"] = 0.002
