@@ -23,9 +23,11 @@ Usage: .venv/bin/python benchmarks/bench_engine.py [--config config/config.yaml]
        [--batch 8] [--steps 10] [--repeats 7] [--threads 1]
        [--slots 4 16] [--slot-batches 1 4] [--slot-steps 4] [--slot-repeats 3]
        [--device cuda --model microllama --seq-len 512 --peak-tflops 989]
+       [--json PATH]
 On CUDA both loops run under bf16 autocast, and with --peak-tflops the model
 FLOPs utilisation (6 x parameters x tokens/s / peak) is printed too.
-Every repeat runs all variants in a fresh random order and ratios use the
+With --json every figure printed is also written to PATH (scripts/gpu-check.sh
+reads it). Every repeat runs all variants in a fresh random order and ratios use the
 fastest repeat of each (the one least disturbed by other work on the machine).
 """
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import random
 import statistics
 import time
@@ -113,6 +116,7 @@ def main() -> None:
     ap.add_argument("--slot-batches", type=int, nargs="+", default=[1, 4], help="b of the grid")
     ap.add_argument("--slot-steps", type=int, default=4, help="inner steps per grid round")
     ap.add_argument("--slot-repeats", type=int, default=3)
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -227,17 +231,37 @@ def main() -> None:
         f"exact per-sample estimator on one batch: {best['exact'] * 1e3:.1f} ms "
         f"({best['exact'] / best['step_off']:.1f}x an inner step)"
     )
+    num_params = sum(p.numel() for p in ref_params)
+    figures = {
+        "device": str(device),
+        "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch_version": torch.__version__,
+        "parameters": num_params,
+        "batch": args.batch,
+        "seq_len_tokens": seq_len,
+        "inner_steps": args.steps,
+        "threads": args.threads,
+        "autocast_dtype": settings.autocast_dtype if device.type == "cuda" else None,
+        "plain_tokens_per_s": tokens / best["plain"],
+        "engine_tokens_per_s": tokens / best["engine"],
+        "engine_vs_plain": best["plain"] / best["engine"],
+        "stats_round_overhead": best["engine_stats"] / best["engine"] - 1,
+        "stats_first_step_overhead": best["step_on"] / best["step_off"] - 1,
+        "exact_estimator_vs_inner_step": best["exact"] / best["step_off"],
+    }
     if args.peak_tflops:
-        flops_per_s = 6 * sum(p.numel() for p in ref_params) * tokens / best["engine"]
-        print(
-            f"engine MFU {flops_per_s / (args.peak_tflops * 1e12):.1%} "
-            f"of {args.peak_tflops} TFLOP/s"
-        )
-    print_bytes_per_communication(config, sum(p.numel() for p in ref_params))
-    slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocast)
+        flops_per_s = 6 * num_params * tokens / best["engine"]
+        figures["engine_mfu"] = flops_per_s / (args.peak_tflops * 1e12)
+        figures["peak_tflops"] = args.peak_tflops
+        print(f"engine MFU {figures['engine_mfu']:.1%} of {args.peak_tflops} TFLOP/s")
+    figures["bytes_per_communication"] = print_bytes_per_communication(config, num_params)
+    figures["slots"] = slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocast)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(figures, fh, indent=1)
 
 
-def slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocast) -> None:
+def slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocast) -> list[dict]:
     """k slots x local batch b: vectorized vs sequential vs one plain loop of batch k·b."""
     print(
         f"node slots: k slots x batch b, {args.slot_steps} steps of {seq_len} tokens, "
@@ -245,6 +269,7 @@ def slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocas
         + (" of process CPU time)" if device.type == "cpu" else ")")
     )
     print(f"  {'k':>3} {'b':>3} {'vectorized':>11} {'sequential':>11} {'plain k·b':>10}  ratios")
+    rows = []
     for k in args.slots:
         for b in args.slot_batches:
             tokens, variants = slot_variants(
@@ -267,6 +292,11 @@ def slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocas
                 f"{rate['plain']:10.0f}  vectorized/plain {vec_plain:.2f} (goal >= 0.8), "
                 f"vectorized/sequential {vec_seq:.2f}" + (" (goal >= 2)" if b == 1 else "")
             )
+            rows.append(
+                {"k": k, "b": b, "tokens_per_s": rate, "vectorized_vs_plain": vec_plain,
+                 "vectorized_vs_sequential": vec_seq}
+            )
+    return rows
 
 
 def slot_variants(k, b, steps, worker, settings, reference, vocab, seq_len, device, autocast):
@@ -320,9 +350,10 @@ def slot_variants(k, b, steps, worker, settings, reference, vocab, seq_len, devi
     return data.numel(), variants
 
 
-def print_bytes_per_communication(config: Config, num_params: int) -> None:
+def print_bytes_per_communication(config: Config, num_params: int) -> dict[str, int]:
     """Bytes of one trainer's round (ring all-reduce over its slots) for every run."""
     slots = config.cluster.slots()
+    moved_by_run = {}
     print(f"bytes per communication ({num_params:,} parameters, {slots} slots):")
     for name in config.runs:
         run = config.run(name)
@@ -330,10 +361,11 @@ def print_bytes_per_communication(config: Config, num_params: int) -> None:
         payloads = sync_payload_bytes(run, num_params)
         moved = sum(allreduce_bytes(p, nodes) for p in payloads)
         pseudo = allreduce_bytes(payloads[0], nodes)
-        print(
-            f"  {name:22s} {moved:12,d} bytes over {nodes} slots "
-            f"({moved / pseudo:.4f}x the pseudo-gradient alone)"
-        )
+        # A trainer of one slot all-reduces nothing (it communicates when it merges).
+        share = f"{moved / pseudo:.4f}x the pseudo-gradient alone" if pseudo else "no all-reduce"
+        print(f"  {name:22s} {moved:12,d} bytes over {nodes} slots ({share})")
+        moved_by_run[name] = moved
+    return moved_by_run
 
 
 if __name__ == "__main__":
