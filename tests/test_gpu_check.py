@@ -167,7 +167,7 @@ def test_the_quick_form_runs_every_step_and_each_passes(tmp_path):
     report = json.loads((out / "gpu-check.json").read_text())
     statuses = {name: e["status"] for name, e in report["steps"].items()}
     assert done.returncode == 0, done.stdout + done.stderr + (out / "gpu-check.log").read_text()
-    assert set(statuses.values()) == {"passed"} and len(statuses) == 15, statuses
+    assert set(statuses.values()) == {"passed"} and len(statuses) == 16, statuses
     steps = report["steps"]
     assert steps["environment"]["figures"]["packages"]["torch"]
     assert steps["calibrate-paper-shape"]["figures"]["max_batch"] >= 1

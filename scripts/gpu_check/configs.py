@@ -165,7 +165,11 @@ def paper_shape_config(size_name: str, device: str) -> dict[str, Any]:
             "inner_lr": 3e-4,  # random init: a step that moves the loss within a few rounds
             "merge_frequency": 2,  # a merge inside the few rounds
         },
-        "runs": {name: paper["runs"][name] for name in ("adloco", "diloco")},
+        "runs": {
+            **{name: paper["runs"][name] for name in ("adloco", "diloco")},
+            # DiLoCo's one trainer of 4 slots as one stack: the vectorized path at the paper's shape.
+            "diloco-vectorized": {**paper["runs"]["diloco"], "slot_execution": "vectorized"},
+        },
         "report": _report(paper["report"]),
     }
 

@@ -87,6 +87,22 @@ def training(run: Path) -> dict[str, Any]:
     }
 
 
+def vectorized_training(run: Path, sequential: Path) -> dict[str, Any]:
+    """A stacked run: its own checks, and its losses beside the same run's slots one by one.
+
+    Under bf16 autocast the two differ by rounding that grows over the rounds,
+    so the difference is a figure, not a check.
+    """
+    got = training(run)
+    ref = training(sequential) if (sequential / "metrics.jsonl").exists() else None
+    if ref is not None:
+        got["val_loss_last_sequential"] = ref["val_loss_last"]
+        got["relative_difference_to_sequential"] = abs(
+            got["val_loss_last"] - ref["val_loss_last"]) / ref["val_loss_last"]
+        got["speed_vs_sequential"] = ref["wall_time_s"] / got["wall_time_s"]
+    return got
+
+
 def same_run(one: Path, two: Path) -> dict[str, Any]:
     """The two-process run equals the single process: every logged loss, round by round."""
     a, b = _rows(one), _rows(two)

@@ -30,6 +30,7 @@ LIMIT_S = {
     "calibrate-paper-shape": 150,
     "train-paper-shape-adloco": 120,
     "train-paper-shape-diloco": 100,
+    "train-paper-shape-diloco-vectorized": 100,
     "bench-default": 120,
     "bench-paper-shape": 150,
     "calibrate-default": 90,
@@ -52,7 +53,7 @@ BENCH_PAPER_ARGS = {
     "quick": BENCH_ARGS["quick"],
     "toy": ["--repeats", "2", "--slot-repeats", "2", "--slots", "4", "--slot-batches", "1"],
     "full": ["--repeats", "3", "--slot-repeats", "3", "--batch", "8", "--slots", "4",
-             "--slot-batches", "1"],
+             "--slot-batches", "1", "--skip-exact"],
 }
 
 
@@ -118,6 +119,7 @@ class Plan:
             self.calibrate("paper-shape", "data-paper-shape"),
             self.train("paper-shape", "adloco"),
             self.train("paper-shape", "diloco"),
+            self.train_vectorized("paper-shape", "diloco"),
             self.bench("default", BENCH_ARGS[self.size]),
             self.bench("paper-shape", BENCH_PAPER_ARGS[self.size]),
             self.calibrate("default", "data-default"),
@@ -175,6 +177,14 @@ class Plan:
         name = f"train-{exp}-{run}"
         return Step(name, command, self.limit(name), partial(figures.training, out),
                     (f"calibrate-{exp}",))
+
+    def train_vectorized(self, exp: str, run: str) -> Step:
+        """The run with its slots stacked (``slot_execution: vectorized``), against its sequential run."""
+        command, out = self.train_command(exp, f"{run}-vectorized")
+        _, sequential = self.train_command(exp, run)
+        name = f"train-{exp}-{run}-vectorized"
+        return Step(name, command, self.limit(name),
+                    partial(figures.vectorized_training, out, sequential), (f"calibrate-{exp}",))
 
     def bench(self, exp: str, args: list[str]) -> Step:
         out = self.work / f"bench-{exp}.json"

@@ -232,3 +232,30 @@ def test_a_stack_refuses_slots_of_different_passes(array_data, make_config):
     ]
     with pytest.raises(ValueError, match="same passes"):
         Stack(worker, settings).run(theta, jobs, array_data.split("train").get, [0.01])
+
+
+def test_a_stack_runs_under_bf16_autocast_as_the_worker_does(array_data, make_config):
+    """Under autocast, attention inside vmap gets one dtype (CUDA's bf16 path, run on CPU autocast).
+
+    vmap runs SDPA once per slot below autocast, which then left query and key
+    in float32 and the value in bfloat16; the kernel refused them. Tolerances
+    are bf16 rounding.
+    """
+    worker, settings = make_worker(make_config, array_data, grad_clip_norm=1.0)
+    worker.autocast_dtype = torch.bfloat16  # what a CUDA worker with autocast_dtype bfloat16 has
+    theta = [p.detach().clone() for p in worker.params]
+    steps, lrs = [(2,), (2,)], [0.01, 0.01]
+    indices = slot_indices(2, 4)
+    fetch = array_data.split("train").get
+    sequential = run_sequential(
+        worker, theta, [NodeState(j) for j in range(2)], indices, steps, lrs, fetch
+    )
+    stacked = run_stacked(
+        worker, settings, theta, [NodeState(j) for j in range(2)], indices, steps, lrs, fetch
+    )
+    for (r, params, _), (r2, params2, _) in zip(sequential, stacked, strict=True):
+        assert r2.loss_sum == pytest.approx(r.loss_sum, rel=2e-2)
+        for p, q in zip(params, params2, strict=True):
+            torch.testing.assert_close(q, p, rtol=2e-2, atol=2e-3)
+    # The model's own attention is back to SDPA after the stack's passes.
+    assert worker.model.config._attn_implementation == "sdpa"

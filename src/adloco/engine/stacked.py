@@ -27,8 +27,12 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import contextlib
+
 import torch
 from torch.func import functional_call, vmap
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from adloco.config import RunSettings
 from adloco.engine.inner import NodeResult, NodeState, Worker, make_optimizer, step_gradient
@@ -37,6 +41,34 @@ from adloco.model import batch_loss
 # PyTorch has no vmap rule for the fused CPU attention kernel, so vmap runs it
 # once per slot (as the sequential loop does) and says so on every pass.
 _NO_BATCH_RULE = "There is a performance drop because we have not yet implemented the batching rule"
+# That per-slot fallback runs below autocast, so autocast no longer casts the
+# attention's inputs to one dtype: query and key leave the rotary embedding in
+# float32, the value projection in bfloat16, and the kernel refuses them (seen
+# on CUDA and on CPU autocast). The stack's passes use this attention, which
+# makes autocast's cast itself and is SDPA otherwise.
+_ONE_DTYPE_SDPA = "adloco_sdpa_autocast_cast"
+
+
+def _sdpa_autocast_cast(module, query, key, value, *args, **kwargs):
+    kind = query.device.type
+    if torch.is_autocast_enabled(kind):
+        dtype = torch.get_autocast_dtype(kind)
+        query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+    return sdpa_attention_forward(module, query, key, value, *args, **kwargs)
+
+
+AttentionInterface.register(_ONE_DTYPE_SDPA, _sdpa_autocast_cast)
+
+
+@contextlib.contextmanager
+def _attention(model: torch.nn.Module, name: str):
+    """``model`` runs its attention as ``name`` inside the block."""
+    before = model.config._attn_implementation
+    model.config._attn_implementation = name
+    try:
+        yield
+    finally:
+        model.config._attn_implementation = before
 
 
 @dataclass
@@ -138,7 +170,11 @@ class Stack:
         def one(p: list[torch.Tensor], s: torch.Tensor) -> torch.Tensor:
             return functional_call(self.loss_of, dict(zip(self.names, p, strict=True)), (s,))
 
-        with warnings.catch_warnings(), self.worker._autocast():
+        with (
+            warnings.catch_warnings(),
+            self.worker._autocast(),
+            _attention(self.worker.model, _ONE_DTYPE_SDPA),
+        ):
             warnings.filterwarnings("ignore", message=_NO_BATCH_RULE)
             return vmap(one)(params, seqs)
 
