@@ -8,7 +8,7 @@ CORES ?= all
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint bench clean-results setup
+.PHONY: run test lint bench clean-results setup gpu-check gpu-check-prepare
 
 setup: $(STAMP)
 
@@ -26,11 +26,23 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	ruff check src tests benchmarks
+	ruff check src tests benchmarks scripts
 	snakemake --lint
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+# Every CUDA path in one command (docs/gpu-check.md). On the GPU machine, which
+# needs no venv: `make gpu-check OUT=gpu-check-out`; here, at toy sizes:
+# `make gpu-check DEVICE=cpu`. Beforehand, on a machine with the package index:
+# `make gpu-check-prepare` (wheels and data into .gpu-check/).
+DEVICE ?= cuda
+OUT ?= gpu-check-out
+gpu-check:
+	scripts/gpu-check.sh --device $(DEVICE) --out $(OUT)
+
+gpu-check-prepare: $(STAMP)
+	scripts/gpu-check-prepare.sh
 
 # Everything one experiment computed (results/<experiment>/, logs/<experiment>/,
 # as adloco.paths lays them out): `make clean-results EXPERIMENT=test`.

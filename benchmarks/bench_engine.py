@@ -255,7 +255,9 @@ def main() -> None:
         "engine_vs_plain": best["plain"] / best["engine"],
         "stats_round_overhead": best["engine_stats"] / best["engine"] - 1,
         "stats_first_step_overhead": best["step_on"] / best["step_off"] - 1,
-        "exact_estimator_vs_inner_step": best["exact"] / best["step_off"] if "exact" in best else None,
+        "exact_estimator_vs_inner_step": best["exact"] / best["step_off"]
+        if "exact" in best
+        else None,
     }
     if args.peak_tflops:
         flops_per_s = 6 * num_params * tokens / best["engine"]
@@ -263,7 +265,9 @@ def main() -> None:
         figures["peak_tflops"] = args.peak_tflops
         print(f"engine MFU {figures['engine_mfu']:.1%} of {args.peak_tflops} TFLOP/s")
     figures["bytes_per_communication"] = print_bytes_per_communication(config, num_params)
-    figures["slots"] = slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocast)
+    figures["slots"] = slot_grid(
+        args, worker, settings, reference, vocab, seq_len, device, autocast
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(figures, fh, indent=1)
@@ -301,8 +305,13 @@ def slot_grid(args, worker, settings, reference, vocab, seq_len, device, autocas
                 f"vectorized/sequential {vec_seq:.2f}" + (" (goal >= 2)" if b == 1 else "")
             )
             rows.append(
-                {"k": k, "b": b, "tokens_per_s": rate, "vectorized_vs_plain": vec_plain,
-                 "vectorized_vs_sequential": vec_seq}
+                {
+                    "k": k,
+                    "b": b,
+                    "tokens_per_s": rate,
+                    "vectorized_vs_plain": vec_plain,
+                    "vectorized_vs_sequential": vec_seq,
+                }
             )
     return rows
 
@@ -339,7 +348,10 @@ def slot_variants(k, b, steps, worker, settings, reference, vocab, seq_len, devi
 
     def vectorized() -> None:
         jobs = [SlotJob(n, i, [(b,)] * steps) for n, i in zip(vec_nodes, own, strict=True)]
-        stack.run(theta, jobs, data.__getitem__, lrs)
+        outcomes = stack.run(theta, jobs, data.__getitem__, lrs)
+        # A fast path that computes non-finite losses is no result (cuDNN attention under vmap did).
+        if any(o.result is None for o in outcomes):
+            raise RuntimeError(f"vectorized {k} x {b}: a slot's loss or gradient is not finite")
 
     def sequential() -> None:
         for n, i in zip(seq_nodes, own, strict=True):

@@ -1,4 +1,4 @@
-"""scripts/gpu-check.sh: its runner's statuses, its readers' checks, and its quickest form end to end.
+"""scripts/gpu-check.sh: the runner's statuses, the readers' checks, the quickest form end to end.
 
 The quick form runs every step of the GPU check on this machine's CPU at the
 test preset's sizes, so that the script a GPU lease depends on cannot rot
@@ -97,7 +97,10 @@ def test_a_step_whose_need_did_not_pass_is_skipped_and_the_budget_cuts_the_rest(
     late = runner.run(Step("d", py("pass"), 30))
     assert late["status"] == "cut" and late["message"].startswith("the check's overall budget")
     assert [e["status"] for e in json.loads(runner.json.read_text())["steps"].values()] == [
-        "failed", "skipped", "cut", "cut"
+        "failed",
+        "skipped",
+        "cut",
+        "cut",
     ]
 
 
@@ -108,14 +111,23 @@ def write_rows(run: Path, rows: list[dict]) -> Path:
 
 
 def row(rnd: int, val: float | None, train: float = 5.0, trainer: int = 0, tokens: int = 100):
-    return {"round": rnd, "trainer": trainer, "train_loss": train, "val_loss": val,
-            "wall_time_s": 2.0 * rnd, "tokens": tokens, "requested_batch": 4,
-            "switch_mode": "plain"}
+    return {
+        "round": rnd,
+        "trainer": trainer,
+        "train_loss": train,
+        "val_loss": val,
+        "wall_time_s": 2.0 * rnd,
+        "tokens": tokens,
+        "requested_batch": 4,
+        "switch_mode": "plain",
+    }
 
 
 def test_training_figures_take_the_best_trainer_of_the_first_and_last_evaluation(tmp_path):
-    run = write_rows(tmp_path / "r", [row(1, 6.0), row(1, 5.5, trainer=1), row(2, None),
-                                      row(3, 4.0), row(3, 4.5, trainer=1)])
+    run = write_rows(
+        tmp_path / "r",
+        [row(1, 6.0), row(1, 5.5, trainer=1), row(2, None), row(3, 4.0), row(3, 4.5, trainer=1)],
+    )
     got = figures.training(run)
     assert (got["val_loss_first"], got["val_loss_last"], got["rounds"]) == (5.5, 4.0, 3)
     assert got["tokens"] == 500 and got["tokens_per_s"] == pytest.approx(500 / 6.0, abs=0.05)
@@ -139,16 +151,32 @@ def test_two_processes_must_match_one_within_the_tolerance(tmp_path):
         figures.same_run(one, far)
 
 
+def test_a_stacked_run_must_end_near_its_sequential_run(tmp_path):
+    seq = write_rows(tmp_path / "seq", [row(1, 5.0), row(2, 4.0)])
+    near = write_rows(tmp_path / "near", [row(1, 5.0), row(2, 4.01)])
+    got = figures.vectorized_training(near, seq)
+    assert got["relative_difference_to_sequential"] == pytest.approx(0.0025)
+    assert got["speed_vs_sequential"] == pytest.approx(1.0)
+    far = write_rows(tmp_path / "far", [row(1, 5.0), row(2, 4.1)])
+    with pytest.raises(AssertionError, match="tolerance"):
+        figures.vectorized_training(far, seq)
+
+
 def test_the_configs_keep_the_shipped_runs_and_take_the_paper_shape():
     paper = configs.paper_shape_config("full", "cuda")
     assert {k: paper["model"][k] for k in configs.MICROLLAMA} == configs.MICROLLAMA
     assert paper["data"]["seq_len_tokens"] == 512
     assert paper["data"]["tokenizer"]["kind"] == "mistral-v1"
     assert paper["cluster"]["nodes_per_device"] == 4 and paper["train"]["initial_batch"] == 1
-    assert paper["train"]["autocast_dtype"] == "bfloat16" and paper["calibration"]["dtype"] == "bfloat16"
+    assert (
+        paper["train"]["autocast_dtype"] == "bfloat16"
+        and paper["calibration"]["dtype"] == "bfloat16"
+    )
     device = paper["cluster"]["devices"][0]
     assert (device["kind"], device["memory_gib"], device["step_time"]["model"]) == (
-        "cuda", 80.0, "measured"
+        "cuda",
+        80.0,
+        "measured",
     )
     default = configs.default_config("toy", "cpu")
     assert default["train"]["autocast_dtype"] is None
@@ -159,23 +187,39 @@ def test_the_quick_form_runs_every_step_and_each_passes(tmp_path):
     """The whole check at the test preset's sizes: every step passes, every figure is there."""
     out = tmp_path / "out"
     done = subprocess.run(
-        [str(ROOT / "scripts" / "gpu-check.sh"), "--device", "cpu", "--size", "quick",
-         "--out", str(out), "--work", str(tmp_path / "work"), "--prepared", str(tmp_path / "none"),
-         "--threads", "1"],
-        capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable},
+        [
+            str(ROOT / "scripts" / "gpu-check.sh"),
+            "--device",
+            "cpu",
+            "--size",
+            "quick",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+            "--prepared",
+            str(tmp_path / "none"),
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
     )
     report = json.loads((out / "gpu-check.json").read_text())
     statuses = {name: e["status"] for name, e in report["steps"].items()}
     assert done.returncode == 0, done.stdout + done.stderr + (out / "gpu-check.log").read_text()
-    assert set(statuses.values()) == {"passed"} and len(statuses) == 16, statuses
+    assert set(statuses.values()) == {"passed"} and len(statuses) == 15, statuses
     steps = report["steps"]
     assert steps["environment"]["figures"]["packages"]["torch"]
     assert steps["calibrate-paper-shape"]["figures"]["max_batch"] >= 1
-    assert steps["data-paper-shape"]["figures"]["vocab_size"] == configs.LLAMA2_VOCAB
+    assert steps["data-paper-shape"]["figures"]["seq_len_tokens"] == 32
     bench = steps["bench-default"]["figures"]
     assert bench["slots"] and bench["engine_vs_plain"] > 0
     assert steps["distributed-2-processes"]["figures"]["max_relative_loss_difference"] <= 1e-5
     assert sorted(p.name for p in out.iterdir()) == [
-        "calibration-default.json", "calibration-paper-shape.json", "gpu-check.json",
+        "calibration-default.json",
+        "calibration-paper-shape.json",
+        "gpu-check.json",
         "gpu-check.log",
     ]

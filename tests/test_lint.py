@@ -17,6 +17,9 @@ RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.whi
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["check", "format"])
 def test_ruff(args):
     result = subprocess.run(
-        [RUFF, *args, "src", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True
+        [RUFF, *args, "src", "tests", "benchmarks", "scripts"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -15,6 +15,7 @@ import argparse
 import datetime
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,10 +34,12 @@ PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 def cuda_devices() -> tuple[int, float | None]:
     """GPUs and the first one's peak bf16 TFLOP/s, without touching CUDA in this process."""
     try:
-        import subprocess
-
-        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                               capture_output=True, text=True, check=True).stdout.splitlines()
+        names = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return 0, None
     peak = next((v for k, v in PEAK_TFLOPS.items() if names and k in names[0]), None)
@@ -47,12 +50,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="gpu-check", description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--out", required=True, type=Path, help="folder for the JSON, log and files")
-    ap.add_argument("--size", choices=configs.SIZES, default=None,
-                    help="full on cuda, toy on cpu by default; quick: the suite's seconds-long form")
-    ap.add_argument("--prepared", type=Path, default=configs.ROOT / ".gpu-check" / "data",
-                    help="tokenized data folders carried over (scripts/gpu-check-prepare.sh); "
-                    "what is missing is prepared here")
-    ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    ap.add_argument(
+        "--size",
+        choices=configs.SIZES,
+        default=None,
+        help="full on cuda, toy on cpu by default; quick: the suite's seconds-long form",
+    )
+    ap.add_argument(
+        "--prepared",
+        type=Path,
+        default=configs.ROOT / ".gpu-check" / "data",
+        help="tokenized data folders carried over (scripts/gpu-check-prepare.sh); "
+        "what is missing is prepared here",
+    )
+    ap.add_argument(
+        "--work", type=Path, default=None, help="scratch folder (default: a temporary one)"
+    )
     ap.add_argument("--budget-s", type=float, default=None, help="seconds for the whole check")
     ap.add_argument("--threads", type=int, default=None, help="torch threads per process")
     ap.add_argument("--only", nargs="+", default=None, help="run these steps (and what they need)")
@@ -70,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or (4 if args.device == "cuda" else min(2, os.cpu_count() or 1))
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    work.mkdir(parents=True, exist_ok=True)
     plan = plan_steps.Plan(size, args.device, work, args.prepared, threads, peak, gpus)
     steps = plan.steps()
     if args.only:
@@ -80,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         steps = [s for s in steps if s.name in wanted]
     if args.list:
         print(plan_steps.describe(steps))
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
         return 0
     header = {
         "device": args.device,

@@ -13,9 +13,10 @@ Two experiments, each written as a YAML file the ``adloco`` stages read:
   sequences of the default's offline corpus, on one CUDA device of the paper's
   80 GB.
 
-Sizes: ``full`` is the above; ``toy`` shrinks the paper-shape model and sequences
-so that every step runs on a CPU in minutes; ``quick`` shrinks everything to
-the test preset, for the suite's test of the script (seconds a step).
+Sizes: ``full`` is the above; ``toy`` shrinks the paper-shape model, its
+vocabulary (the preset's BPE) and its sequences so that every step runs on a
+CPU in minutes; ``quick`` shrinks everything to the test preset, for the
+suite's test of the script (seconds a step).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = ("quick", "toy", "full")
 LLAMA2_VOCAB = 32000  # the mistral-v1 tokenizer's vocabulary, MicroLlama's
+# MicroLlama's tokenizer at size full; below, the preset's small BPE: on a CPU
+# the 32k-vocabulary head alone takes about a second a pass of 64 tokens.
+PAPER_TOKENIZER = {"kind": "mistral-v1", "name": None}
 
 # keeeeenw/MicroLlama's architecture (300M parameters; benchmarks/bench_engine.py's MICROLLAMA).
 MICROLLAMA = {
@@ -63,10 +67,14 @@ class Size:
     eval_sequences: int
 
 
+# Below full, a shorter search and fewer untimed passes (CPU trials are slow).
+SMALL_CALIBRATION = {"steps_per_trial": 1, "max_batch_limit": 32, "timing_warmup": 1}
+
 SIZE = {
-    "quick": Size("test.yaml", {**TOY_MODEL, "hidden_size": 32, "num_hidden_layers": 1},
-                  32, 300, 2, 2, 8),
-    "toy": Size("config.yaml", TOY_MODEL, 128, 2000, 3, 4, 16),
+    "quick": Size(
+        "test.yaml", {**TOY_MODEL, "hidden_size": 32, "num_hidden_layers": 1}, 32, 300, 2, 2, 8
+    ),
+    "toy": Size("config.yaml", TOY_MODEL, 64, 2000, 2, 3, 8),
     "full": Size("config.yaml", MICROLLAMA, 512, None, 4, 10, 32),
 }
 
@@ -89,10 +97,12 @@ def _train(base: dict[str, Any], size: Size, on_cuda: bool) -> dict[str, Any]:
     train = {**base, "max_rounds": size.rounds, "inner_steps": size.inner_steps}
     train.update(
         max_tokens=10**9,  # rounds decide
+        warmup_fraction=0.0,  # of 10**9 tokens: the lr would stay near 0 for the few rounds
         eval_every_rounds=1,
         eval_sequences=size.eval_sequences,
         eval_batch=size.eval_sequences,
-        checkpoint_every_rounds=10**6,  # no checkpoint but the last: 4 x 4.8 GB a round at paper shape
+        checkpoint_every_rounds=10
+        ** 6,  # no checkpoint but the last: 4 x 4.8 GB a round at paper shape
         autocast_dtype="bfloat16" if on_cuda else None,
     )
     return train
@@ -119,14 +129,14 @@ def default_config(size_name: str, device: str) -> dict[str, Any]:
         "cluster": {
             **base["cluster"],
             "processes_per_machine": 1,
-            "devices": [
-                _device(device, f"{device}-default", template["memory_gib"], template)
-            ],
+            "devices": [_device(device, f"{device}-default", template["memory_gib"], template)],
         },
         "calibration": {**base["calibration"], "dtype": "bfloat16" if on_cuda else "float32"},
         "train": _train(base["train"], size, on_cuda),
-        "runs": {name: {k: v for k, v in base["runs"][name].items() if k != "seeds"}
-                 for name in ("adloco", "diloco")},
+        "runs": {
+            name: {k: v for k, v in base["runs"][name].items() if k != "seeds"}
+            for name in ("adloco", "diloco")
+        },
         "report": _report(base["report"]),
     }
     return config
@@ -144,11 +154,11 @@ def paper_shape_config(size_name: str, device: str) -> dict[str, Any]:
         "seq_len_tokens": size.paper_seq_len,
         "max_documents": size.paper_documents,
         "base_fraction": 0.0,
-        "tokenizer": {"kind": "mistral-v1", "name": None},
+        "tokenizer": PAPER_TOKENIZER if size_name == "full" else default["data"]["tokenizer"],
     }
     template = paper["cluster"]["devices"][0]
-    # The paper's one 80 GB A100; at the CPU's toy sizes a simulated device that fits a few sequences.
-    memory_gib = template["memory_gib"] if size_name == "full" else 0.25
+    # The paper's one 80 GB A100; at toy sizes a simulated device that fits a few sequences.
+    memory_gib = template["memory_gib"] if size_name == "full" else 1.0
     return {
         "experiment": "gpu-check-paper-shape",
         "seed": 0,
@@ -159,7 +169,11 @@ def paper_shape_config(size_name: str, device: str) -> dict[str, Any]:
             **paper["cluster"],
             "devices": [_device(device, f"{device}-paper-shape", memory_gib, template)],
         },
-        "calibration": {**paper["calibration"], "dtype": "bfloat16" if on_cuda else "float32"},
+        "calibration": {
+            **paper["calibration"],
+            **(SMALL_CALIBRATION if size_name != "full" else {}),
+            "dtype": "bfloat16" if on_cuda else "float32",
+        },
         "train": {
             **_train(paper["train"], size, on_cuda),
             "inner_lr": 3e-4,  # random init: a step that moves the loss within a few rounds
@@ -167,7 +181,7 @@ def paper_shape_config(size_name: str, device: str) -> dict[str, Any]:
         },
         "runs": {
             **{name: paper["runs"][name] for name in ("adloco", "diloco")},
-            # DiLoCo's one trainer of 4 slots as one stack: the vectorized path at the paper's shape.
+            # DiLoCo's one trainer of 4 slots as one stack: vectorized at the paper's shape.
             "diloco-vectorized": {**paper["runs"]["diloco"], "slot_execution": "vectorized"},
         },
         "report": _report(paper["report"]),

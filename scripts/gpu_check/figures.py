@@ -15,6 +15,8 @@ from typing import Any
 # The two-process run against the single process: float addition in another
 # order where a trainer's slots sit on both ranks (tests/engine/test_distributed.py).
 DIST_REL_TOL = 1e-5
+# A stacked run against the same run's slots one by one, last validation loss.
+VECTORIZED_REL_TOL = 1e-2
 
 
 def manifest(folder: Path) -> dict[str, Any]:
@@ -70,8 +72,10 @@ def training(run: Path) -> dict[str, Any]:
     first_round, last_round = evals[0][0], evals[-1][0]
     first = min(v for r, v in evals if r == first_round)
     last = min(v for r, v in evals if r == last_round)
-    assert last < first, f"validation loss did not fall: round {first_round} {first:.4f}, " \
+    assert last < first, (
+        f"validation loss did not fall: round {first_round} {first:.4f}, "
         f"round {last_round} {last:.4f}"
+    )
     wall = max(r["wall_time_s"] for r in rows)
     tokens = sum(r["tokens"] for r in rows)
     return {
@@ -90,16 +94,23 @@ def training(run: Path) -> dict[str, Any]:
 def vectorized_training(run: Path, sequential: Path) -> dict[str, Any]:
     """A stacked run: its own checks, and its losses beside the same run's slots one by one.
 
-    Under bf16 autocast the two differ by rounding that grows over the rounds,
-    so the difference is a figure, not a check.
+    Under bf16 autocast the two differ by rounding that grows over the rounds
+    (2.2e-4 relative after 4 rounds at the paper's shape on an H100), so the
+    last validation losses must agree within :data:`VECTORIZED_REL_TOL`, not to the bit.
     """
     got = training(run)
     ref = training(sequential) if (sequential / "metrics.jsonl").exists() else None
     if ref is not None:
-        got["val_loss_last_sequential"] = ref["val_loss_last"]
-        got["relative_difference_to_sequential"] = abs(
-            got["val_loss_last"] - ref["val_loss_last"]) / ref["val_loss_last"]
-        got["speed_vs_sequential"] = ref["wall_time_s"] / got["wall_time_s"]
+        diff = abs(got["val_loss_last"] - ref["val_loss_last"]) / ref["val_loss_last"]
+        got.update(
+            val_loss_last_sequential=ref["val_loss_last"],
+            relative_difference_to_sequential=diff,
+            speed_vs_sequential=ref["wall_time_s"] / got["wall_time_s"],
+        )
+        assert diff <= VECTORIZED_REL_TOL, (
+            f"last validation loss {got['val_loss_last']} vectorized, {ref['val_loss_last']} "
+            f"sequential: {diff:.2e} relative (tolerance {VECTORIZED_REL_TOL})"
+        )
     return got
 
 
@@ -115,7 +126,9 @@ def same_run(one: Path, two: Path) -> dict[str, Any]:
             if x is not None:
                 worst = max(worst, abs(x - y) / max(abs(x), 1e-12))
         assert ra["tokens"] == rb["tokens"], f"round {ra['round']}: tokens differ"
-    assert worst <= DIST_REL_TOL, f"losses differ by {worst:.2e} relative (tolerance {DIST_REL_TOL})"
+    assert worst <= DIST_REL_TOL, (
+        f"losses differ by {worst:.2e} relative (tolerance {DIST_REL_TOL})"
+    )
     return {"rows": len(a), "max_relative_loss_difference": worst, "tolerance": DIST_REL_TOL}
 
 

@@ -70,20 +70,27 @@ class Runner:
         missing = [n for n in step.needs if self.status(n) != "passed"]
         left = self.deadline - time.monotonic()
         if missing:
-            entry = {"status": "skipped", "message": f"needs {', '.join(missing)}, which did not pass"}
+            entry = {
+                "status": "skipped",
+                "message": f"needs {', '.join(missing)}, which did not pass",
+            }
         elif left < 1:
             entry = {"status": "cut", "message": "the check's overall budget was spent before it"}
         else:
             entry = self._execute(step, min(step.limit_s, left))
         self.report["steps"][step.name] = entry
         write_json_atomic(self.json, self.report)
-        self._append_log(f"== {step.name}: {entry['status']}"
-                         + (f" ({entry['message'].splitlines()[0]})" if "message" in entry else ""))
+        self._append_log(
+            f"== {step.name}: {entry['status']}"
+            + (f" ({entry['message'].splitlines()[0]})" if "message" in entry else "")
+        )
         return entry
 
     def _execute(self, step: Step, limit_s: float) -> dict[str, Any]:
         output = self.work / f"{step.name}.out"
-        self._append_log(f"== {step.name} (limit {limit_s:.0f} s): {' '.join(map(str, step.command))}")
+        self._append_log(
+            f"== {step.name} (limit {limit_s:.0f} s): {' '.join(map(str, step.command))}"
+        )
         start = time.monotonic()
         with open(output, "wb") as fh:
             # A session of its own, so that a cut kills every process it started.
@@ -106,8 +113,11 @@ class Runner:
         entry: dict[str, Any] = {"seconds": seconds, "limit_s": round(limit_s, 1)}
         if code is None:
             what = "its limit" if limit_s >= step.limit_s else "the check's overall budget"
-            return {"status": "cut", **entry, "message": f"killed after {limit_s:.0f} s ({what})\n"
-                    + _tail(text)}
+            return {
+                "status": "cut",
+                **entry,
+                "message": f"killed after {limit_s:.0f} s ({what})\n" + _tail(text),
+            }
         if code != 0:
             return {"status": "failed", **entry, "message": f"exit status {code}\n" + _tail(text)}
         try:

@@ -259,3 +259,32 @@ def test_a_stack_runs_under_bf16_autocast_as_the_worker_does(array_data, make_co
             torch.testing.assert_close(q, p, rtol=2e-2, atol=2e-3)
     # The model's own attention is back to SDPA after the stack's passes.
     assert worker.model.config._attn_implementation == "sdpa"
+
+
+def test_a_stacks_attention_never_runs_on_cudnn(array_data, make_config, monkeypatch):
+    """cuDNN's attention gave non-finite losses under vmap on an H100 (docs/gpu-check.md)."""
+    import adloco.engine.stacked as stacked
+
+    seen = []
+    inner = stacked.sdpa_attention_forward
+
+    def spy(*args, **kwargs):
+        seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(stacked, "sdpa_attention_forward", spy)
+    worker, settings = make_worker(make_config, array_data)
+    theta = [p.detach().clone() for p in worker.params]
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    run_stacked(
+        worker,
+        settings,
+        theta,
+        [NodeState(j) for j in range(2)],
+        slot_indices(2, 2),
+        [(1,), (1,)],
+        [0.01, 0.01],
+        array_data.split("train").get,
+    )
+    assert seen and not any(seen)
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before

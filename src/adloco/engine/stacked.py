@@ -23,14 +23,14 @@ matrix products, a pass's summed loss) may add in another order
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import contextlib
-
 import torch
 from torch.func import functional_call, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -58,6 +58,11 @@ def _sdpa_autocast_cast(module, query, key, value, *args, **kwargs):
 
 
 AttentionInterface.register(_ONE_DTYPE_SDPA, _sdpa_autocast_cast)
+# cuDNN's attention, which torch picks first on an H100, returns non-finite
+# losses for every slot under vmap (bf16, batch 1 and 8, contiguous inputs or
+# not; scripts/gpu-check.sh, docs/gpu-check.md); flash, memory-efficient and
+# math attention give the sequential loop's losses to bf16 rounding.
+_STACK_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 @contextlib.contextmanager
@@ -160,10 +165,11 @@ class Stack:
 
     def _backward(self, params: list[torch.Tensor], seqs: torch.Tensor, scale: int) -> torch.Tensor:
         """One pass of every slot (``seqs[j]`` for slot j); the slots' summed losses."""
-        losses = self._losses(params, seqs)
-        # Slot j's loss depends on slot j's parameters alone: the gradient of
-        # the sum is every slot's own gradient.
-        (losses / scale).sum().backward()
+        with sdpa_kernel(_STACK_BACKENDS):
+            losses = self._losses(params, seqs)
+            # Slot j's loss depends on slot j's parameters alone: the gradient of
+            # the sum is every slot's own gradient.
+            (losses / scale).sum().backward()
         return losses.detach()
 
     def _losses(self, params: list[torch.Tensor], seqs: torch.Tensor) -> torch.Tensor:
