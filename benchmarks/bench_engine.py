@@ -48,22 +48,11 @@ from adloco.config import Config, load_config, section
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine.stacked import SlotJob, Stack
 from adloco.engine.trainers import sync_payload_bytes
-from adloco.model import batch_loss, build_model
+from adloco.model import MICROLLAMA_ARCHITECTURE, batch_loss, build_model
 
-# keeeeenw/MicroLlama's architecture (300M parameters), for random-weight runs.
+# keeeeenw/MicroLlama's architecture, for random-weight runs.
 MICROLLAMA = section(
-    "model",
-    {
-        "source": "config",
-        "name": None,
-        "hidden_size": 1024,
-        "intermediate_size": 5632,
-        "num_hidden_layers": 12,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 4,
-        "tie_word_embeddings": False,
-        "dtype": "float32",
-    },
+    "model", {"source": "config", "name": None, **MICROLLAMA_ARCHITECTURE, "dtype": "float32"}
 )
 
 

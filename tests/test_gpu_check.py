@@ -24,6 +24,8 @@ import configs  # noqa: E402
 import figures  # noqa: E402
 from runner import Runner, Step  # noqa: E402
 
+from adloco.model import MICROLLAMA_ARCHITECTURE  # noqa: E402
+
 
 def make_runner(tmp_path: Path, budget_s: float = 60) -> Runner:
     out, work = tmp_path / "out", tmp_path / "work"
@@ -164,7 +166,7 @@ def test_a_stacked_run_must_end_near_its_sequential_run(tmp_path):
 
 def test_the_configs_keep_the_shipped_runs_and_take_the_paper_shape():
     paper = configs.paper_shape_config("full", "cuda")
-    assert {k: paper["model"][k] for k in configs.MICROLLAMA} == configs.MICROLLAMA
+    assert {k: paper["model"][k] for k in MICROLLAMA_ARCHITECTURE} == MICROLLAMA_ARCHITECTURE
     assert paper["data"]["seq_len_tokens"] == 512
     assert paper["data"]["tokenizer"]["kind"] == "mistral-v1"
     assert paper["cluster"]["nodes_per_device"] == 4 and paper["train"]["initial_batch"] == 1

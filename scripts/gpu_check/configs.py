@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from adloco.model import MICROLLAMA_ARCHITECTURE
+
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = ("quick", "toy", "full")
 LLAMA2_VOCAB = 32000  # the mistral-v1 tokenizer's vocabulary, MicroLlama's
@@ -35,15 +37,6 @@ LLAMA2_VOCAB = 32000  # the mistral-v1 tokenizer's vocabulary, MicroLlama's
 # the 32k-vocabulary head alone takes about a second a pass of 64 tokens.
 PAPER_TOKENIZER = {"kind": "mistral-v1", "name": None}
 
-# keeeeenw/MicroLlama's architecture (300M parameters; benchmarks/bench_engine.py's MICROLLAMA).
-MICROLLAMA = {
-    "hidden_size": 1024,
-    "intermediate_size": 5632,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 4,
-    "tie_word_embeddings": False,
-}
 TOY_MODEL = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -75,7 +68,7 @@ SIZE = {
         "test.yaml", {**TOY_MODEL, "hidden_size": 32, "num_hidden_layers": 1}, 32, 300, 2, 2, 8
     ),
     "toy": Size("config.yaml", TOY_MODEL, 64, 2000, 2, 3, 8),
-    "full": Size("config.yaml", MICROLLAMA, 512, None, 4, 10, 32),
+    "full": Size("config.yaml", MICROLLAMA_ARCHITECTURE, 512, None, 4, 10, 32),
 }
 
 

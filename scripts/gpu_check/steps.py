@@ -39,66 +39,29 @@ LIMIT_S = {
     "distributed-1-process": 60,
     "distributed-2-processes": 120,
 }
+
+
+def bench_args(repeats: int, slot_repeats: int, slots, batches, *extra: str) -> list[str]:
+    """benchmarks/bench_engine.py's repeats and slot grid (k in ``slots``, b in ``batches``)."""
+    return [
+        *("--repeats", str(repeats), "--slot-repeats", str(slot_repeats)),
+        *("--slots", *map(str, slots), "--slot-batches", *map(str, batches)),
+        *extra,
+    ]
+
+
 # Bench arguments by size: repeats, slot grid (engine vs plain loop, statistics, slots).
 BENCH_ARGS = {
-    "quick": [
-        "--repeats",
-        "1",
-        "--slot-repeats",
-        "1",
-        "--steps",
-        "2",
-        "--batch",
-        "2",
-        "--slots",
-        "2",
-        "--slot-batches",
-        "1",
-        "--slot-steps",
-        "1",
-    ],
-    "toy": [
-        "--repeats",
-        "3",
-        "--slot-repeats",
-        "2",
-        "--slots",
-        "4",
-        "16",
-        "--slot-batches",
-        "1",
-        "4",
-    ],
-    "full": [
-        "--repeats",
-        "7",
-        "--slot-repeats",
-        "3",
-        "--slots",
-        "4",
-        "16",
-        "--slot-batches",
-        "1",
-        "4",
-    ],
+    "quick": bench_args(1, 1, [2], [1], "--steps", "2", "--batch", "2", "--slot-steps", "1"),
+    "toy": bench_args(3, 2, [4, 16], [1, 4]),
+    "full": bench_args(7, 3, [4, 16], [1, 4]),
 }
-# At the paper's shape 16 stacked slots of AdamW state (16 x 4.8 GB) exceed one GPU: 4 x 1 only.
+# At the paper's shape 16 stacked slots of AdamW state (16 x 4.8 GB) exceed one GPU: 4 x 1
+# only, and no exact per-sample estimator (batch x 300M floats).
 BENCH_PAPER_ARGS = {
     "quick": BENCH_ARGS["quick"],
-    "toy": ["--repeats", "2", "--slot-repeats", "2", "--slots", "4", "--slot-batches", "1"],
-    "full": [
-        "--repeats",
-        "3",
-        "--slot-repeats",
-        "3",
-        "--batch",
-        "8",
-        "--slots",
-        "4",
-        "--slot-batches",
-        "1",
-        "--skip-exact",
-    ],
+    "toy": bench_args(2, 2, [4], [1]),
+    "full": bench_args(3, 3, [4], [1], "--batch", "8", "--skip-exact"),
 }
 
 

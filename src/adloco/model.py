@@ -18,6 +18,16 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 from adloco.config import ModelConfig
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# keeeeenw/MicroLlama's architecture (the paper's model, 300M parameters at the
+# Llama-2 32k vocabulary): ``model`` fields for random-init runs of its shape.
+MICROLLAMA_ARCHITECTURE = {
+    "hidden_size": 1024,
+    "intermediate_size": 5632,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "tie_word_embeddings": False,
+}
 
 
 def llama_config(model: ModelConfig, vocab_size: int, seq_len_tokens: int) -> LlamaConfig:

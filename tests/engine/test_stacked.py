@@ -76,6 +76,20 @@ def run_stacked(
     return [(o.result, o.params, o.job.node) for o in outcomes]
 
 
+def both_ways(worker, settings, k, steps, lrs, array_data):
+    """k slots from the worker's θ on disjoint train data: (sequential, stacked) results."""
+    theta = [p.detach().clone() for p in worker.params]
+    indices = slot_indices(k, sum(sum(m) for m in steps))
+    fetch = array_data.split("train").get
+    sequential = run_sequential(
+        worker, theta, [NodeState(j) for j in range(k)], indices, steps, lrs, fetch
+    )
+    stacked = run_stacked(
+        worker, settings, theta, [NodeState(j) for j in range(k)], indices, steps, lrs, fetch
+    )
+    return sequential, stacked
+
+
 def assert_same_slots(sequential, stacked):
     for (r, params, node), (r2, params2, node2) in zip(sequential, stacked, strict=True):
         assert (r is None) == (r2 is None)
@@ -96,15 +110,8 @@ def assert_same_slots(sequential, stacked):
 
 def test_a_stack_runs_every_slot_as_the_worker_does(array_data, make_config):
     worker, settings = make_worker(make_config, array_data, grad_clip_norm=1.0)
-    theta = [p.detach().clone() for p in worker.params]
-    steps, lrs = [(2,), (2,), (2,)], [0.01, 0.02, 0.005]
-    indices = slot_indices(3, 6)
-    fetch = array_data.split("train").get
-    sequential = run_sequential(
-        worker, theta, [NodeState(j) for j in range(3)], indices, steps, lrs, fetch
-    )
-    stacked = run_stacked(
-        worker, settings, theta, [NodeState(j) for j in range(3)], indices, steps, lrs, fetch
+    sequential, stacked = both_ways(
+        worker, settings, 3, [(2,), (2,), (2,)], [0.01, 0.02, 0.005], array_data
     )
     assert_same_slots(sequential, stacked)
     # The slots saw different data: their results differ from one another.
@@ -243,16 +250,7 @@ def test_a_stack_runs_under_bf16_autocast_as_the_worker_does(array_data, make_co
     """
     worker, settings = make_worker(make_config, array_data, grad_clip_norm=1.0)
     worker.autocast_dtype = torch.bfloat16  # what a CUDA worker with autocast_dtype bfloat16 has
-    theta = [p.detach().clone() for p in worker.params]
-    steps, lrs = [(2,), (2,)], [0.01, 0.01]
-    indices = slot_indices(2, 4)
-    fetch = array_data.split("train").get
-    sequential = run_sequential(
-        worker, theta, [NodeState(j) for j in range(2)], indices, steps, lrs, fetch
-    )
-    stacked = run_stacked(
-        worker, settings, theta, [NodeState(j) for j in range(2)], indices, steps, lrs, fetch
-    )
+    sequential, stacked = both_ways(worker, settings, 2, [(2,), (2,)], [0.01, 0.01], array_data)
     for (r, params, _), (r2, params2, _) in zip(sequential, stacked, strict=True):
         assert r2.loss_sum == pytest.approx(r.loss_sum, rel=2e-2)
         for p, q in zip(params, params2, strict=True):

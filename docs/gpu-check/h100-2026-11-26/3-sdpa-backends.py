@@ -1,3 +1,14 @@
+"""The stack of slots at the paper's shape under each attention backend (run once, on the H100 lease).
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu-check/wheels/*.whl
+    PYTHONPATH=src:/tmp/site python3 docs/gpu-check/h100-2026-11-26/3-sdpa-backends.py full cuda
+
+from the repository root at commit 56e6625 (the autocast fix in, the cuDNN exclusion not
+yet): 4 slots x 2 steps of DiLoCo's settings, batch 8 then 1, each way: the
+worker's sequential loop, the stack as it was, the stack without cuDNN attention, with math
+attention only, and with contiguous attention inputs. Its output is 3-sdpa-backends.txt.
+Since the fix the stack itself leaves cuDNN out, so "stack" no longer shows the fault.
+"""
 import sys, time, dataclasses, traceback
 sys.path.insert(0, "scripts/gpu_check")
 import torch
