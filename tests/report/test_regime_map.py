@@ -57,12 +57,18 @@ def pair(workspace):
         {"method": "diloco"},
         {s: [[row(p, 1, 4, v)] for p in four_rounds] for s, v in payload.items()},
     )
-    config = load_config(ws.write([60], cluster=CLUSTER, saturation_batches=SATURATIONS))
+    # The closed forms below charge whole rounds (report.between: round); the
+    # interpolated reading is tested in test_summary.py and test_regimes.py.
+    config = load_config(
+        ws.write([60], cluster=CLUSTER, saturation_batches=SATURATIONS, between="round")
+    )
     record = {"device": "cpu-t", "model_parameters": 1_000_000, "seq_len_tokens": 100,
               "step_time": {"model": "roofline", "saturation_batch": 4},
               "step_time_curve": StepTimeCurve.roofline(C, 4).as_dict()}  # fmt: skip
     (ws.root / "calibration" / "cpu-t.json").write_text(json.dumps(record))
-    runs, roles, ladder, settings = ws.load([60], cluster=CLUSTER, saturation_batches=SATURATIONS)
+    runs, roles, ladder, settings = ws.load(
+        [60], cluster=CLUSTER, saturation_batches=SATURATIONS, between="round"
+    )
     grid = regime_map(
         runs, roles, 60.0, config.cluster, ws.root / "calibration", settings,
         sweep_networks(config.cluster.network, settings),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from by_hand import at_target, logged
 
 from adloco.clock import Network, StepTimeCurve, recompute_sim_time_s
 from adloco.config import load_config
@@ -12,7 +13,6 @@ from adloco.report.inputs import load_runs
 from adloco.report.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
 from adloco.report.settings import ReportSettings, assign_roles
 from adloco.report.stats import median
-from adloco.report.summary import round_to_target
 from adloco.report.targets import build_ladder
 
 
@@ -53,8 +53,7 @@ def _direct(runs, name, target, curves, network, sharing):
     out = []
     for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
         times = recompute_sim_time_s(r.rows, curves, network, sharing)
-        k = round_to_target(r.rows, target, "stays")
-        out.append(math.inf if k is None else times[k])
+        out.append(at_target(r.rows, target, times))
     return out
 
 
@@ -62,15 +61,14 @@ def test_own_setting_reproduces_the_logged_time(sweep):
     _, runs, roles, ladder, _, cells = sweep
     own = [c for c in cells if c.own and c.against == "diloco" and c.target == ladder.main]
     assert len(own) == 1
-    logged = {}
+    from_rows = {}
     for name in (roles.adloco, roles.diloco):
         per_seed = []
         for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
-            k = round_to_target(r.rows, ladder.main, "stays")
-            per_seed.append(max(x["sim_time_s"] for x in r.rows if x["round"] == k))
-        logged[name] = median(per_seed)
-    assert own[0].adloco_median_s == pytest.approx(logged[roles.adloco], rel=1e-12)
-    assert own[0].baseline_median_s == pytest.approx(logged[roles.diloco], rel=1e-12)
+            per_seed.append(at_target(r.rows, ladder.main, logged(r.rows, "sim_time_s")))
+        from_rows[name] = median(per_seed)
+    assert own[0].adloco_median_s == pytest.approx(from_rows[roles.adloco], rel=1e-12)
+    assert own[0].baseline_median_s == pytest.approx(from_rows[roles.diloco], rel=1e-12)
 
 
 @pytest.mark.parametrize("clock", ["linear", "measured"])

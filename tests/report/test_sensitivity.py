@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, evaluate_claims
 from adloco.report.sensitivity import attach_alternatives
 from adloco.report.settings import RULES, other_choice
@@ -12,7 +16,8 @@ EIGHT = tuple(range(8))
 def test_a_dip_that_returns_does_not_reach_and_the_rule_table_shows_it(workspace):
     # AdLoCo dips to 55 at round 1 and is back at 80 at round 2, under 60 again at round 3.
     # DiLoCo gets to 60 at round 2 and stays. First crossing: adloco 1 s against 2 s
-    # (supported); staying below: adloco 3 s against 2 s (not supported).
+    # (supported); staying below: adloco 3 s against 2 s at round ends (not supported),
+    # 2 + ln(80/60)/ln(80/59) = 2.94 s interpolated (the default; not supported either).
     workspace.run(
         "diloco", {"method": "diloco"}, {s: workspace.single([70, 60, 58]) for s in EIGHT}
     )
@@ -23,10 +28,33 @@ def test_a_dip_that_returns_does_not_reach_and_the_rule_table_shows_it(workspace
     claims = evaluate_claims(runs, roles, ladder, settings)
     attach_alternatives(claims, runs, roles, ladder, settings)
     head = claims[0].headline[0]
-    assert head.subject_values == {s: 3.0 for s in EIGHT}
+    f = math.log(80 / 60) / math.log(80 / 59)
+    assert head.subject_values == {s: pytest.approx(2 + f) for s in EIGHT}
     assert head.verdict == NOT_SUPPORTED
     assert head.alternatives["reached"] == {"value": "first", "verdict": SUPPORTED}
-    assert set(head.alternatives) == {"reached", "pairing", "paired_test", "equal_time"}
+    assert head.alternatives["between"] == {"value": "round", "verdict": NOT_SUPPORTED}
+    assert set(head.alternatives) == {"reached", "between", "pairing", "paired_test", "equal_time"}
+
+
+def test_interpolation_separates_runs_that_whole_rounds_tie(workspace):
+    # Both reach 60 at round 2, so whole rounds tie (2 s each) and the test cannot tell
+    # them apart; interpolated, adloco crosses 60 early in round 2 (from 62 to 50) and
+    # diloco late (from 90 to 59.5).
+    workspace.run(
+        "diloco", {"method": "diloco"}, {s: workspace.single([90, 59.5, 58]) for s in EIGHT}
+    )
+    workspace.run(
+        "adloco", workspace.FULL_ADLOCO, {s: workspace.single([62, 50, 49]) for s in EIGHT}
+    )
+    runs, roles, ladder, settings = workspace.load([60])
+    claims = evaluate_claims(runs, roles, ladder, settings)
+    attach_alternatives(claims, runs, roles, ladder, settings)
+    head = claims[0].headline[0]
+    ad, di = math.log(62 / 60) / math.log(62 / 50), math.log(90 / 60) / math.log(90 / 59.5)
+    assert head.subject_values == {s: pytest.approx(1 + ad) for s in EIGHT}
+    assert head.against_values == {s: pytest.approx(1 + di) for s in EIGHT}
+    assert head.verdict == SUPPORTED
+    assert head.alternatives["between"]["verdict"] != SUPPORTED
 
 
 def test_every_comparison_gets_the_other_choice_of_every_rule(workspace):

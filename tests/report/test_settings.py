@@ -8,6 +8,7 @@ import pytest
 
 from adloco.config import ConfigError, RunSettings, config_from_dict, section
 from adloco.report.settings import DEFAULT_BANDWIDTHS_GBIT_S, ReportSettings, assign_roles
+from adloco.report.summary import ReachRule
 
 BASE_CONFIG = {
     "data": {"dataset": "t", "source": "local"},
@@ -94,9 +95,10 @@ def test_settings_defaults():
     )
     assert s.bandwidths_gbit_s == DEFAULT_BANDWIDTHS_GBIT_S and s.saturation_batches is None
     assert s.rules() == {
-        "reached": "stays", "pairing": "seed", "paired_test": "signed_rank",
-        "equal_time": "fastest",
+        "reached": "stays", "between": "interpolated", "pairing": "seed",
+        "paired_test": "signed_rank", "equal_time": "fastest",
     }  # fmt: skip
+    assert s.reach_rule == ReachRule("stays", "interpolated")
     assert (s.test_level, s.confidence, s.tuning, s.tuning_groups) == (0.05, 0.95, None, None)
 
 

@@ -7,13 +7,22 @@ by hand (comments give the working), not recomputed by the code under test.
 from __future__ import annotations
 
 import csv
+import math
 
 import pytest
 
 from adloco.config import load_config
 from adloco.report import build_report
 from adloco.report.inputs import load_runs
-from adloco.report.summary import merges, optimizer_work, reach, run_level_perplexity
+from adloco.report.summary import (
+    ReachRule,
+    TargetCrossing,
+    crossing,
+    merges,
+    optimizer_work,
+    reach,
+    run_level_perplexity,
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +41,7 @@ def test_run_level_perplexity_is_the_lowest_trainer_of_each_round(by_run):
 def test_reach_hand_computed(by_run):
     # Target 92. adloco: round 1 is 110 > 92; round 2 is 90 (trainer 1) <= 92. At the end of
     # round 2: tokens_total 2200, communications max(3, 4) = 4, bytes 400, sim_time_s 3.25.
-    assert reach(by_run["adloco"].rows, 92.0) == {
+    assert reach(by_run["adloco"].rows, 92.0, ReachRule("stays", "round")) == {
         "round": 2,
         "tokens": 2200,
         "communications": 4,
@@ -127,7 +136,7 @@ def test_a_run_reaches_a_target_when_it_stays_below_it():
     # climb back above it; from round 4 on every evaluation is below: reached at round 4.
     assert round_to_target(rows, 670.0, "first") == 1
     assert round_to_target(rows, 670.0, "stays") == 4
-    assert reach(rows, 670.0)["sim_time_s"] == 8.0  # "stays" is the default
+    assert reach(rows, 670.0, ReachRule("stays", "round"))["sim_time_s"] == 8.0
     # A target the last evaluation is above is never reached under "stays".
     assert round_to_target(rows, 620.0, "first") == 5
     assert round_to_target(rows, 600.0, "stays") is None
@@ -135,6 +144,45 @@ def test_a_run_reaches_a_target_when_it_stays_below_it():
     assert round_to_target(rows, 823.0, "stays") == 1
     with pytest.raises(ValueError, match="reach rule"):
         round_to_target(rows, 1.0, "sometimes")
+
+
+def test_quantities_to_target_are_interpolated_in_log_perplexity_between_evaluations():
+    rows = dip_and_return()
+    # Stays below 670 from round 4 (640); the evaluation before it, round 3, is 700.
+    f = math.log(700 / 670) / math.log(700 / 640)  # 0.043804 / 0.089612
+    assert f == pytest.approx(0.488802, abs=1e-6)
+    got = reach(rows, 670.0)  # stays, interpolated: the defaults
+    assert got == {
+        "round": 4,
+        "tokens": pytest.approx(300 + 100 * f),
+        "communications": pytest.approx(3 + f),
+        "bytes": pytest.approx(30 + 10 * f),
+        "sim_time_s": pytest.approx(6.0 + 2.0 * f),
+    }
+    # The dip that comes back is not the crossing: under "first" it is round 1, the
+    # first evaluation, with no earlier point: read at its end.
+    assert reach(rows, 670.0, ReachRule("first"))["sim_time_s"] == 2.0
+    # A target met exactly at an evaluation is read at that evaluation.
+    assert reach(rows, 640.0)["sim_time_s"] == pytest.approx(8.0)
+    assert crossing(rows, 640.0) == TargetCrossing(4, 3, 1.0)
+    # A target just below the last evaluation above it is read just after it.
+    assert reach(rows, 699.999)["sim_time_s"] == pytest.approx(6.0, abs=1e-4)
+
+
+def test_the_crossing_skips_a_round_without_evaluation(by_run):
+    # diloco: 120 at round 2, no evaluation at round 3, 92 at round 4: target 100 falls
+    # between rounds 2 and 4.
+    where = crossing(by_run["diloco"].rows, 100.0)
+    f = math.log(120 / 100) / math.log(120 / 92)
+    assert (where.round, where.before) == (4, 2) and where.fraction == pytest.approx(f)
+    assert where.value({2: 10.0, 3: 15.0, 4: 30.0}) == pytest.approx(10.0 + 20.0 * f)
+
+
+def test_reach_rules_are_checked():
+    with pytest.raises(ValueError, match="between rule"):
+        ReachRule("stays", "sometimes")
+    with pytest.raises(ValueError, match="reach rule"):
+        ReachRule("sometimes")
 
 
 def test_perplexity_at_time_is_the_last_evaluation_before_it():

@@ -241,6 +241,7 @@ class ReportConfig:
     ablations: tuple[str, ...] | None
     targets: TargetsConfig
     reached: str
+    between: str
     pairing: str
     paired_test: str
     equal_time: str

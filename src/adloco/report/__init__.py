@@ -232,8 +232,8 @@ def compute_findings(
         claims=claims,
         headline=headline_table(Context(runs, roles, ladder, settings, clock_reason)),
         checks=mechanism_checks(runs),
-        summary=summary_rows(runs, ladder.main, settings.reached),
-        ladder_table=ladder_table(runs, ladder, settings.reached),
+        summary=summary_rows(runs, ladder.main, settings.reach_rule),
+        ladder_table=ladder_table(runs, ladder, settings.reach_rule),
         names=names,
         adloco_runs=adloco_runs,
         noise=noise_rows(runs, adloco_runs),
@@ -249,7 +249,7 @@ def write_tables(out: Path, inputs: Inputs, found: Findings) -> None:
     settings = inputs.settings
     write_csv(out / "summary.csv", SUMMARY_COLUMNS, found.summary)
     write_csv(out / "curves.csv", CURVE_COLUMNS, curve_rows(inputs.runs))
-    rows = ladder_rows(found.ladder_table, found.ladder, settings.reached)
+    rows = ladder_rows(found.ladder_table, found.ladder, settings.reach_rule)
     write_csv(out / "ladder.csv", LADDER_COLUMNS, rows)
     write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(found.regimes))
     write_csv(out / "noise_scale.csv", NOISE_COLUMNS, found.noise)
@@ -281,7 +281,7 @@ def draw_figures(inputs: Inputs, found: Findings) -> dict[str, bytes | None]:
         "merges": merges_figure(runs, roles.adloco, found.levels),
         "batch": batch_figure(runs, found.adloco_runs),
         "trainers": trainers_figure(runs, found.names),
-        "ablations": ablations_figure(runs, roles, main, inputs.settings.reached),
+        "ablations": ablations_figure(runs, roles, main, inputs.settings.reach_rule),
         "variance": variance_figure(inputs.variance),
     }
 

@@ -316,7 +316,7 @@ def values_of(ctx: Context, name: str, quantity: str, target: float | None, time
             v = r.summary.get("final_val_perplexity")
             out[r.seed] = float(v) if isinstance(v, (int, float)) else math.nan
         return out
-    return to_target(ctx.runs, name, target, quantity, ctx.settings.reached)
+    return to_target(ctx.runs, name, target, quantity, ctx.settings.reach_rule)
 
 
 def best_of(ctx: Context, names: list[str], quantity: str, target: float | None, time_s=None):

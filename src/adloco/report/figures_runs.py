@@ -28,7 +28,13 @@ from adloco.report.inputs import RunSeed
 from adloco.report.ladder import to_target
 from adloco.report.settings import Roles
 from adloco.report.stats import median
-from adloco.report.summary import merges, round_values, run_level_perplexity
+from adloco.report.summary import (
+    DEFAULT_RULE,
+    ReachRule,
+    merges,
+    round_values,
+    run_level_perplexity,
+)
 
 AXES = {
     "tokens_total": "tokens (all trainers)",
@@ -287,7 +293,10 @@ def trainers_figure(runs: list[RunSeed], names: list[str]) -> bytes | None:
 
 
 def ablations_figure(
-    runs: list[RunSeed], roles: Roles, main_target: float | None, rule: str = "stays"
+    runs: list[RunSeed],
+    roles: Roles,
+    main_target: float | None,
+    rule: ReachRule | str = DEFAULT_RULE,
 ) -> bytes | None:
     """Per seed: simulated time to the main target and final perplexity, AdLoCo and ablations."""
     if roles.adloco is None or not roles.ablations:

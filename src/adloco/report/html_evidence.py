@@ -77,7 +77,15 @@ def headline_section(p: Page) -> str:
         title + "<p class='note'>The values the paired tests rest on: AdLoCo, DiLoCo, the best "
         "baseline (lowest median time to the main target) and the ddp anchor, seed by seed; "
         'a run without that seed shows –. "never": the seed never reaches the target '
-        f"(or does not stay below it, report.reached: {esc(p.settings.reached)}). The equal "
+        f"(or does not stay below it, report.reached: {esc(p.settings.reached)}); a value to "
+        "the target is "
+        + (
+            "interpolated linearly in log-perplexity between the evaluation before the one that "
+            "reaches it and that one"
+            if p.settings.between == "interpolated"
+            else "the run's value at the end of the round that reaches it"
+        )
+        + f" (report.between: {esc(p.settings.between)}). The equal "
         "simulated time is when the "
         + ("first" if p.settings.equal_time == "fastest" else "last")
         + " seed of these runs finishes; each run's perplexity then is that of its last "
@@ -118,9 +126,12 @@ def rules_section(p: Page) -> str:
             row.append(cell)
         rows.append(row)
     return (
-        title + "<p class='note'>Four choices could change a verdict, so each is a rule of "
+        title + "<p class='note'>Five choices could change a verdict, so each is a rule of "
         "<code>report:</code>: when a run reaches a target (<code>reached</code>: stays at or "
-        "below it, or first gets there), whether seeds are paired (<code>pairing</code>), the "
+        "below it, or first gets there), how its time, tokens and communications then are read "
+        "(<code>between</code>: interpolated in log-perplexity between the evaluations either "
+        "side of the target, or at the end of the round that reaches it), whether seeds are "
+        "paired (<code>pairing</code>), the "
         "statistic of the exact test (<code>paired_test</code>: signed ranks or signs) and "
         "the equal-time rule (<code>equal_time</code>). Each column switches one rule to its "
         "alternative and keeps the others as configured.</p>" + table(header, rows, numeric=(0,))

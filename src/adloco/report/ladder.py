@@ -3,7 +3,7 @@
 Part of ``adloco report``. For each target of the ladder
 (:mod:`adloco.report.targets`) and each run: tokens, communications, bytes
 and simulated time to target per seed (:func:`adloco.report.summary.reach`,
-under the ``report.reached`` rule); a seed that never gets there (or does
+under the ``report.reached`` and ``report.between`` rules); a seed that never gets there (or does
 not stay there) is censored (``math.inf``), counted and shown as such,
 never averaged.
 """
@@ -14,12 +14,16 @@ import math
 
 from adloco.report.inputs import RunSeed
 from adloco.report.stats import Spread
-from adloco.report.summary import TO_TARGET, reach
+from adloco.report.summary import DEFAULT_RULE, TO_TARGET, ReachRule, reach
 from adloco.report.targets import Ladder
 
 
 def to_target(
-    runs: list[RunSeed], name: str, target: float, quantity: str, rule: str = "stays"
+    runs: list[RunSeed],
+    name: str,
+    target: float,
+    quantity: str,
+    rule: ReachRule | str = DEFAULT_RULE,
 ) -> dict[int, float]:
     """Seed -> ``quantity`` to target for run ``name`` (seed order); inf when never reached."""
     out = {}
@@ -31,7 +35,7 @@ def to_target(
 
 
 def ladder_table(
-    runs: list[RunSeed], ladder: Ladder, rule: str = "stays"
+    runs: list[RunSeed], ladder: Ladder, rule: ReachRule | str = DEFAULT_RULE
 ) -> dict[tuple[float, str], dict[str, Spread]]:
     """(target, run) -> quantity -> spread over seeds."""
     names = list(dict.fromkeys(r.run for r in runs))
@@ -54,14 +58,16 @@ LADDER_COLUMNS = [
     "reached",
     "seeds",
     "reach_rule",
+    "between_rule",
     "testable",
 ]
 
 
 def ladder_rows(
-    table: dict[tuple[float, str], dict[str, Spread]], ladder: Ladder, rule: str
+    table: dict[tuple[float, str], dict[str, Spread]], ladder: Ladder, rule: ReachRule | str
 ) -> list[dict]:
     """ladder.csv: one row per target, run and quantity; empty median/high when censored."""
+    rule = ReachRule.of(rule)
     out = []
     for (target, name), spreads in table.items():
         for quantity, s in spreads.items():
@@ -71,7 +77,8 @@ def ladder_rows(
                     "run": name,
                     "quantity": quantity,
                     **s.as_dict(),
-                    "reach_rule": rule,
+                    "reach_rule": rule.reached,
+                    "between_rule": rule.between,
                     "testable": target not in ladder.untestable,
                 }
             )

@@ -161,7 +161,7 @@ def regime_map(
     )
     own_bw = float(cluster.network.bandwidth_gbit_s)
     own_sharing = cluster.slot_sharing
-    reached = reach_rounds(runs, names, (target,), settings.reached)
+    reached = reach_rounds(runs, names, (target,), settings.reach_rule)
     times: MapTimes = {}
     cells = []
     for sharing in SLOT_SHARING:

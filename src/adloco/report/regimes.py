@@ -30,7 +30,7 @@ from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, Effect, judge, measur
 from adloco.report.inputs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import median
-from adloco.report.summary import round_to_target
+from adloco.report.summary import DEFAULT_RULE, ReachRule, TargetCrossing, crossing
 
 
 @dataclass(frozen=True)
@@ -204,15 +204,16 @@ class RegimeCell:
 Times = dict[str, dict[float, dict[int, float]]]  # run -> target -> seed -> seconds
 
 
-Reached = dict[tuple[str, int], dict[float, int | None]]  # (run, seed) -> target -> round
+# (run, seed) -> target -> where it is reached
+Reached = dict[tuple[str, int], dict[float, TargetCrossing | None]]
 
 
 def reach_rounds(
-    runs: list[RunSeed], names: list[str], targets: tuple[float, ...], rule: str
+    runs: list[RunSeed], names: list[str], targets: tuple[float, ...], rule: ReachRule | str
 ) -> Reached:
-    """The round at which each seed of the runs ``names`` reaches each target (no clock needed)."""
+    """Where each seed of the runs ``names`` reaches each target (no clock needed)."""
     return {
-        (r.run, r.seed): {t: round_to_target(r.rows, t, rule) for t in targets}
+        (r.run, r.seed): {t: crossing(r.rows, t, rule) for t in targets}
         for r in runs
         if r.run in names
     }
@@ -225,23 +226,25 @@ def times_to_target(
     curves: Mapping[str, StepTimeCurve],
     network: Network,
     sharing: str,
-    rule: str = "stays",
+    rule: ReachRule | str = DEFAULT_RULE,
     reached: Reached | None = None,
 ) -> dict[float, dict[int, float]]:
     """Target -> seed -> the recomputed time to target; inf when never reached.
 
-    ``reached``: the rounds of :func:`reach_rounds`, when the caller sweeps
-    many clocks over the same runs (the rounds do not depend on the clock).
+    ``reached``: the crossings of :func:`reach_rounds`, when the caller sweeps
+    many clocks over the same runs (where a run crosses a target does not
+    depend on the clock; its time there does).
     """
     reached = reached or reach_rounds(runs, [name], targets, rule)
     out: dict[float, dict[int, float]] = {t: {} for t in targets}
     for r in sorted((r for r in runs if r.run == name), key=lambda r: r.seed):
-        rounds = reached[(r.run, r.seed)]
-        last = max((k for k in rounds.values() if k is not None), default=None)
+        crossings = reached[(r.run, r.seed)]
+        last = max((c.round for c in crossings.values() if c is not None), default=None)
         # Time to target needs the rounds up to the last one reached, not the whole run.
         clock = {} if last is None else r.clock.cumulative_s(curves, network, sharing, last)
         for t in targets:
-            out[t][r.seed] = math.inf if rounds[t] is None else clock[rounds[t]]
+            c = crossings[t]
+            out[t][r.seed] = math.inf if c is None else c.value(clock)
     return out
 
 
@@ -338,7 +341,7 @@ def regime_cells(
     own_bw = float(cluster.network.bandwidth_gbit_s)
     own_latency = float(cluster.network.latency_s)
     own_sharing = cluster.slot_sharing
-    reached = reach_rounds(runs, names, targets, settings.reached)
+    reached = reach_rounds(runs, names, targets, settings.reach_rule)
     cells = []
     for model in models:
         if model.curves is None:

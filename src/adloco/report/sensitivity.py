@@ -1,8 +1,9 @@
 """How the verdicts depend on the stated rules: each headline verdict under the other choice.
 
-Part of ``adloco report``. Four design choices could change a verdict, so
+Part of ``adloco report``. Five design choices could change a verdict, so
 each is a configurable rule of ``report:`` (:data:`adloco.report.settings.RULES`):
-when a run reaches a target (``reached``: stays / first), whether seeds are
+when a run reaches a target (``reached``: stays / first), how its values then
+are read (``between``: interpolated / round), whether seeds are
 paired (``pairing``: seed / none), the statistic of the exact test
 (``paired_test``: signed_rank / sign) and the equal-time rule
 (``equal_time``: fastest / slowest). This module evaluates the claims again

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from adloco.config import ConfigError, ReportConfig, RunSettings, TargetsConfig
+from adloco.report.summary import ReachRule
 
 # Settings whose change turns off one AdLoCo component: the ablations.
 ABLATION_KEYS = ("batch_test", "merge", "switch")
@@ -29,6 +30,7 @@ DEFAULT_BANDWIDTHS_GBIT_S = tuple(10 ** (e / 2) for e in range(-4, 5))
 # The stated rules, each with its alternative: the page shows the verdicts under both.
 RULES = {
     "reached": ("stays", "first"),
+    "between": ("interpolated", "round"),
     "pairing": ("seed", "none"),
     "paired_test": ("signed_rank", "sign"),
     "equal_time": ("fastest", "slowest"),
@@ -85,6 +87,7 @@ class ReportSettings:
 
     targets: TargetSettings
     reached: str  # stays or first (adloco.report.summary.REACH_RULES)
+    between: str  # interpolated or round (adloco.report.summary.BETWEEN_RULES)
     pairing: str  # seed or none
     paired_test: str  # signed_rank or sign
     equal_time: str  # fastest or slowest
@@ -104,6 +107,7 @@ class ReportSettings:
         return cls(
             targets=TargetSettings.from_section(report.targets),
             reached=report.reached,
+            between=report.between,
             pairing=report.pairing,
             paired_test=report.paired_test,
             equal_time=report.equal_time,
@@ -116,6 +120,11 @@ class ReportSettings:
             else DEFAULT_BANDWIDTHS_GBIT_S,
             saturation_batches=tuple(sorted({int(s) for s in saturation})) if saturation else None,
         )
+
+    @property
+    def reach_rule(self) -> ReachRule:
+        """``reached`` and ``between``: when a run reaches a target, and its values then."""
+        return ReachRule(self.reached, self.between)
 
     def rules(self) -> dict[str, str]:
         """The stated rules as configured."""

@@ -7,10 +7,15 @@ target is a stated rule (``report.reached``, :data:`REACH_RULES`): by
 default it *stays*, reaching the target at the first evaluation from which
 every later evaluation is at or below it, so a transient dip that the run
 climbs back out of does not count; ``first`` takes the first evaluation at or
-below it. The tokens, communications, bytes and simulated time "to target"
-are the run's cumulative values at the end of that round. ``summary.csv`` has
-one row per run and seed, with these values at the main target
-(:mod:`adloco.report.targets`).
+below it. How the tokens, communications, bytes and simulated time "to
+target" are read is a second stated rule (``report.between``,
+:data:`BETWEEN_RULES`): by default *interpolated*, linear in log-perplexity
+between the evaluation just before the reaching one (above the target) and
+the reaching one, so that one round does not decide a seed; ``round`` takes
+the run's cumulative values at the end of the reaching round. A run that
+reaches the target at its first evaluation has no earlier point and is read
+at that evaluation under both rules. ``summary.csv`` has one row per run and
+seed, with these values at the main target (:mod:`adloco.report.targets`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +51,7 @@ SUMMARY_COLUMNS = (
     "eval_stderr_pct",
     "target_perplexity",
     "reach_rule",
+    "between_rule",
     "round_to_target",
     "tokens_to_target",
     "communications_to_target",
@@ -74,6 +81,73 @@ def run_level_perplexity(rows: list[dict[str, Any]]) -> dict[int, float]:
 
 
 REACH_RULES = ("stays", "first")
+BETWEEN_RULES = ("interpolated", "round")
+
+
+@dataclass(frozen=True)
+class ReachRule:
+    """When a run reaches a target (``report.reached``) and how its quantities are read then
+    (``report.between``)."""
+
+    reached: str = "stays"
+    between: str = "interpolated"
+
+    def __post_init__(self) -> None:
+        if self.reached not in REACH_RULES:
+            raise ValueError(f"reach rule must be one of {REACH_RULES}, got {self.reached!r}")
+        if self.between not in BETWEEN_RULES:
+            raise ValueError(f"between rule must be one of {BETWEEN_RULES}, got {self.between!r}")
+
+    @classmethod
+    def of(cls, rule: ReachRule | str) -> ReachRule:
+        """A rule, or a ``reached`` value alone (read under the default ``between``)."""
+        return rule if isinstance(rule, ReachRule) else cls(rule)
+
+    def label(self) -> str:
+        return f"{self.reached}, {self.between}"
+
+
+DEFAULT_RULE = ReachRule()
+
+
+@dataclass(frozen=True)
+class TargetCrossing:
+    """Where a run reaches a target: between evaluated rounds ``before`` and ``round``.
+
+    ``fraction`` places the target between them, linear in log-perplexity
+    (1: at ``round``); ``before`` is None when ``round`` is the first evaluation.
+    """
+
+    round: int
+    before: int | None = None
+    fraction: float = 1.0
+
+    def value(self, per_round: dict[int, float]) -> float | None:
+        """A cumulative quantity (round -> value at its end) at the crossing."""
+        at = per_round.get(self.round)
+        if at is None or self.before is None:
+            return at
+        prev = per_round.get(self.before)
+        return at if prev is None else prev + self.fraction * (at - prev)
+
+
+def crossing(
+    rows: list[dict[str, Any]], target: float, rule: ReachRule | str = DEFAULT_RULE
+) -> TargetCrossing | None:
+    """Where the run reaches ``target`` under ``rule``; None: never (or does not stay)."""
+    rule = ReachRule.of(rule)
+    round_ = round_to_target(rows, target, rule.reached)
+    if round_ is None:
+        return None
+    curve = run_level_perplexity(rows)
+    earlier = [k for k in curve if k < round_]
+    if rule.between == "round" or not earlier:
+        return TargetCrossing(round_)
+    before = earlier[-1]
+    # The evaluation before the reaching one is above the target under both reach rules.
+    high, low = math.log(curve[before]), math.log(curve[round_])
+    fraction = 1.0 if high <= low else (high - math.log(target)) / (high - low)
+    return TargetCrossing(round_, before, min(1.0, max(0.0, fraction)))
 
 
 def round_to_target(rows: list[dict[str, Any]], target: float, rule: str = "stays") -> int | None:
@@ -97,17 +171,22 @@ def round_to_target(rows: list[dict[str, Any]], target: float, rule: str = "stay
 
 
 def reach(
-    rows: list[dict[str, Any]], target: float | None, rule: str = "stays"
+    rows: list[dict[str, Any]], target: float | None, rule: ReachRule | str = DEFAULT_RULE
 ) -> dict[str, Any] | None:
-    """Round, tokens, communications, bytes and simulated time when the run reaches target."""
+    """Round, tokens, communications, bytes and simulated time when the run reaches target.
+
+    ``round`` is the evaluated round that reaches it; the quantities are read
+    under ``rule.between`` (interpolated from the evaluation before it, or at
+    its end).
+    """
     if target is None:
         return None
-    round_ = round_to_target(rows, target, rule)
-    if round_ is None:
+    where = crossing(rows, target, rule)
+    if where is None:
         return None
-    out: dict[str, Any] = {"round": round_}
+    out: dict[str, Any] = {"round": where.round}
     for name, key in TO_TARGET.items():
-        out[name] = round_values(rows, key).get(round_)
+        out[name] = where.value(round_values(rows, key))
     return out
 
 
@@ -207,9 +286,10 @@ def perplexity_at_time(rows: list[dict[str, Any]], time_s: float) -> float | Non
 
 
 def summary_rows(
-    runs: list[RunSeed], target: float | None, rule: str = "stays"
+    runs: list[RunSeed], target: float | None, rule: ReachRule | str = DEFAULT_RULE
 ) -> list[dict[str, Any]]:
     """One row per run and seed: summary.json fields, optimizer work, to the main target."""
+    rule = ReachRule.of(rule)
     out = []
     for r in runs:
         reached = reach(r.rows, target, rule)
@@ -218,7 +298,8 @@ def summary_rows(
         row.update(optimizer_work(r.rows))
         row["eval_stderr_pct"] = eval_stderr_pct(r.rows)
         row["target_perplexity"] = target
-        row["reach_rule"] = rule
+        row["reach_rule"] = rule.reached
+        row["between_rule"] = rule.between
         row["round_to_target"] = reached["round"] if reached else None
         for name in TO_TARGET:
             row[f"{name}_to_target"] = reached[name] if reached else None
