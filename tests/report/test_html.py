@@ -123,6 +123,9 @@ def test_claims_json_is_machine_readable(report):
     assert {m["mechanism"] for m in doc["mechanisms"]} == {
         "batch grows", "trainers merge", "switch mode engages"
     }  # fmt: skip
+    # The fixture has no ddp run: no share of its gain, and the page says why.
+    assert doc["gain_shares"] == {"shares": {}, "note": "no ddp run"}
+    assert "Share of the ddp anchor's gain: none (no ddp run)." in page
     # Mechanism checks have their own section, after the verdicts.
     assert page.index("id='mechanisms'") > page.index("id='claims'")
 

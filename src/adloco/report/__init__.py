@@ -51,6 +51,7 @@ from adloco.report.figures_runs import (
     merges_figure,
     trainers_figure,
 )
+from adloco.report.gain import gain_shares
 from adloco.report.headline import Headline, headline_table
 from adloco.report.html import PER_RUN, Page, regime_summary, render_page
 from adloco.report.inputs import (
@@ -318,6 +319,9 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
         noise=noise_summary(found.noise),
         tuning=tuning_table(inputs.tuning, configured_lr) if inputs.tuning else None,
         tuning_path=settings.tuning,
+        gains=gain_shares(
+            runs, found.roles.ddp, inputs.base.val_perplexity if inputs.base else None
+        ),
     )
 
 
@@ -350,6 +354,7 @@ def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
             "confidence": settings.confidence,
         },
         "seeds": page.seeds,
+        "gain_shares": page.gains.as_dict(),
         "headline": found.headline.as_dict() if found.headline else None,
         "claims": [c.as_dict() for c in found.claims],
         "regimes": regime_summary(page),

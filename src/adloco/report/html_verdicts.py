@@ -129,20 +129,40 @@ def answer_section(p: Page) -> str:
     if p.ladder.caveat:
         warnings.append("Targets unchecked against token statistics: " + p.ladder.caveat + ".")
     reach = "stays at or below it" if s.reached == "stays" else "first gets to it"
+    between = (
+        "interpolated in log-perplexity between the evaluations either side of it"
+        if s.between == "interpolated"
+        else "read at the end of the round that reaches it"
+    )
     note = (
         f"Seeds per run — {seed_counts(p)}. Comparisons pair runs on the seeds both have "
         f"(report.pairing: {s.pairing}); the effect is the median paired ratio, its interval "
         "the order-statistic interval named by its exact coverage; the verdict comes from the "
         f"exact sign-flip test ({s.paired_test}) at one-sided level {s.test_level:g}. A run "
-        f"reaches a target when it {reach} (report.reached: {s.reached})."
+        f"reaches a target when it {reach} (report.reached: {s.reached}); its time and "
+        f"communications there are {between} (report.between: {s.between})."
     )
     return (
         "<h2 id='answer'>The answer</h2>"
         + "".join(f"<p class='warning'>{esc(w)}</p>" for w in warnings)
         + f"<ol>{''.join(items)}</ol>"
         f"<p>{esc(regime_summary(p))}</p>"
-        f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "
+        + gain_paragraph(p)
+        + f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "
         f"({esc(p.ladder.note)}). Clock of the runs: {esc(p.own_clock.get('text', ''))}.</p>"
+    )
+
+
+def gain_paragraph(p: Page) -> str:
+    """Each run's share of the ddp anchor's gain: what the low-communication runs trade."""
+    g = p.gains
+    if not g.shares:
+        return f"<p class='note'>Share of the ddp anchor's gain: none ({esc(g.note)}).</p>"
+    parts = ", ".join(f"{esc(name)} {share:.0%}" for name, share in g.shares.items())
+    return (
+        "<p>What each run keeps of the ddp anchor's gain at the same tokens (its "
+        "log-perplexity gain over the base, median final perplexity over seeds, as a share "
+        f"of ddp's): {parts}.</p>"
     )
 
 

@@ -26,6 +26,7 @@ from adloco.report.claims import (
     Claim,
     fmt,
 )
+from adloco.report.gain import GainShares
 from adloco.report.headline import Headline
 from adloco.report.inputs import Calibration, Variance
 from adloco.report.mechanisms import Check
@@ -170,6 +171,7 @@ class Page:
     noise: list[dict[str, Any]]  # adloco.report.noise.noise_summary
     tuning: list[dict[str, Any]] | None  # adloco.report.tuning.tuning_table
     tuning_path: str | None
+    gains: GainShares  # adloco.report.gain.gain_shares
 
     def levels(self) -> dict[str, float]:
         """Reference perplexities and the base model's, highest first."""

@@ -1,0 +1,185 @@
+"""Write the README's "What the default run shows" block from a report's files.
+
+    python scripts/readme-results.py results/default/report [--readme README.md] [--check]
+
+Reads ``claims.json`` and ``summary.csv`` of the report folder and replaces
+the block between the README's two markers (``<!-- results:begin -->`` and
+``<!-- results:end -->``) with: the base and the reference perplexities, one
+row per run (median over seeds, min – max) of the final perplexity, its ratio
+to the base, communications, simulated time and optimizer steps, the targets,
+each claim's verdict with the report's own reason, and the rules a headline
+verdict turns on. So the README cannot drift from the report it quotes.
+``--check`` writes nothing and exits 1 when the block differs from what the
+report gives (the README then quotes another run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from pathlib import Path
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+COLUMNS = (
+    ("final_val_perplexity", "final val. perplexity", "{:.1f}"),
+    ("communications", "communications", "{:g}"),
+    ("sim_time_s", "simulated time (s)", "{:.1f}"),
+    ("optimizer_steps", "optimizer steps", "{:g}"),
+)
+
+
+def _number(text: str) -> float | None:
+    return float(text) if text not in ("", None) else None
+
+
+def per_run(summary_csv: Path) -> dict[str, dict]:
+    """Run -> its method, seeds and, per column, the values over seeds (in file order)."""
+    runs: dict[str, dict] = {}
+    with open(summary_csv, newline="") as fh:
+        for row in csv.DictReader(fh):
+            run = runs.setdefault(row["run"], {"method": row["method"], "seeds": []})
+            run["seeds"].append(int(row["seed"]))
+            for key, _, _ in COLUMNS:
+                value = _number(row[key])
+                if value is not None:
+                    run.setdefault(key, []).append(value)
+    return runs
+
+
+def spread(values: list[float], form: str) -> str:
+    """Median, with (min–max) when the seeds differ."""
+    mid = form.format(statistics.median(values))
+    low, high = form.format(min(values)), form.format(max(values))
+    return mid if low == high else f"{mid} ({low}–{high})"
+
+
+def runs_table(runs: dict[str, dict], base: float | None, shares: dict[str, float]) -> list[str]:
+    header = ["run", "method", "seeds", COLUMNS[0][1], "× base", "share of ddp's gain"]
+    header += [c[1] for c in COLUMNS[1:]]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for name, run in runs.items():
+        final = run.get("final_val_perplexity", [])
+        ratio = f"{statistics.median(final) / base:.3f}" if final and base else ""
+        cells = [name, run["method"], str(len(run["seeds"]))]
+        cells.append(spread(final, COLUMNS[0][2]) if final else "")
+        cells.append(ratio)
+        cells.append(f"{shares[name]:.0%}" if name in shares else "")
+        for key, _, form in COLUMNS[1:]:
+            cells.append(spread(run[key], form) if run.get(key) else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _level(doc: dict, target: float) -> str:
+    level = doc.get("target_levels", {}).get(str(target))
+    return f"{level:g} × base ({target:.1f})" if level is not None else f"{target:.4g}"
+
+
+def rule_changes(claim: dict) -> list[str]:
+    """The rules whose other choice changes a headline verdict of the claim."""
+    out = []
+    for c in claim["comparisons"]:
+        if not c["headline"]:
+            continue
+        for rule, alt in c["under_alternative_rules"].items():
+            if alt["verdict"] != c["verdict"]:
+                out.append(
+                    f"{rule}: {alt['value']} makes it {alt['verdict']} against {c['against']}"
+                )
+    return out
+
+
+def block(report: Path) -> str:
+    doc = json.loads((report / "claims.json").read_text())
+    runs = per_run(report / "summary.csv")
+    base = (doc.get("base") or {}).get("val_perplexity")
+    refs = doc.get("reference_perplexity") or {}
+    lines = [
+        BEGIN,
+        f"<!-- written by `python scripts/readme-results.py {report}`; do not edit by hand -->",
+        "",
+    ]
+    facts = []
+    if base is not None:
+        facts.append(f"The base's validation perplexity is {base:.1f}")
+    if refs:
+        words = ", ".join(f"{k} {v:.0f}" for k, v in refs.items() if isinstance(v, (int, float)))
+        facts.append(f"the validation split's reference perplexities: {words}")
+    if facts:
+        lines += ["; ".join(facts) + ".", ""]
+    lines += [
+        "Medians over seeds (min–max), from `summary.csv`:",
+        "",
+        *runs_table(runs, base, (doc.get("gain_shares") or {}).get("shares") or {}),
+        "",
+        "Share of ddp's gain: the run's log-perplexity gain over the base as a share of the ddp "
+        "anchor's, at the same tokens (median final perplexities).",
+        "",
+    ]
+    targets = doc.get("targets") or []
+    main = doc.get("target_perplexity")
+    if targets and main is not None:
+        rules = doc.get("rules", {})
+        lines += [
+            f"Targets ({doc.get('target_source')}): "
+            + ", ".join(_level(doc, t) for t in targets)
+            + f"; the main one {_level(doc, main)}. A run reaches a target when it "
+            + ("stays at or below it" if rules.get("reached") == "stays" else "first gets to it")
+            + (
+                "; its time and communications there are interpolated in log-perplexity "
+                "between the evaluations either side of it."
+                if rules.get("between") == "interpolated"
+                else "; its time and communications are those at the end of that round."
+            ),
+            "",
+            "The verdicts, as `claims.json` gives them:",
+            "",
+        ]
+    for claim in doc.get("claims", []):
+        lines.append(
+            f"{claim['number']}. {claim['statement']} — **{claim['verdict']}**: {claim['reason']}"
+        )
+        changes = rule_changes(claim)
+        if changes:
+            lines.append(f"   Under another rule: {'; '.join(changes)}.")
+    lines += [
+        "",
+        "A run on another CPU gives numbers that differ in the last digits (the measured step "
+        "times and thread scheduling differ; the runs themselves are seeded): a fresh clone's "
+        "own report, `results/default/report/index.html`, is the reference.",
+        END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def replace_block(readme: str, new: str) -> str:
+    if readme.count(BEGIN) != 1 or readme.count(END) != 1:
+        raise ValueError(f"the README needs exactly one {BEGIN} and one {END}")
+    start, end = readme.index(BEGIN), readme.index(END) + len(END) + 1
+    return readme[:start] + new + readme[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("report", type=Path, help="a report folder (claims.json, summary.csv)")
+    ap.add_argument("--readme", type=Path, default=Path("README.md"))
+    ap.add_argument("--check", action="store_true", help="exit 1 when the README differs")
+    args = ap.parse_args(argv)
+    readme = args.readme.read_text()
+    updated = replace_block(readme, block(args.report))
+    if args.check:
+        if updated != readme:
+            print(f"{args.readme}: its results block is not {args.report}'s", file=sys.stderr)
+            return 1
+        return 0
+    tmp = args.readme.with_name(f".{args.readme.name}.tmp")
+    tmp.write_text(updated)
+    tmp.replace(args.readme)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""scripts/readme-results.py writes the README's results block from a report, by hand-made files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = importlib.util.spec_from_file_location("readme_results", ROOT / "scripts/readme-results.py")
+readme_results = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(readme_results)
+
+SUMMARY = """run,seed,method,final_val_perplexity,communications,sim_time_s,optimizer_steps
+adloco,0,adloco,180.0,29,45.0,105
+adloco,1,adloco,179.0,30,47.5,110
+adloco,2,adloco,181.0,29,46.0,108
+ddp,0,ddp,142.0,147,90.8,147
+"""
+
+
+def claims(verdict_under_first: str = "inconclusive") -> dict:
+    comparison = {
+        "headline": True,
+        "against": "diloco",
+        "verdict": "inconclusive",
+        "under_alternative_rules": {
+            "reached": {"value": "first", "verdict": verdict_under_first},
+            "pairing": {"value": "none", "verdict": "inconclusive"},
+        },
+    }
+    return {
+        "base": {"val_perplexity": 182.4},
+        "gain_shares": {"shares": {"adloco": 0.054, "ddp": 1.0}, "note": None},
+        "reference_perplexity": {"unigram": 637.0, "bigram": 78.0},
+        "targets": [181.4, 180.5],
+        "target_perplexity": 180.5,
+        "target_source": "base",
+        "target_levels": {"181.4": 0.995, "180.5": 0.99},
+        "rules": {"reached": "stays", "between": "interpolated"},
+        "claims": [
+            {
+                "number": 1,
+                "statement": "AdLoCo reaches the target in less simulated time than DiLoCo",
+                "verdict": "inconclusive",
+                "reason": "adloco needs 0.98x diloco's time (p = 0.2)",
+                "comparisons": [comparison],
+            }
+        ],
+    }
+
+
+@pytest.fixture
+def report(tmp_path: Path) -> Path:
+    folder = tmp_path / "report"
+    folder.mkdir()
+    (folder / "summary.csv").write_text(SUMMARY)
+    (folder / "claims.json").write_text(json.dumps(claims()))
+    return folder
+
+
+def test_the_block_gives_medians_ranges_targets_and_verdicts(report):
+    text = readme_results.block(report)
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    # adloco: median 180.0 of (180, 179, 181); 180 / 182.4 = 0.987; communications median 29.
+    assert rows[2] == (
+        "| adloco | adloco | 3 | 180.0 (179.0–181.0) | 0.987 | 5% | 29 (29–30) "
+        "| 46.0 (45.0–47.5) | 108 (105–110) |"
+    )
+    assert rows[3] == "| ddp | ddp | 1 | 142.0 | 0.779 | 100% | 147 | 90.8 | 147 |"
+    assert "the main one 0.99 × base (180.5)" in text
+    assert "interpolated in log-perplexity" in text
+    assert (
+        "1. AdLoCo reaches the target in less simulated time than DiLoCo — **inconclusive**: "
+        "adloco needs 0.98x diloco's time (p = 0.2)" in text
+    )
+    assert "Under another rule" not in text  # no rule changes the verdict here
+    assert "differ in the last digits" in text and "fresh clone's" in text
+
+
+def test_a_rule_that_changes_a_headline_verdict_is_named(report):
+    (report / "claims.json").write_text(json.dumps(claims(verdict_under_first="supported")))
+    text = readme_results.block(report)
+    assert "Under another rule: reached: first makes it supported against diloco." in text
+
+
+def test_the_readme_block_is_replaced_and_checked(report, tmp_path):
+    readme = tmp_path / "README.md"
+    begin, end = readme_results.BEGIN, readme_results.END
+    readme.write_text(f"# title\n\nbefore\n{begin}\nold numbers\n{end}\nafter\n")
+    assert readme_results.main([str(report), "--readme", str(readme), "--check"]) == 1
+    assert readme_results.main([str(report), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith("# title\n\nbefore\n" + begin) and text.endswith(end + "\nafter\n")
+    assert "old numbers" not in text and "| adloco | adloco | 3 |" in text
+    assert readme_results.main([str(report), "--readme", str(readme), "--check"]) == 0
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="exactly one"):
+        readme_results.main([str(report), "--readme", str(readme)])
+
+
+def test_the_project_readme_has_one_results_block():
+    text = (ROOT / "README.md").read_text()
+    assert text.count(readme_results.BEGIN) == 1 and text.count(readme_results.END) == 1
+    assert text.index(readme_results.BEGIN) < text.index(readme_results.END)
