@@ -106,7 +106,8 @@ def block(report: Path) -> str:
     if base is not None:
         facts.append(f"The base's validation perplexity is {base:.1f}")
     if refs:
-        words = ", ".join(f"{k} {v:.0f}" for k, v in refs.items() if isinstance(v, (int, float)))
+        known = {k: v for k, v in refs.items() if isinstance(v, (int, float))}
+        words = ", ".join(f"{k} {v:.0f}" for k, v in sorted(known.items(), key=lambda kv: -kv[1]))
         facts.append(f"the validation split's reference perplexities: {words}")
     if facts:
         lines += ["; ".join(facts) + ".", ""]
@@ -140,7 +141,8 @@ def block(report: Path) -> str:
         ]
     for claim in doc.get("claims", []):
         lines.append(
-            f"{claim['number']}. {claim['statement']} — **{claim['verdict']}**: {claim['reason']}"
+            f"{claim['number']}. {claim['statement'].rstrip('.')} — **{claim['verdict']}**: "
+            f"{claim['reason']}"
         )
         changes = rule_changes(claim)
         if changes:
