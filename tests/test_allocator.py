@@ -59,8 +59,12 @@ def test_training_passes_stop_faulting_in_their_memory_and_compute_the_same():
     assert default["kept"] is False and kept["kept"] is True
     # glibc's default hands freed blocks back and faults them in again every
     # pass (about 1,100 faults a pass with its evaluation here); kept, the heap
-    # serves most of them again (measured: about 150 a pass).
-    assert kept["faults"] * 4 < default["faults"]
+    # serves most of them again (measured: about 150 a pass). glibc's own
+    # threshold adapts to what the process freed before, so the default's count
+    # varies from run to run: over 9 pairs on the 2-core machine the ratio was
+    # 3.1x to 13.2x (default 5,400 to 20,100 faults, kept 1,000 to 3,100).
+    # Twice as few is far outside that noise and still fails if nothing is kept.
+    assert kept["faults"] * 2 < default["faults"]
     # Only where the memory comes from changes, not a number computed.
     assert kept["losses"] == default["losses"]
 
