@@ -13,21 +13,23 @@ from adloco.report.settings import RULES, other_choice
 EIGHT = tuple(range(8))
 
 
+def headline_at_60(workspace, diloco: list[float], adloco: list[float]):
+    """Claim 1's headline comparison at target 60, every rule's alternative attached,
+    for runs whose 8 seeds all follow the given perplexity curves."""
+    workspace.run("diloco", {"method": "diloco"}, {s: workspace.single(diloco) for s in EIGHT})
+    workspace.run("adloco", workspace.FULL_ADLOCO, {s: workspace.single(adloco) for s in EIGHT})
+    runs, roles, ladder, settings = workspace.load([60])
+    claims = evaluate_claims(runs, roles, ladder, settings)
+    attach_alternatives(claims, runs, roles, ladder, settings)
+    return claims[0].headline[0]
+
+
 def test_a_dip_that_returns_does_not_reach_and_the_rule_table_shows_it(workspace):
     # AdLoCo dips to 55 at round 1 and is back at 80 at round 2, under 60 again at round 3.
     # DiLoCo gets to 60 at round 2 and stays. First crossing: adloco 1 s against 2 s
     # (supported); staying below: adloco 3 s against 2 s at round ends (not supported),
     # 2 + ln(80/60)/ln(80/59) = 2.94 s interpolated (the default; not supported either).
-    workspace.run(
-        "diloco", {"method": "diloco"}, {s: workspace.single([70, 60, 58]) for s in EIGHT}
-    )
-    workspace.run(
-        "adloco", workspace.FULL_ADLOCO, {s: workspace.single([55, 80, 59]) for s in EIGHT}
-    )
-    runs, roles, ladder, settings = workspace.load([60])
-    claims = evaluate_claims(runs, roles, ladder, settings)
-    attach_alternatives(claims, runs, roles, ladder, settings)
-    head = claims[0].headline[0]
+    head = headline_at_60(workspace, diloco=[70, 60, 58], adloco=[55, 80, 59])
     f = math.log(80 / 60) / math.log(80 / 59)
     assert head.subject_values == {s: pytest.approx(2 + f) for s in EIGHT}
     assert head.verdict == NOT_SUPPORTED
@@ -40,16 +42,7 @@ def test_interpolation_separates_runs_that_whole_rounds_tie(workspace):
     # Both reach 60 at round 2, so whole rounds tie (2 s each) and the test cannot tell
     # them apart; interpolated, adloco crosses 60 early in round 2 (from 62 to 50) and
     # diloco late (from 90 to 59.5).
-    workspace.run(
-        "diloco", {"method": "diloco"}, {s: workspace.single([90, 59.5, 58]) for s in EIGHT}
-    )
-    workspace.run(
-        "adloco", workspace.FULL_ADLOCO, {s: workspace.single([62, 50, 49]) for s in EIGHT}
-    )
-    runs, roles, ladder, settings = workspace.load([60])
-    claims = evaluate_claims(runs, roles, ladder, settings)
-    attach_alternatives(claims, runs, roles, ladder, settings)
-    head = claims[0].headline[0]
+    head = headline_at_60(workspace, diloco=[90, 59.5, 58], adloco=[62, 50, 49])
     ad, di = math.log(62 / 60) / math.log(62 / 50), math.log(90 / 60) / math.log(90 / 59.5)
     assert head.subject_values == {s: pytest.approx(1 + ad) for s in EIGHT}
     assert head.against_values == {s: pytest.approx(1 + di) for s in EIGHT}
