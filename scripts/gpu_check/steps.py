@@ -110,12 +110,9 @@ class Plan:
         device = {**default["cluster"]["devices"][0], "name": "dist", "count": 2, "kind": kind}
         if kind == "cpu":
             device["step_time"] = {**device["step_time"], "model": "roofline"}
-        small = configs.default_config("quick", "cpu") if kind == "cpu" else default
         return {
             **default,
             "experiment": "gpu-check-distributed",
-            "data": default["data"],
-            "model": small["model"] if self.size != "full" else default["model"],
             "cluster": {
                 **default["cluster"],
                 "nodes_per_device": 2,
