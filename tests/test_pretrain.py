@@ -156,3 +156,27 @@ def test_a_base_experiment_needs_a_base_split_and_a_pretrain_section():
     raw["data"]["base_fraction"] = 0.0
     with pytest.raises(ConfigError, match="data.base_fraction: must be above 0"):
         validate(copy.deepcopy(raw))
+
+
+@pytest.mark.reliability("checkpoints")
+def test_pretrain_refuses_a_checkpoint_folder_holding_a_users_file(based, tmp_path, capsys):
+    from pathlib import Path
+
+    import yaml
+
+    from adloco import cli
+
+    raw = yaml.safe_load((Path(__file__).parents[1] / "config" / "test.yaml").read_text())
+    raw["model"]["source"] = "base"
+    raw["data"].update(base_fraction=0.4, seq_len_tokens=based.seq_len_tokens)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    ckpt = tmp_path / "mywork" / "h"
+    ckpt.mkdir(parents=True)
+    (ckpt / "thesis.tex").write_text("x")
+    args = ["pretrain", "--config", str(config), "--data", str(based.folder), "--out"]
+    args += [str(tmp_path / "base"), "--checkpoints", str(ckpt), "--no-progress"]
+    assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert f"--checkpoints {ckpt}: holds 1 file(s) adloco did not write (thesis.tex)" in err
+    assert [p.name for p in ckpt.iterdir()] == ["thesis.tex"] and not (tmp_path / "base").exists()

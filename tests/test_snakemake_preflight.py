@@ -91,3 +91,31 @@ def test_a_raw_folder_adloco_did_not_write_stops_before_snakemake_empties_it(tmp
         check_configfiles(["--configfile", str(config)])
     assert "data.raw_dir" in str(stop.value) and "thesis.tex" in str(stop.value)
     assert (home / "thesis.tex").read_text() == "years of work"
+
+
+@pytest.mark.reliability("configs")
+@pytest.mark.parametrize(
+    ("folder", "what"),
+    [
+        ("results/test/runs/diloco/seed0/final", "run diloco seed 0's final model"),
+        ("results/test/report/figures", "the report's figures"),
+    ],
+)
+def test_a_directory_output_holding_a_users_file_stops_before_snakemake_empties_it(
+    tmp_path, monkeypatch, folder, what
+):
+    # Snakemake removes a directory() output before its job (--forcerun train report):
+    # a user's notes in one would be gone.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / folder / "notes.txt").write_text("mine")
+    (tmp_path / folder / "kept.png").write_text("a figure or model file adloco wrote")
+    if folder.endswith("final"):
+        (tmp_path / folder / ".adloco-output.json").write_text('{"files": ["kept.png"]}')
+    with pytest.raises(SystemExit) as stop:
+        check_configfiles(["--configfile", str(TEST_PRESET)])
+    message = str(stop.value)
+    assert f"{what} {folder}: holds 1 file(s) adloco did not write (notes.txt)" in message
+    assert "\n" not in message and (tmp_path / folder / "notes.txt").read_text() == "mine"
+    (tmp_path / folder / "notes.txt").unlink()
+    check_configfiles(["--configfile", str(TEST_PRESET)])  # adloco's own files alone: no stop

@@ -69,8 +69,13 @@ def base_dir(experiment: str) -> Path:
     return experiment_dir(experiment) / "base"
 
 
+# The base's checkpoints sit beside the runs' (checkpoints/<run>/): no run may take its name.
+BASE_CHECKPOINTS = "base"
+RESERVED_RUN_NAMES = (BASE_CHECKPOINTS,)
+
+
 def base_checkpoint_dir(experiment: str) -> Path:
-    return experiment_dir(experiment) / "checkpoints" / "base"
+    return experiment_dir(experiment) / "checkpoints" / BASE_CHECKPOINTS
 
 
 def report_dir(experiment: str) -> Path:
@@ -103,6 +108,19 @@ def metrics_file(folder: str | Path) -> Path:
 def run_summary_file(folder: str | Path) -> Path:
     """A run's summary in its seed folder."""
     return Path(folder) / "summary.json"
+
+
+def final_model_dir(folder: str | Path) -> Path:
+    """A run's exported model and tokenizer in its seed folder."""
+    return Path(folder) / "final"
+
+
+def report_figures_dir(experiment: str) -> Path:
+    return report_dir(experiment) / "figures"
+
+
+# What the report writes into its figures folder: PNGs, and a killed write's temporary.
+REPORT_FIGURE_FILES = ("*.png", ".*.tmp")
 
 
 def variance_summary_file(folder: str | Path) -> Path:

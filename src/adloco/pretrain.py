@@ -275,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{args.data}: no base split; set data.base_fraction above 0 and tokenize again"
         )
+    checkpoint.check_folder(args.checkpoints)
     training = Pretraining.from_config(config, data, args.checkpoints)
     start = time.perf_counter()
     training.run(progress=not args.no_progress)

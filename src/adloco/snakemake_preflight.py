@@ -22,7 +22,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from adloco.config import ConfigError, load_config
+from adloco import paths
+from adloco.config import Config, ConfigError, load_config
 from adloco.data.corpus import CORPUS_FILES
 from adloco.io import ForeignFolderError, check_replaceable
 
@@ -57,12 +58,32 @@ def config_args(argv: list[str]) -> list[str]:
     return _values(argv, CONFIG_OPTIONS)
 
 
+def directory_outputs(config: Config) -> list[tuple[Path, tuple[str, ...], str]]:
+    """Every folder the workflow declares as a ``directory()`` output, with what adloco
+    writes there and what names it: (folder, file patterns, name)."""
+    out = []
+    if config.data.source == "offline-wiki":
+        out.append((Path(config.data.raw_dir), CORPUS_FILES, "data.raw_dir"))
+    for run in config.runs:
+        for seed in config.run_seeds(run):
+            folder = paths.final_model_dir(paths.run_dir(config.experiment, run, seed))
+            out.append((folder, (), f"run {run} seed {seed}'s final model"))
+    figures = paths.report_figures_dir(config.experiment)
+    out.append((figures, paths.REPORT_FIGURE_FILES, "the report's figures"))
+    return out
+
+
+def check_directory_outputs(config: Config) -> None:
+    """Snakemake empties a ``directory()`` output before its job runs (``--forcerun``, a
+    changed setting): refuse, before any job, one that holds a file adloco did not write."""
+    for folder, own, what in directory_outputs(config):
+        check_replaceable(folder, own, what)
+
+
 def _problem(name: str) -> str | None:
     """Why the configuration file ``name`` would be refused, in one line, or None."""
     try:
-        data = load_config(name).data
-        if data.source == "offline-wiki":
-            check_replaceable(data.raw_dir, CORPUS_FILES, "data.raw_dir")
+        check_directory_outputs(load_config(name))
     except (ConfigError, ForeignFolderError) as exc:
         message = " ".join(str(exc).split())
         return message if message.startswith(name) else f"{name}: {message}"

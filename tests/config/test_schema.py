@@ -87,6 +87,19 @@ def test_check_finite_names_the_key_at_any_depth():
         check_finite(float("inf"))
 
 
+@pytest.mark.reliability("configs")
+def test_a_run_named_after_the_pipelines_own_folders_is_refused():
+    # checkpoints/base/ holds the base model's checkpoints: a run "base" would nest its
+    # seeds inside them and a new pretraining would move them aside.
+    cfg = base()
+    cfg["runs"]["base"] = cfg["runs"].pop("adloco")
+    with pytest.raises(ConfigError) as err:
+        check_run_names(cfg)
+    message = str(err.value)
+    assert message.startswith("runs.base: the name is the pipeline's own")
+    assert "checkpoints/base/" in message and message.endswith("e.g. base-run")
+
+
 @pytest.mark.parametrize(
     ("name", "suggestion"), [("ada.lr", "ada_lr"), ("-x", "x"), ("a b/c", "a_b_c"), ("..", "run")]
 )

@@ -95,6 +95,42 @@ def test_a_new_job_trains_again_instead_of_resuming_a_finished_run(train, caplog
     assert (train.ckpt / checkpoint.FINISHED_NAME).is_file()
 
 
+@pytest.mark.reliability("checkpoints")
+def test_a_checkpoint_folder_holding_a_users_file_is_refused_before_training(train, capsys):
+    # The repro: three runs on --checkpoints mywork/h, where h holds thesis.tex;
+    # each is refused before it trains, and thesis.tex stays where it was.
+    train.ckpt.mkdir()
+    (train.ckpt / "thesis.tex").write_text("x")
+    for _ in range(3):
+        with pytest.raises(AssertionError):
+            train()
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith(f"adloco train: error: --checkpoints {train.ckpt}: holds 1 file")
+        assert "thesis.tex" in err[-1]
+    assert (train.ckpt / "thesis.tex").read_text() == "x"
+    assert sorted(p.name for p in train.ckpt.iterdir()) == ["thesis.tex"]
+    assert not train.ckpt.with_name(train.ckpt.name + ".stale").exists()
+
+
+@pytest.mark.reliability("checkpoints")
+def test_a_users_folder_named_like_the_stale_checkpoint_is_never_deleted(train, capsys):
+    first = train()
+    # A finished run is set aside when trained again: its place, <ckpt>.stale, is a
+    # user's folder here.
+    stale = train.ckpt.with_name(train.ckpt.name + ".stale")
+    stale.mkdir()
+    (stale / "mine.txt").write_text("keep")
+    with pytest.raises(AssertionError):
+        train()
+    err = capsys.readouterr().err
+    assert f"the stale checkpoint's place {stale}: holds 1 file" in err and "mine.txt" in err
+    assert (stale / "mine.txt").read_text() == "keep"
+    assert (train.ckpt / checkpoint.FINISHED_NAME).is_file()  # the run's own folder untouched
+    # A stale folder that holds a checkpoint alone is replaced, as before.
+    (stale / "mine.txt").unlink()
+    assert train() == first and (stale / checkpoint.FINISHED_NAME).is_file()
+
+
 def test_a_killed_job_still_resumes(train, caplog):
     # Without the finished mark (a kill before the outputs were written), the
     # next job resumes the last round as before.

@@ -87,6 +87,8 @@ elif stage == "train":
                                                          "final_val_perplexity": 12.5}}))
         (folder / "final").mkdir(exist_ok=True)
         (folder / "final" / "config.json").write_text("{{}}")
+        # As adloco.io.atomic_dir does: the folder lists the files adloco wrote.
+        (folder / "final" / ".adloco-output.json").write_text('{{"files": ["config.json"]}}')
 elif stage == "report":
     (out / "index.html").write_text("<html></html>")
     (out / "summary.csv").write_text("run,seed,final_val_perplexity\\ndiloco,0,12.5\\n")

@@ -34,10 +34,10 @@ if SRC_DIR and SRC_DIR not in sys.path:
     sys.path.insert(0, SRC_DIR)
 
 import adloco.config
-import adloco.data.corpus
 import adloco.io
 from adloco import paths
 import adloco.snakemake_lock
+import adloco.snakemake_preflight
 
 # A Snakemake killed mid-run leaves its lock (.snakemake/locks) behind. Parsing
 # comes before Snakemake checks the lock, so release it here when no other
@@ -128,12 +128,12 @@ validate(config, "../schemas/config.schema.yaml")
 DATASET = SETTINGS.data.dataset
 RAW_DIR = SETTINGS.data.raw_dir.rstrip("/")
 # Snakemake empties an output folder before its job runs (--forcerun, a changed
-# setting): the corpus folder must hold nothing adloco did not write there.
-if SETTINGS.data.source == "offline-wiki":
-    try:
-        adloco.io.check_replaceable(RAW_DIR, adloco.data.corpus.CORPUS_FILES, "data.raw_dir")
-    except adloco.io.ForeignFolderError as exc:
-        raise WorkflowError(f"{CONFIG_FILE}: {exc}") from None
+# setting): the corpus folder, the runs' final models and the report's figures
+# must hold nothing adloco did not write there.
+try:
+    adloco.snakemake_preflight.check_directory_outputs(SETTINGS)
+except adloco.io.ForeignFolderError as exc:
+    raise WorkflowError(f"{CONFIG_FILE}: {exc}") from None
 TOKENIZED_DIR = str(paths.tokenized_dir(DATASET))
 MANIFEST = str(paths.manifest_file(TOKENIZED_DIR))
 # Everything this configuration computes: results/<experiment>/, logs/<experiment>/.

@@ -16,6 +16,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from adloco import paths
+
 SCHEMA_FILE = "config.schema.yaml"
 
 
@@ -140,6 +142,12 @@ def check_run_names(config: dict) -> None:
     if not isinstance(runs, dict):
         return
     for name in runs:
+        if name in paths.RESERVED_RUN_NAMES:
+            raise ConfigError(
+                f"runs.{name}: the name is the pipeline's own (results/<experiment>/checkpoints/"
+                f"{name}/ holds the base model's checkpoints, which a run of that name would "
+                f"share); rename the run, e.g. {name}-run"
+            )
         if isinstance(name, str) and RUN_NAME.fullmatch(name):
             continue
         suggestion = re.sub(r"[^A-Za-z0-9_-]+", "_", str(name)).strip("_-") or "run"

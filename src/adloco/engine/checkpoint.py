@@ -53,6 +53,7 @@ import torch
 import adloco
 from adloco.io import (
     atomic_path,
+    check_replaceable,
     read_json_object,
     sha256_file,
     write_json_atomic,
@@ -314,10 +315,39 @@ class CorruptCheckpointError(ValueError):
     """A checkpoint file does not match its sha256, or is not a checkpoint adloco wrote."""
 
 
+# What a checkpoint folder holds, all written by the engine or pretraining: the
+# manifest, the finished mark, the metrics rows, each round's files with their
+# sha256, and what a killed atomic write leaves (``.<name>.<random>.tmp``).
+CHECKPOINT_FILES = (
+    "checkpoint.json",
+    "finished.json",
+    "metrics.jsonl",
+    "round-[0-9]*/shared.pt",
+    "round-[0-9]*/rank-[0-9]*.pt",
+    "round-[0-9]*/*.pt.sha256",
+    ".*.tmp",
+    "round-[0-9]*/.*.tmp",
+)
+
+
+def check_folder(directory: str | Path, what: str = "--checkpoints") -> None:
+    """Refuse a checkpoint folder that holds files adloco did not write (before any work).
+
+    A stale checkpoint is moved aside and a finished one trained over: a
+    user's file in the folder would go with it.
+    """
+    check_replaceable(directory, CHECKPOINT_FILES, what)
+
+
 def set_aside(directory: str | Path) -> Path:
-    """Move a stale checkpoint folder to ``<folder>.stale`` (replacing an older one)."""
+    """Move a stale checkpoint folder to ``<folder>.stale`` (replacing an older one).
+
+    An existing ``<folder>.stale`` is deleted only when it holds nothing but a
+    checkpoint's files: a user's own folder of that name is refused, named.
+    """
     directory = Path(directory)
     stale = directory.with_name(directory.name + ".stale")
+    check_replaceable(stale, CHECKPOINT_FILES, "the stale checkpoint's place")
     shutil.rmtree(stale, ignore_errors=True)
     os.replace(directory, stale)
     directory.mkdir(parents=True)

@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     collective = None
     launch = distributed.launch_env()
     todo = seeds_to_train(config, args)
+    for _, _, checkpoints in todo:
+        checkpoint.check_folder(checkpoints)
     try:
         if launch is not None:
             distributed.watch_launcher(launch)
@@ -175,7 +177,7 @@ def write_outputs(engine, rows: list[dict], data, out: Path, seed: int) -> None:
     model = engine.export_model(best)
     tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
     set_special_ids(model, tokenizer)
-    with atomic_dir(out / "final", what="--out") as tmp:
+    with atomic_dir(paths.final_model_dir(out), what="--out") as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
     summary = summarize(rows, engine.settings, seed, len(engine.trainers))
