@@ -231,8 +231,8 @@ def test_seed_all_trains_each_seed_of_the_run_and_rewrites_finished_ones(
         assert summary["seed"] == seed and {r["round"] for r in rows} == {1, 2}
         # The same numbers as the job of that seed alone (wall time aside).
         alone = tmp_path / "one" / str(seed)
-        run_train(config, tiny_tokenized, calibration, str(seed), alone, alone / "ckpt")
-        assert without_wall_time(rows) == without_wall_time(read_rows(alone))
+        run_train(config, tiny_tokenized, calibration, str(seed), alone / "out", alone / "ckpt")
+        assert without_wall_time(rows) == without_wall_time(read_rows(alone / "out"))
     assert first[3][0] != first[5][0]
     shutil.rmtree(out)
     caplog.clear()
@@ -241,3 +241,57 @@ def test_seed_all_trains_each_seed_of_the_run_and_rewrites_finished_ones(
     # Restored, not trained: the logged wall times are those of the first job.
     assert {seed: outputs(out / f"seed{seed}") for seed in (3, 5)} == first
     assert caplog.text.count("after round 2") == 2 and "starting over" not in caplog.text
+
+
+@pytest.mark.reliability("configs")
+def test_an_out_folder_holding_a_users_file_is_refused_before_training(
+    train, tmp_path, monkeypatch, capsys
+):
+    from adloco.engine import run as run_module
+
+    monkeypatch.setattr(run_module, "make_engine", lambda *a, **k: pytest.fail("trained"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(AssertionError):
+        train()
+    assert (
+        f"--out {out}: holds 1 file(s) adloco did not write (notes.txt)" in capsys.readouterr().err
+    )
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.reliability("configs")
+def test_checkpoints_inside_the_out_folder_are_refused_before_training(
+    tmp_path, tiny_tokenized, curves_from_config, capsys
+):
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    out = tmp_path / "out"
+    with pytest.raises(AssertionError):
+        run_train(config, tiny_tokenized, tmp_path / "calibration", "0", out, out / "ckpt")
+    err = capsys.readouterr().err
+    assert f"--checkpoints {out / 'ckpt'} is inside --out {out}" in err
+    assert not out.exists()
+
+
+@pytest.mark.reliability("disk-full")
+def test_a_failure_while_the_model_is_saved_leaves_the_previous_outputs_whole(
+    train, tmp_path, monkeypatch
+):
+    first = train()
+    out = tmp_path / "out"
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    import errno
+
+    from transformers import PreTrainedModel
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", full_disk)
+    with pytest.raises(AssertionError):
+        train()
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before and first
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from adloco.clock import StepTimeCurve
 from adloco.config import section
 from adloco.report import (
@@ -79,3 +81,45 @@ def test_the_steps_write_what_build_report_writes(engine_report, engine_fixture,
         assert (out / name).read_bytes() == (tmp_path / "steps" / name).read_bytes()
     drawn = {p.stem for p in (out / "figures").iterdir()}
     assert drawn <= set(FIGURE_NAMES) and "curves" in drawn
+
+
+@pytest.mark.reliability("disk-full")
+def test_a_report_that_fails_part_way_leaves_the_previous_one_whole(
+    engine_fixture, tmp_path, monkeypatch
+):
+    import errno
+
+    import adloco.report as report
+
+    f = engine_fixture
+    out = tmp_path / "report"
+    build = (f / "config.yaml", f / "runs", f / "calibration", f / "variance", out)
+    build_report(*build)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def full_disk(_page):
+        # After the tables, claims.json and the figures were written: the page's turn.
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report, "render_page", full_disk)
+    with pytest.raises(OSError):
+        build_report(*build)
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # every file the previous report's, index.html and claims.json too
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no temporary left
+
+
+@pytest.mark.reliability("configs")
+def test_a_report_folder_holding_a_users_file_is_refused_before_any_work(
+    engine_fixture, tmp_path, monkeypatch
+):
+    import adloco.report as report
+
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    monkeypatch.setattr(report, "read_inputs", lambda *a: pytest.fail("read the inputs"))
+    f = engine_fixture
+    with pytest.raises(ValueError, match=r"--out .*report: holds 1 file\(s\) .*\(notes.txt\)"):
+        build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", out)
+    assert (out / "notes.txt").read_text() == "mine"

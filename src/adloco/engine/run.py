@@ -29,7 +29,7 @@ from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import Engine
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
-from adloco.io import atomic_dir, atomic_path, write_json_atomic
+from adloco.io import atomic_dir, check_replaceable, write_json_atomic
 from adloco.records import derive_summary
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,11 @@ def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers
     # merge in it; the engine knows how many are left.
     summary = {**derive_summary(rows), "final_trainers": final_trainers}
     return {"run": settings.name, "seed": seed, "method": settings.method, **summary}
+
+
+# What a run's seed folder holds, all of it adloco's (a folder written before
+# it listed its files in .adloco-output.json is recognised by these names).
+RUN_FILES = ("metrics.jsonl", "summary.json", "final/*", ".*.tmp")
 
 
 def seeds_to_train(config: Config, args: argparse.Namespace) -> list[tuple[int, Path, Path]]:
@@ -93,7 +98,14 @@ def run(args: argparse.Namespace) -> int:
     collective = None
     launch = distributed.launch_env()
     todo = seeds_to_train(config, args)
-    for _, _, checkpoints in todo:
+    for _, out, checkpoints in todo:  # before any training
+        if checkpoints.resolve().is_relative_to(out.resolve()):
+            raise ValueError(
+                f"--checkpoints {checkpoints} is inside --out {out}: the outputs are replaced as "
+                "a whole and would take the checkpoints with them; put them beside it "
+                f"({paths.checkpoint_dir('<experiment>', '<run>', '<seed>')})"
+            )
+        check_replaceable(out, RUN_FILES, "--out")
         checkpoint.check_folder(checkpoints)
     try:
         if launch is not None:
@@ -170,19 +182,24 @@ def train_seed(engine: Engine, data, out: Path, checkpoints: Path) -> None:
 
 
 def write_outputs(engine, rows: list[dict], data, out: Path, seed: int) -> None:
-    """metrics.jsonl, final/ (best trainer and tokenizer) and summary.json, atomically."""
-    with atomic_path(paths.metrics_file(out)) as tmp:
-        shutil.copyfile(engine.metrics_path, tmp)
+    """metrics.jsonl, final/ (best trainer and tokenizer) and summary.json: all or nothing.
+
+    The seed folder is written beside the old one and swapped in at the end,
+    so a failure (a full disk while the model is saved) leaves the previous
+    outputs whole, or none.
+    """
     best = engine.best_trainer()
     model = engine.export_model(best)
     tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
     set_special_ids(model, tokenizer)
-    with atomic_dir(paths.final_model_dir(out), what="--out") as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
     summary = summarize(rows, engine.settings, seed, len(engine.trainers))
     summary["final_trainer"] = best.id
-    write_json_atomic(paths.run_summary_file(out), summary)
+    with atomic_dir(out, RUN_FILES, "--out") as folder:
+        shutil.copyfile(engine.metrics_path, paths.metrics_file(folder))
+        with atomic_dir(paths.final_model_dir(folder), what="--out") as tmp:
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+        write_json_atomic(paths.run_summary_file(folder), summary)
     log.info(
         "%s seed %d: final val perplexity %s",
         engine.settings.name,

@@ -39,7 +39,7 @@ from typing import Any
 
 from adloco import __version__
 from adloco.config import ClusterConfig, Config, load_config
-from adloco.io import write_json_atomic, write_text_atomic
+from adloco.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.report.claims import Claim, Context, evaluate_claims
 from adloco.report.figures import write_figures
 from adloco.report.figures_noise import noise_figure, variance_figure
@@ -95,6 +95,21 @@ FIGURE_NAMES = (
     "trainers",
     "ablations",
     "variance",
+)
+
+# Every file the report writes into its folder (and a killed write's temporary;
+# regimes.json of `adloco regimes` pointed at the same folder): a report folder
+# holding anything else is refused before any work, never replaced.
+TABLES = ("summary.csv", "curves.csv", "ladder.csv", "regimes.csv", "noise_scale.csv")
+REPORT_FILES = (
+    "index.html",
+    "claims.json",
+    "tuning.json",
+    "regimes.json",
+    *TABLES,
+    *(f"figures/{name}.png" for name in FIGURE_NAMES),
+    ".*.tmp",
+    "figures/.*.tmp",
 )
 
 
@@ -383,17 +398,19 @@ def build_report(
     ``rooflines``, ``networks``: brought from elsewhere for the regime
     section (:mod:`adloco.report.devices`).
     """
+    check_replaceable(out_dir, REPORT_FILES, "--out")  # before any work
     inputs = read_inputs(config_path, runs_dir, calibration_dir, variance_dir, data_dir, base_dir)
     found = compute_findings(inputs, devices, rooflines, networks)
     drawn = draw_figures(inputs, found)
     page = make_page(inputs, found, drawn)
-    out = Path(out_dir)
-    write_tables(out, inputs, found)
     doc = claims_document(inputs, found, page)
-    write_json_atomic(out / "claims.json", doc)
-    write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
-    # Last, so an index.html on disk means the files beside it are complete.
-    write_text_atomic(out / "index.html", render_page(page))
+    # All or nothing: the folder is written beside the old one and swapped in at
+    # the end, so a failure (a full disk) leaves the previous report whole.
+    with atomic_dir(out_dir, REPORT_FILES, "--out") as out:
+        write_tables(out, inputs, found)
+        write_json_atomic(out / "claims.json", doc)
+        write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
+        write_text_atomic(out / "index.html", render_page(page))
     for c in found.claims:
         log.info("claim %d: %s — %s", c.number, c.verdict, c.reason)
     return doc
