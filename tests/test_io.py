@@ -94,6 +94,21 @@ def test_a_folder_is_replaced_only_when_adloco_wrote_all_of_it(tmp_path):
     assert (target / "notes.txt").read_text() == "mine"
 
 
+def test_the_tools_bookkeeping_is_recognised_at_any_depth(tmp_path):
+    from adloco.io import ForeignFolderError, check_replaceable
+
+    # Snakemake stamps a directory output inside its parent output folder: the
+    # report's figures/.snakemake_timestamp.
+    report = tmp_path / "report"
+    (report / "figures").mkdir(parents=True)
+    (report / "figures" / ".snakemake_timestamp").write_text("")
+    (report / "figures" / "curves.png").write_bytes(b"png")
+    check_replaceable(report, ("figures/*.png",))
+    (report / "figures" / "snakemake_timestamp.txt").write_text("not the tool's")
+    with pytest.raises(ForeignFolderError, match="snakemake_timestamp.txt"):
+        check_replaceable(report, ("figures/*.png",))
+
+
 def test_own_patterns_cover_a_folder_written_before_the_list(tmp_path):
     from adloco.io import ForeignFolderError, check_replaceable
 

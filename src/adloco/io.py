@@ -111,12 +111,18 @@ def check_replaceable(path: str | Path, own: Iterable[str] = (), what: str = "")
             f"{where}: exists and is not a folder adloco wrote; choose a new or empty folder"
         )
     listed = _listed(path) | {OWNED_LIST}
-    patterns = (*own, *BOOKKEEPING)
-    foreign = [
-        name
-        for name in _files_in(path)
-        if name not in listed and not any(fnmatch.fnmatchcase(name, p) for p in patterns)
-    ]
+
+    def owned(name: str) -> bool:
+        # The tools' bookkeeping at any depth (Snakemake stamps a directory output
+        # inside it, e.g. the report's figures/.snakemake_timestamp).
+        base = name.rsplit("/", 1)[-1]
+        return (
+            name in listed
+            or any(fnmatch.fnmatchcase(name, p) for p in own)
+            or any(fnmatch.fnmatchcase(base, p) for p in BOOKKEEPING)
+        )
+
+    foreign = [name for name in _files_in(path) if not owned(name)]
     if foreign:
         shown = ", ".join(foreign[:EXAMPLES_SHOWN]) + (", ..." if len(foreign) > 3 else "")
         raise ForeignFolderError(
