@@ -1,11 +1,12 @@
-"""The test preset as a fresh mapping, and edits of it at a dotted key.
+"""The test preset as a fresh mapping, edits of it at a dotted key, and the shipped presets.
 
-Shared by the configuration tests (``tests/config/``) and the fault suite
-(``tests/test_config_faults.py``).
+Shared by the configuration tests (``tests/config/``), the fault suite
+(``tests/test_config_faults.py``) and the workflow tests.
 """
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -15,6 +16,24 @@ PRESET = ROOT / "config" / "test.yaml"
 
 # ``set_key(cfg, key, DELETE)`` removes the key instead of setting it.
 DELETE = object()
+
+
+def shipped_configs() -> list[str]:
+    """The presets the project ships: the files of ``config/`` that git tracks.
+
+    A user's own configuration saved in ``config/`` (the README's way to run a
+    variant) is not one, and the suite must not fail on it. Outside a git
+    checkout, every ``config/*.yaml``.
+    """
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "--", "config/*.yaml"],
+            cwd=ROOT, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        tracked = sorted(Path(line).name for line in done.stdout.split())
+    except (OSError, subprocess.CalledProcessError):
+        tracked = []
+    return tracked or sorted(p.name for p in (ROOT / "config").glob("*.yaml"))
 
 
 def base() -> dict:

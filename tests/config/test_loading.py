@@ -17,9 +17,9 @@ from adloco.config import (
     section,
     validate,
 )
-from config_edits import DELETE, ROOT, base, set_key
+from config_edits import DELETE, ROOT, base, set_key, shipped_configs
 
-SHIPPED = sorted(p.name for p in (ROOT / "config").glob("*.yaml"))
+SHIPPED = shipped_configs()
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -172,3 +172,21 @@ def test_variants_differ_from_the_default_only_where_they_say(name):
         if default.get(k, "<absent>") != variant.get(k, "<absent>") and not k.startswith(own)
     }
     assert differ == VARIANTS[name]
+
+
+@pytest.mark.reliability("configs")
+def test_a_users_own_config_in_config_is_not_a_shipped_preset(tmp_path, monkeypatch):
+    # The README's way to run a variant saves a copy in config/; one with a fault
+    # (say, a run named base) must not make the project's suite fail.
+    import subprocess
+
+    import config_edits
+
+    repo = tmp_path / "repo"
+    (repo / "config").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "config" / "config.yaml").write_text("experiment: default\n")
+    subprocess.run(["git", "add", "config/config.yaml"], cwd=repo, check=True)
+    (repo / "config" / "mine.yaml").write_text("experiment: mine\nruns: {base: {}}\n")
+    monkeypatch.setattr(config_edits, "ROOT", repo)
+    assert config_edits.shipped_configs() == ["config.yaml"]
