@@ -17,7 +17,16 @@ from __future__ import annotations
 import math
 
 from adloco.report.claims import QUANTITY_WORDS, Comparison, fmt, fmt_ratio
-from adloco.report.page import Page, esc, figure, levels_note, number, table, verdict
+from adloco.report.page import (
+    Page,
+    between_words,
+    esc,
+    figure,
+    levels_note,
+    number,
+    table,
+    verdict,
+)
 from adloco.report.references import REFERENCE_LEVELS
 from adloco.report.settings import RULES
 
@@ -78,14 +87,8 @@ def headline_section(p: Page) -> str:
         "baseline (lowest median time to the main target) and the ddp anchor, seed by seed; "
         'a run without that seed shows –. "never": the seed never reaches the target '
         f"(or does not stay below it, report.reached: {esc(p.settings.reached)}); a value to "
-        "the target is "
-        + (
-            "interpolated linearly in log-perplexity between the evaluation before the one that "
-            "reaches it and that one"
-            if p.settings.between == "interpolated"
-            else "the run's value at the end of the round that reaches it"
-        )
-        + f" (report.between: {esc(p.settings.between)}). The equal "
+        f"the target is {between_words(p.settings)} (report.between: "
+        f"{esc(p.settings.between)}). The equal "
         "simulated time is when the "
         + ("first" if p.settings.equal_time == "fastest" else "last")
         + " seed of these runs finishes; each run's perplexity then is that of its last "

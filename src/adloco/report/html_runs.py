@@ -13,6 +13,7 @@ from adloco.report.claims import (
 )
 from adloco.report.page import (
     Page,
+    between_words,
     esc,
     figure,
     levels_note,
@@ -64,13 +65,8 @@ def ladder_section(p: Page) -> str:
         "<h2 id='ladder'>Target ladder</h2>"
         f"<p class='note'>Targets: {esc(', '.join(fmt(t) for t in targets))} "
         f"({esc(p.ladder.note)}). A run reaches a target {rule} (report.reached: "
-        f"{esc(p.settings.reached)}); its values there are "
-        + (
-            "interpolated in log-perplexity between the evaluations either side of the target"
-            if p.settings.between == "interpolated"
-            else "those at the end of the round that reaches it"
-        )
-        + f" (report.between: {esc(p.settings.between)}). Each cell: median over seeds, "
+        f"{esc(p.settings.reached)}); its values there are {between_words(p.settings)} "
+        f"(report.between: {esc(p.settings.between)}). Each cell: median over seeds, "
         "below it min – max; a seed "
         "that never reaches the target within the token budget is censored (&gt; budget) and "
         "counted, never averaged in.</p>"

@@ -20,6 +20,7 @@ from adloco.report.claims import (
 from adloco.report.html_regimes import regime_summary
 from adloco.report.page import (
     Page,
+    between_words,
     esc,
     number,
     table,
@@ -129,18 +130,13 @@ def answer_section(p: Page) -> str:
     if p.ladder.caveat:
         warnings.append("Targets unchecked against token statistics: " + p.ladder.caveat + ".")
     reach = "stays at or below it" if s.reached == "stays" else "first gets to it"
-    between = (
-        "interpolated in log-perplexity between the evaluations either side of it"
-        if s.between == "interpolated"
-        else "read at the end of the round that reaches it"
-    )
     note = (
         f"Seeds per run — {seed_counts(p)}. Comparisons pair runs on the seeds both have "
         f"(report.pairing: {s.pairing}); the effect is the median paired ratio, its interval "
         "the order-statistic interval named by its exact coverage; the verdict comes from the "
         f"exact sign-flip test ({s.paired_test}) at one-sided level {s.test_level:g}. A run "
         f"reaches a target when it {reach} (report.reached: {s.reached}); its time and "
-        f"communications there are {between} (report.between: {s.between})."
+        f"communications there are {between_words(s)} (report.between: {s.between})."
     )
     return (
         "<h2 id='answer'>The answer</h2>"

@@ -71,6 +71,13 @@ VERDICT_CSS = {
 }
 
 
+def between_words(settings: ReportSettings) -> str:
+    """How a value to a target is read under ``report.between``, for the page's notes."""
+    if settings.between == "interpolated":
+        return "interpolated in log-perplexity between the evaluations either side of the target"
+    return "read at the end of the round that reaches the target"
+
+
 def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 

@@ -103,9 +103,6 @@ class ReachRule:
         """A rule, or a ``reached`` value alone (read under the default ``between``)."""
         return rule if isinstance(rule, ReachRule) else cls(rule)
 
-    def label(self) -> str:
-        return f"{self.reached}, {self.between}"
-
 
 DEFAULT_RULE = ReachRule()
 
@@ -136,10 +133,10 @@ def crossing(
 ) -> TargetCrossing | None:
     """Where the run reaches ``target`` under ``rule``; None: never (or does not stay)."""
     rule = ReachRule.of(rule)
-    round_ = round_to_target(rows, target, rule.reached)
+    curve = run_level_perplexity(rows)
+    round_ = _reaching_round(curve, target, rule.reached)
     if round_ is None:
         return None
-    curve = run_level_perplexity(rows)
     earlier = [k for k in curve if k < round_]
     if rule.between == "round" or not earlier:
         return TargetCrossing(round_)
@@ -159,7 +156,11 @@ def round_to_target(rows: list[dict[str, Any]], target: float, rule: str = "stay
     """
     if rule not in REACH_RULES:
         raise ValueError(f"reach rule must be one of {REACH_RULES}, got {rule!r}")
-    curve = run_level_perplexity(rows)
+    return _reaching_round(run_level_perplexity(rows), target, rule)
+
+
+def _reaching_round(curve: dict[int, float], target: float, rule: str) -> int | None:
+    """:func:`round_to_target` on the run-level perplexity curve (round -> perplexity)."""
     if rule == "first":
         return next((k for k, ppl in curve.items() if ppl <= target), None)
     reached = None
