@@ -155,8 +155,7 @@ def _leaves(node: dict, prefix: str = "") -> dict:
 
 # Variants of the default: what each may change besides its name, seeds, runs and report.
 VARIANTS = {
-    # The evaluation, as when config/tuning.json was measured.
-    "tune.yaml": {"train.eval_sequences", "train.eval_batch"},
+    "tune.yaml": set(),  # the grid is in its runs
     "small-memory.yaml": {"cluster.devices"},  # the one setting the variant is about
 }
 

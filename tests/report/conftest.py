@@ -99,7 +99,7 @@ def make_rows(
                     "stats": t.get("stats"),
                     "events": t.get("events", []),
                     # What the clock charged, for the regime sweeps (absent unless given).
-                    **{k: t[k] for k in ("slot_work", "sync") if k in t},
+                    **{k: t[k] for k in ("slot_work", "sync", "lr_scale") if k in t},
                 }
             )
     return rows

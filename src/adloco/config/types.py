@@ -249,6 +249,7 @@ class ReportConfig:
     confidence: float
     tuning: str | None
     tuning_groups: Mapping[str, tuple[str, ...]] | None
+    tuning_max_climb: float | None
     bandwidths_gbit_s: tuple[float, ...] | None
     saturation_batches: tuple[int, ...] | None
 

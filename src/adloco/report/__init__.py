@@ -80,7 +80,7 @@ from adloco.report.summary import (
     write_csv,
 )
 from adloco.report.targets import Ladder, build_ladder
-from adloco.report.tuning import load_tuning, tuning_record, tuning_table
+from adloco.report.tuning import TUNED, load_tuning, tuning_record, tuning_table
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +270,8 @@ def write_tables(out: Path, inputs: Inputs, found: Findings) -> None:
     write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(found.regimes))
     write_csv(out / "noise_scale.csv", NOISE_COLUMNS, found.noise)
     if settings.tuning_groups:
-        record = tuning_record(inputs.config, inputs.runs, settings.tuning_groups)
+        base = inputs.base.val_perplexity if inputs.base else None
+        record = tuning_record(inputs.config, inputs.runs, settings.tuning_groups, base)
         write_json_atomic(out / "tuning.json", record)
 
 
@@ -306,7 +307,7 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
     """Everything index.html shows."""
     runs, names, settings = inputs.runs, found.names, inputs.settings
     deviations = inputs.variance.deviations_png
-    configured_lr = {r.run: r.settings.inner_lr for r in runs}
+    configured = {r.run: {k: getattr(r.settings, k) for k in TUNED} for r in runs}
     return Page(
         config_path=inputs.config_path,
         version=__version__,
@@ -332,8 +333,9 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
         references=inputs.references,
         base=inputs.base,
         noise=noise_summary(found.noise),
-        tuning=tuning_table(inputs.tuning, configured_lr) if inputs.tuning else None,
+        tuning=tuning_table(inputs.tuning, configured) if inputs.tuning else None,
         tuning_path=settings.tuning,
+        tuning_main=inputs.tuning.get("main_target") if inputs.tuning else None,
         gains=gain_shares(
             runs, found.roles.ddp, inputs.base.val_perplexity if inputs.base else None
         ),

@@ -15,6 +15,7 @@ Part of ``adloco report``'s page (:mod:`adloco.report.html` places them):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from adloco.report.claims import QUANTITY_WORDS, Comparison, fmt, fmt_ratio
 from adloco.report.page import (
@@ -29,6 +30,7 @@ from adloco.report.page import (
 )
 from adloco.report.references import REFERENCE_LEVELS
 from adloco.report.settings import RULES
+from adloco.report.tuning import TUNED
 
 HEADLINE_TITLES = {
     "sim_time_s": "Simulated time to the main target",
@@ -280,30 +282,106 @@ def noise_section(p: Page) -> str:
     )
 
 
+SETTING_WORDS = {
+    "inner_lr": "inner lr",
+    "outer_lr": "outer lr",
+    "outer_momentum": "outer momentum",
+    "nesterov": "Nesterov",
+}
+
+
+def _setting(key: str, value: Any) -> str:
+    if key == "nesterov":
+        return "yes" if value else "no"
+    return f"{float(value):g}"
+
+
+def _point_words(point: dict[str, Any], varied: list[str]) -> str:
+    """One grid point: its effective inner lr and the other settings that vary."""
+    eff = point.get("effective_inner_lr")
+    words = [f"lr {eff:.3g}" if eff is not None else f"inner lr {point['inner_lr']:g}"]
+    words += [
+        f"{SETTING_WORDS[k]} {_setting(k, point[k])}"
+        for k in varied
+        if k not in ("inner_lr", "nesterov")
+    ]
+    if "nesterov" in varied and point["nesterov"]:
+        words[-1] += " (Nesterov)"
+    return ", ".join(words)
+
+
 def tuning_section(p: Page) -> str:
-    title = "<h2 id='tuning'>Tuning: each method's inner learning rate</h2>"
+    title = "<h2 id='tuning'>Tuning: each method's inner and outer step</h2>"
     if p.tuning is None:
         return title + (
-            "<p class='note'>No tuning record (report.tuning is null): the inner learning "
-            "rates are as configured.</p>"
+            "<p class='note'>No tuning record (report.tuning is null): the learning "
+            "rates and outer steps are as configured.</p>"
         )
     rows = []
     for entry in p.tuning:
-        grid = "; ".join(
-            f"{lr:g}: {fmt(value) if value is not None else 'n/a'}" for lr, value in entry["grid"]
+        chosen = entry["chosen_run"]
+        grid = "<br>".join(
+            ("<b>" if pt["run"] == chosen else "")
+            + esc(_point_words(pt, entry["varied"]))
+            + ": "
+            + (fmt(pt["value"]) if pt["value"] is not None else "n/a")
+            + (f" (climb {pt['climb']:.3f}×)" if pt.get("climb") is not None else "")
+            + ("</b>" if pt["run"] == chosen else "")
+            for pt in entry["points"]
         )
-        configured = "–" if entry["configured"] is None else f"{entry['configured']:g}"
-        flag = " <span class='verdict fails'>differs</span>" if entry["differs"] else ""
-        rows.append([esc(entry["run"]), esc(grid), f"{entry['chosen']:g}", configured + flag])
+        point = next((pt for pt in entry["points"] if pt["run"] == chosen), None)
+        as_set = ", ".join(f"{k} {_setting(k, entry['chosen'][k])}" for k in TUNED)
+        picked = (
+            esc(_point_words(point, [k for k in TUNED if k != "inner_lr"]))
+            + f"<small>{esc(as_set)}</small>"
+            if point is not None
+            else esc(as_set)
+        )
+        if not entry["within_max_climb"]:
+            picked += " <span class='verdict fails'>no point within the climb limit</span>"
+        if entry["configured"] is None:
+            configured = "–"
+        elif entry["differs"]:
+            mine = entry["configured"]
+            configured = (
+                ", ".join(f"{k} {_setting(k, mine[k])}" for k in entry["differs"])
+                + " <span class='verdict fails'>differs</span>"
+            )
+        else:
+            configured = "as chosen"
+        rows.append([esc(entry["run"]), grid, picked, configured])
+    limit = p.tuning[0]["max_climb"] if p.tuning else None
     return (
         title + f"<p class='note'>From {esc(p.tuning_path)}: each method's runs of the tuning "
-        "experiment differ only in the inner learning rate; the chosen value has the lowest "
-        "median final validation perplexity over its seeds (a tie goes to the smaller rate). "
-        "Beside it, the value this configuration trains with, flagged where they differ.</p>"
-        + table(
-            ["run", "inner lr: median final perplexity", "chosen", "configured"],
-            rows,
-            numeric=(2, 3),
-        )  # fmt: skip
+        "experiment differ only in the inner lr, the outer lr and the outer momentum. Each "
+        "point shows its effective peak inner lr (after the square-root rule at the run's "
+        "batch), the median final validation perplexity over its seeds and its climb (highest "
+        "evaluated perplexity over the base's). The chosen point (bold) has the lowest final "
+        "perplexity among the points within the climb limit"
+        + (f" ({float(limit):g}× the base)" if limit is not None else "")
+        + "; a tie goes to the smaller lrs and momentum. Under it, the train settings that give "
+        "it (inner_lr is the lr at train.lr_reference_batch). Beside it, what this "
+        "configuration trains with, flagged where it differs.</p>"
+        + table(["run", "grid point: final perplexity", "chosen", "configured"], rows)
+        + _main_note(p)
         + levels_note(p)
     )
+
+
+def _main_note(p: Page) -> str:
+    main = p.tuning_main
+    if not main:
+        return ""
+    level = main.get("level")
+    configured = p.settings.targets.main
+    said = (
+        f"Suggested main target: {level:g} × the base ({esc(main['rule'])})"
+        if level is not None
+        else f"No target level satisfies the rule ({esc(main['rule'])})"
+    )
+    if configured is not None and level is not None and not math.isclose(configured, level):
+        said += (
+            f"; this configuration's report.targets.main is {configured:g} "
+            "<span class='verdict fails'>differs</span>"
+        )
+    return f"<p class='note'>{said}.</p>"

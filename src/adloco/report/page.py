@@ -178,6 +178,7 @@ class Page:
     noise: list[dict[str, Any]]  # adloco.report.noise.noise_summary
     tuning: list[dict[str, Any]] | None  # adloco.report.tuning.tuning_table
     tuning_path: str | None
+    tuning_main: dict[str, Any] | None  # the record's suggested main target
     gains: GainShares  # adloco.report.gain.gain_shares
 
     def levels(self) -> dict[str, float]:
