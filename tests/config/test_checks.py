@@ -123,3 +123,42 @@ def test_a_model_whose_training_state_exceeds_a_node_slot_is_refused():
     raw["model"] = {"source": "pretrained", "name": "some/model"}
     del raw["pretrain"]
     validate(raw)
+
+
+def test_a_run_with_its_own_node_slots_trains_on_them_and_keeps_its_batch():
+    raw = base()  # 2 devices x 2 node slots
+    raw["runs"]["wide"] = {"method": "diloco", "nodes_per_device": 8, "initial_batch": 1}
+    cfg = config_from_dict(raw)
+    run = cfg.run("wide")
+    assert cfg.cluster.for_run(run).slots() == 16 and cfg.cluster.slots() == 4
+    assert cfg.cluster.for_run(cfg.run("adloco")) is cfg.cluster
+    # Its first batch is 16 slots x 1: a subset of 15 sequences is refused.
+    check_subset_fraction(cfg, dataclasses.replace(run, subset_fraction=0.5), 32, 1)
+    with pytest.raises(ConfigError, match=r"fewer than run wide's first batch of 16 \(1 per node"):
+        check_subset_fraction(cfg, dataclasses.replace(run, subset_fraction=0.5), 30, 1)
+    # Its slots share a device eight ways: the training state must fit memory / 8.
+    model = cfg.model
+    need = model_size.parameter_count(model, 512) * 4 * 4
+    raw["cluster"]["devices"][0]["memory_gib"] = 8 * need / model_size.GIB
+    validate(raw)
+    raw["cluster"]["devices"][0]["memory_gib"] = 8 * (need - 1) / model_size.GIB
+    with pytest.raises(ConfigError, match=r"/ 8 slots"):
+        validate(raw)
+
+
+@pytest.mark.parametrize(
+    "setting, value",
+    [("batch_test", "norm"), ("merge", "smallest_batch"), ("initial_batch", "max_batch")],
+)
+def test_a_run_with_its_own_node_slots_and_a_changing_batch_is_refused(setting, value):
+    raw = base()
+    method = "diloco" if setting == "initial_batch" else "adloco"
+    run = {"method": method, "nodes_per_device": 4, setting: value}
+    if method == "adloco":  # only the setting under test varies the batch
+        run.update({k: "none" for k in ("batch_test", "merge") if k != setting})
+        run.setdefault("initial_trainers", 2)
+    raw["runs"]["wide"] = run
+    with pytest.raises(ConfigError) as err:
+        validate(raw)
+    assert str(err.value).startswith("runs.wide.nodes_per_device: run wide sets its own node slots")
+    assert f"but {setting} is {value!r}" in str(err.value)

@@ -45,9 +45,10 @@ def check_devices(config: Config) -> None:
 
 
 def check_runs(config: Config) -> None:
-    slots = config.cluster.slots()
     for name, entry in config.runs.items():
         run = entry.settings
+        check_own_slots(config, run)
+        slots = config.cluster.for_run(run).slots()
         if run.initial_trainers > slots:
             raise ConfigError(
                 f"runs.{name}.initial_trainers: {run.initial_trainers} trainers need at least "
@@ -60,6 +61,26 @@ def check_runs(config: Config) -> None:
                 f"{run.merge_count} trainers at once but starts with "
                 f"{run.initial_trainers} ({config.setting_key(name, 'initial_trainers')}), "
                 "so it would never merge; lower merge_count or set merge: none"
+            )
+
+
+def check_own_slots(config: Config, run: RunSettings) -> None:
+    """A run with its own nodes_per_device keeps its batch (the max batch is a cluster slot's)."""
+    if run.nodes_per_device is None:
+        return
+    varying = {
+        "batch_test": run.batch_test != "none",
+        "merge": run.merge != "none",
+        "initial_batch": run.initial_batch == "max_batch",
+    }
+    for key, bad in varying.items():
+        if bad:
+            raise ConfigError(
+                f"{config.setting_key(run.name, 'nodes_per_device')}: run {run.name} sets its own "
+                f"node slots per device, so its batch must stay as configured (the calibrated max "
+                f"batch is that of a slot of the cluster's {config.cluster.nodes_per_device}), "
+                f"but {key} is {getattr(run, key)!r}; use batch_test none, merge none and a "
+                "numeric initial_batch, or leave nodes_per_device null"
             )
 
 
@@ -143,7 +164,11 @@ def check_model_fits(config: Config) -> None:
     vocab = tokenizer.vocab_size if tokenizer.kind == "bpe" else 0
     params = model_size.parameter_count(model, vocab)
     need = model_size.training_state_bytes(params, model.dtype)
-    per_device = config.cluster.nodes_per_device
+    # The most slots any run puts on a device: its share is the smallest.
+    per_device = max(
+        [config.cluster.nodes_per_device]
+        + [config.cluster.for_run(e.settings).nodes_per_device for e in config.runs.values()]
+    )
     for index, device in enumerate(config.cluster.devices):
         share = device.memory_gib * model_size.GIB / per_device
         if need > share:
@@ -174,7 +199,7 @@ def check_subset_fraction(
     name = run.name
     fraction = run.subset_fraction
     subset = max(1, round(train_sequences * fraction))
-    slots = config.cluster.slots()
+    slots = config.cluster.for_run(run).slots()
     share = math.ceil(slots / run.initial_trainers)
     batch = initial_local_batch * share
     if subset < batch:

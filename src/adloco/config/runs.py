@@ -145,6 +145,9 @@ class RunSettings:
     """CUDA autocast dtype"""
     pseudo_grad_dtype: str
     """pseudo-gradient communication dtype"""
+    nodes_per_device: int | None
+    """node slots per device for this run alone (None: cluster.nodes_per_device); a run with
+    a constant batch only, since the calibrated max batch is the cluster's slot's"""
     slot_execution: str
     """how one process runs a trainer's node slots: sequential, or vectorized (slots with
     the same passes stacked into one batched pass and one optimizer update); the same

@@ -180,6 +180,12 @@ class ClusterConfig:
         """Devices of the cluster, every entry's ``count`` summed."""
         return sum(d.count for d in self.devices)
 
+    def for_run(self, run: RunSettings) -> ClusterConfig:
+        """The cluster a run trains on: its own nodes_per_device where it sets one."""
+        if run.nodes_per_device is None:
+            return self
+        return dataclasses.replace(self, nodes_per_device=run.nodes_per_device)
+
     def slots(self) -> int:
         """Node slots of the cluster: devices x nodes_per_device."""
         return self.device_count() * self.nodes_per_device
