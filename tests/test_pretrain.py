@@ -118,7 +118,9 @@ def test_outputs_are_checksummed_and_a_run_starts_from_exactly_the_base(
 ):
     training = pretraining(cfg, based, tmp_path / "ckpt")
     training.run(progress=False)
-    summary = pretrain.write_base(training, based, tmp_path / "base", 1.0)
+    summary = pretrain.write_base(
+        training, based, tmp_path / "base", 1.0, experiment="tiny", command="adloco pretrain"
+    )
     assert summary["val_perplexity"] == training.history[-1]["val_perplexity"]
     assert summary["tokens"] == SETTINGS["max_tokens"] and summary["split"] == "base"
     rows = [json.loads(x) for x in (tmp_path / "base" / "metrics.jsonl").read_text().splitlines()]

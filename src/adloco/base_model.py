@@ -3,12 +3,13 @@
 With ``model.source: base`` every run of an experiment (and the variance
 analysis) starts from the model ``adloco pretrain`` wrote into
 ``results/<experiment>/base/``. :func:`start_model` checks every file of that
-model against the sha256 ``base.json`` lists (:func:`verified_model_dir`) and
-returns the ``model`` section that loads it (``source: pretrained``, ``name``
-its folder) with the checksums, which go into a run's checkpoint fingerprint:
-a checkpoint says which base its run started from. Any other source is
-returned unchanged, without checksums. Not a stage: the engine and the stages
-read it; :mod:`adloco.pretrain` writes the folder it checks.
+model (but its model card, ``README.md``) against the sha256 ``base.json``
+lists (:func:`verified_model_dir`) and returns the ``model`` section that loads
+it (``source: pretrained``, ``name`` its folder) with the checksums, which go
+into a run's checkpoint fingerprint: a checkpoint says which base its run
+started from. Any other source is returned unchanged, without checksums. Not a
+stage: the engine and the stages read it; :mod:`adloco.pretrain` writes the
+folder it checks.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from adloco.config import ConfigError, ModelConfig
 from adloco.io import sha256_file
 
 MODEL_DIR = "model"
+# The model card of a saved model folder (adloco.hf_export): what the model is
+# and how it was made, not part of what a stage starts from. Left out of the
+# checksums, so that it can be edited (before publishing the folder, say)
+# without refusing the base, and a card that quotes other paths (the command
+# that wrote it) does not make the runs' checkpoints stale.
+MODEL_CARD = "README.md"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +42,8 @@ class StartModel:
 
 
 def model_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file of a saved model folder, by relative path."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    """sha256 of every file of a saved model folder, by relative path; not of its model card."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / MODEL_CARD)
     return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
 
 

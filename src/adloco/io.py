@@ -211,6 +211,19 @@ def atomic_dir(path: str | Path, own: Iterable[str] = (), what: str = "") -> Ite
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def set_plain_modes(folder: str | Path) -> None:
+    """Give every file under ``folder`` the mode a plain ``open()`` gives it (0666 less the umask).
+
+    For files that other libraries write through a private temporary
+    (safetensors' ``save_file`` leaves its file 0600).
+    """
+    mode = 0o666 & ~_umask()
+    for name in _files_in(Path(folder)):
+        path = Path(folder, name)
+        if not path.is_symlink():
+            os.chmod(path, mode)
+
+
 def check_writable(folder: str | Path, what: str) -> None:
     """Prove, before any work, that files can be written in ``folder`` (created later if need be).
 

@@ -16,11 +16,12 @@ clipped, ``pretrain.max_tokens`` tokens. It evaluates on the runs' own
 validation sample (``train.eval_sequences``), so the base's perplexity and
 the runs' are measured alike.
 
-Outputs in ``results/<experiment>/base/``: ``model/`` (``save_pretrained``
-and the tokenizer; ``AutoModelForCausalLM.from_pretrained`` loads it),
-``metrics.jsonl`` (one row per evaluation) and ``base.json`` (its final
-perplexity and the sha256 of every file of ``model/``, which ``adloco
-train`` and ``adloco variance`` check before using it). Checkpoints in
+Outputs in ``results/<experiment>/base/``: ``model/`` (the model, the
+tokenizer and a model card, :func:`adloco.hf_export.save_model_folder`;
+``AutoModelForCausalLM.from_pretrained`` loads it), ``metrics.jsonl`` (one
+row per evaluation) and ``base.json`` (its final perplexity and the sha256 of
+every file of ``model/`` but the card, which ``adloco train`` and ``adloco
+variance`` check before using it). Checkpoints in
 ``results/<experiment>/checkpoints/base/`` (the engine's format, one
 process) make a killed job resume exactly.
 """
@@ -37,7 +38,6 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoTokenizer
 
 from adloco import paths
 from adloco.algo.schedule import inner_lr
@@ -46,6 +46,7 @@ from adloco.config import Config, ConfigError, ModelConfig, PretrainConfig, load
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
 from adloco.engine.sampler import SubsetSampler
+from adloco.hf_export import Provenance, command_line, save_model_folder
 from adloco.io import atomic_dir, write_json_atomic
 from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
 
@@ -231,13 +232,35 @@ class Pretraining:
         return self.history
 
 
-def write_base(training: Pretraining, data: TokenData, out: str | Path, seconds: float) -> dict:
-    """model/, metrics.jsonl and base.json into ``out`` (replaced atomically); base.json."""
+def write_base(
+    training: Pretraining,
+    data: TokenData,
+    out: str | Path,
+    seconds: float,
+    *,
+    experiment: str,
+    command: str,
+) -> dict:
+    """model/, metrics.jsonl and base.json into ``out`` (replaced atomically); base.json.
+
+    ``experiment`` and ``command`` (the command line that writes ``out``) go
+    into the model card.
+    """
     final = training.history[-1]
-    tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
+    provenance = Provenance(
+        experiment=experiment,
+        what="the base model",
+        about="Trained by `adloco pretrain`, plain AdamW on the base split of the tokenized "
+        "data (documents the runs never train on); every run of the experiment starts from it.",
+        tokens=training.tokens,
+        val_perplexity=final["val_perplexity"],
+        command=command,
+        tags=("base-model",),
+    )
     with atomic_dir(out) as tmp:
-        training.model.save_pretrained(tmp / MODEL_DIR, safe_serialization=True)
-        tokenizer.save_pretrained(tmp / MODEL_DIR)
+        save_model_folder(
+            tmp / MODEL_DIR, training.model, data.tokenizer_dir, training.seq_len, provenance
+        )
         paths.metrics_file(tmp).write_text("".join(json.dumps(r) + "\n" for r in training.history))
         summary = {
             "val_perplexity": final["val_perplexity"],
@@ -279,7 +302,15 @@ def run(args: argparse.Namespace) -> int:
     training = Pretraining.from_config(config, data, args.checkpoints)
     start = time.perf_counter()
     training.run(progress=not args.no_progress)
-    summary = write_base(training, data, args.out, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    command = command_line(
+        "pretrain",
+        [("--config", args.config), ("--data", args.data), ("--out", args.out),
+         ("--checkpoints", args.checkpoints)],
+    )  # fmt: skip
+    summary = write_base(
+        training, data, args.out, seconds, experiment=config.experiment, command=command
+    )
     checkpoint.mark_finished(args.checkpoints, {"out": str(args.out), "step": training.step})
     log.info(
         "base model: %d tokens in %d steps, validation perplexity %.2f",

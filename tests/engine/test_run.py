@@ -1,6 +1,9 @@
-"""`adloco train`'s final model: its special token ids are the tokenizer's."""
+"""`adloco train`'s final model: the tokenizer's special ids, Hugging Face's conventions."""
 
 from __future__ import annotations
+
+import json
+import os
 
 import pytest
 import torch
@@ -83,6 +86,38 @@ def test_generate_stops_at_the_end_of_text_not_at_a_quote_mark(final):
         pad_token_id=eos,
     )
     assert out[0, prompt.shape[1] :].tolist() == [quote, bang, eos]
+
+
+def test_the_final_folder_pads_with_the_end_of_text_and_knows_its_length(final):
+    model = AutoModelForCausalLM.from_pretrained(final)
+    tokenizer = AutoTokenizer.from_pretrained(final)
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id == model.generation_config.pad_token_id
+    assert model.config.pad_token_id is None
+    assert tokenizer.model_max_length == CONFIG["data"]["seq_len_tokens"]
+    saved = json.loads((final / "tokenizer_config.json").read_text())
+    assert saved["tokenizer_class"] == "PreTrainedTokenizerFast"  # transformers 4 and 5
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (final / "model.safetensors").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_the_final_folder_has_a_model_card_with_the_runs_numbers(final):
+    summary = json.loads((final.parent / "summary.json").read_text())
+    rows = [json.loads(line) for line in (final.parent / "metrics.jsonl").read_text().splitlines()]
+    best = [r for r in rows if r["trainer"] == summary["final_trainer"]][-1]
+    card = (final / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert meta["library_name"] == "transformers" and {"adloco", "diloco"} <= set(meta["tags"])
+    assert meta["adloco"] == {
+        "experiment": "run",
+        "model": "run r, seed 0",
+        "tokens": summary["tokens_total"],
+        "val_perplexity": best["val_perplexity"],
+        "seq_len_tokens": 16,
+    }
+    assert f"| Validation perplexity | {best['val_perplexity']:.4f} |" in card
+    assert "adloco train --config " in card and " --run-name r --seed 0 --data " in card
+    assert f"--out {final.parent} --checkpoints " in card
 
 
 @pytest.mark.parametrize(

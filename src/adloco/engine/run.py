@@ -2,8 +2,9 @@
 
 Reads the tokenized data and the calibration results, trains with
 :class:`adloco.engine.loop.Engine`, and writes ``metrics.jsonl``,
-``summary.json`` and ``final/`` (``save_pretrained`` with the tokenizer) into
-the run folder. Checkpoints go to a separate folder (``--checkpoints``) that
+``summary.json`` and ``final/`` (the best trainer's model with the tokenizer
+and a model card, :func:`adloco.hf_export.save_model_folder`) into the run
+folder. Checkpoints go to a separate folder (``--checkpoints``) that
 Snakemake does not remove when a job fails, so running the same command again
 after a kill resumes from the last complete round; once the outputs are written
 the folder is marked finished, and a new job trains the run again. Started by
@@ -19,7 +20,6 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer
 
 from adloco import paths
 from adloco.base_model import StartModel, start_model
@@ -29,6 +29,7 @@ from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
 from adloco.engine.loop import Engine
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
+from adloco.hf_export import Provenance, command_line, save_model_folder
 from adloco.io import atomic_dir, check_replaceable, write_json_atomic
 from adloco.records import derive_summary
 
@@ -124,13 +125,25 @@ def run(args: argparse.Namespace) -> int:
             engine = make_engine(config, settings, start, seed, data, batches, checkpoints, args,
                                  device=device, collective=collective,
                                  resume_finished=len(todo) > 1)  # fmt: skip
-            train_seed(engine, data, out, checkpoints)
+            command = seed_command(args, seed, out, checkpoints)
+            train_seed(engine, data, out, checkpoints, experiment=config.experiment,
+                       command=command)  # fmt: skip
     except distributed.PeerFailure as exc:
         # Leave without tearing the broken process group down: that could wait on the dead peer.
         log.error("%s", exc)
         return 1
     distributed.shutdown()
     return 0
+
+
+def seed_command(args: argparse.Namespace, seed: int, out: Path, checkpoints: Path) -> str:
+    """The ``adloco train`` command line that writes ``out``, this seed's folder, alone."""
+    return command_line(
+        "train",
+        [("--config", args.config), ("--run-name", args.run), ("--seed", seed),
+         ("--data", args.data), ("--calibration", args.calibration),
+         ("--base", getattr(args, "base", None)), ("--out", out), ("--checkpoints", checkpoints)],
+    )  # fmt: skip
 
 
 def make_engine(
@@ -167,22 +180,30 @@ def make_engine(
     )
 
 
-def train_seed(engine: Engine, data, out: Path, checkpoints: Path) -> None:
-    """Train (or resume) one seed and write its outputs; the folder is then marked finished."""
+def train_seed(
+    engine: Engine, data, out: Path, checkpoints: Path, *, experiment: str, command: str
+) -> None:
+    """Train (or resume) one seed and write its outputs; the folder is then marked finished.
+
+    ``experiment`` and ``command`` (the command line that writes ``out``) go
+    into the final model's card.
+    """
     try:
         rows = engine.run()
     except TrainingDiverged as exc:
         # A diverged run is a result of its settings, not a crash: one line, no traceback.
         raise ValueError(f"{engine.settings.name} seed {engine.seed} diverged: {exc}") from exc
     if engine.comm.is_writer:
-        write_outputs(engine, rows, data, out, engine.seed)
+        write_outputs(engine, rows, data, out, engine.seed, experiment=experiment, command=command)
         # Only now: a job killed before this point resumes; a new job on a
         # finished run (--forcerun, a changed input) trains it again.
         checkpoint.mark_finished(checkpoints, {"out": str(out), "round": engine.round})
 
 
-def write_outputs(engine, rows: list[dict], data, out: Path, seed: int) -> None:
-    """metrics.jsonl, final/ (best trainer and tokenizer) and summary.json: all or nothing.
+def write_outputs(
+    engine, rows: list[dict], data, out: Path, seed: int, *, experiment: str, command: str
+) -> None:
+    """metrics.jsonl, final/ (best trainer, tokenizer, model card) and summary.json: all or nothing.
 
     The seed folder is written beside the old one and swapped in at the end,
     so a failure (a full disk while the model is saved) leaves the previous
@@ -190,15 +211,29 @@ def write_outputs(engine, rows: list[dict], data, out: Path, seed: int) -> None:
     """
     best = engine.best_trainer()
     model = engine.export_model(best)
-    tokenizer = AutoTokenizer.from_pretrained(data.tokenizer_dir)
-    set_special_ids(model, tokenizer)
     summary = summarize(rows, engine.settings, seed, len(engine.trainers))
     summary["final_trainer"] = best.id
+    last = max(r["round"] for r in rows)
+    measured = [
+        r["val_perplexity"]
+        for r in rows
+        if r["round"] == last and r["trainer"] == best.id and r["val_perplexity"] is not None
+    ]
+    provenance = Provenance(
+        experiment=experiment,
+        what=f"run {engine.settings.name}, seed {seed}",
+        about=f"The run's final model (method {engine.settings.method}): trainer {best.id}, "
+        f"the best in validation perplexity of the {len(engine.trainers)} trainer(s) left at "
+        "the end. Tokens trained: all trainers' together.",
+        tokens=summary["tokens_total"],
+        val_perplexity=measured[-1] if measured else None,
+        command=command,
+        tags=(engine.settings.method,),
+    )
     with atomic_dir(out, RUN_FILES, "--out") as folder:
         shutil.copyfile(engine.metrics_path, paths.metrics_file(folder))
         with atomic_dir(paths.final_model_dir(folder), what="--out") as tmp:
-            model.save_pretrained(tmp, safe_serialization=True)
-            tokenizer.save_pretrained(tmp)
+            save_model_folder(tmp, model, data.tokenizer_dir, data.seq_len_tokens, provenance)
         write_json_atomic(paths.run_summary_file(folder), summary)
     log.info(
         "%s seed %d: final val perplexity %s",
@@ -206,20 +241,3 @@ def write_outputs(engine, rows: list[dict], data, out: Path, seed: int) -> None:
         seed,
         summary["final_val_perplexity"],
     )
-
-
-def set_special_ids(model, tokenizer) -> None:
-    """The model's and its generation config's BOS/EOS/pad ids, taken from the tokenizer.
-
-    A Llama built from a config says BOS 1 and EOS 2 whatever the vocabulary;
-    with the BPE tokenizer those are ``!`` and ``"``, and ``generate()`` would
-    stop at a quote mark instead of the end of the text.
-    """
-    ids = {
-        "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
-    for config in (model.config, model.generation_config):
-        for key, value in ids.items():
-            setattr(config, key, value)

@@ -1,0 +1,202 @@
+"""The Hugging Face folders adloco writes follow Hugging Face's conventions.
+
+The base model (``adloco pretrain``'s ``model/``) is checked here end to end;
+the runs' ``final/`` folders, written by the same function, in
+tests/engine/test_run.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import transformers
+import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from adloco import cli, hf_export
+from adloco.base_model import MODEL_CARD, model_digests, start_model
+from adloco.config import load_config
+from adloco.data.reader import TokenData
+from adloco.data.tokenize import tokenize_corpus
+from adloco.io import atomic_dir, sha256_file
+from adloco.model import build_model
+
+REPO = Path(__file__).parents[1]
+PRETRAIN = {"max_tokens": 2 * 16, "batch_size": 2, "eval_every_steps": 1}
+
+
+def front_matter(card: str) -> dict:
+    """The YAML metadata block that opens a model card."""
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, tiny_data_config):
+    """``adloco pretrain`` of one step on the tiny data: (config, --out folder, data)."""
+    root = tmp_path_factory.mktemp("hf-base")
+    tokenize_corpus(tiny_data_config(base_fraction=0.4), 0, root / "tiny", progress=False)
+    data = TokenData.open(root / "tiny")
+    raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    raw["model"]["source"] = "base"
+    raw["data"].update(base_fraction=0.4, seq_len_tokens=data.seq_len_tokens)
+    raw["pretrain"].update(PRETRAIN)
+    config = root / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    args = ["pretrain", "--config", str(config), "--data", str(data.folder)]
+    args += ["--out", str(root / "base"), "--checkpoints", str(root / "ckpt")]
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        assert cli.main([*args, "--no-progress", "--threads", "1"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+    return config, root / "base", data
+
+
+def test_the_base_says_the_tokenizers_special_ids_and_pads_with_the_end_of_text(base):
+    _, out, data = base
+    model = AutoModelForCausalLM.from_pretrained(out / "model")
+    tokenizer = AutoTokenizer.from_pretrained(out / "model")
+    eos = tokenizer.eos_token_id
+    assert eos == data.eos_token_id == 0 and tokenizer.bos_token_id is None
+    for config in (model.config, model.generation_config):
+        assert config.eos_token_id == eos and config.bos_token_id is None
+    assert (
+        tokenizer.pad_token == tokenizer.eos_token and model.generation_config.pad_token_id == eos
+    )
+    # Not the model's config: from_pretrained would make the end of text the
+    # embedding's padding_idx and freeze its row in every run from the base.
+    assert model.config.pad_token_id is None and model.model.embed_tokens.padding_idx is None
+    assert tokenizer.model_max_length == data.seq_len_tokens == 16
+
+
+def test_generate_from_the_base_stops_at_the_end_of_text(base):
+    _, out, _ = base
+    model = AutoModelForCausalLM.from_pretrained(out / "model")
+    tokenizer = AutoTokenizer.from_pretrained(out / "model")
+    eos, quote = tokenizer.eos_token_id, 2  # a Llama config's default EOS: '"' here
+    # Weights whose logits favour the end of text, then a quote mark, at every
+    # position: the blocks add nothing, every input embeds to the same vector.
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        model.model.norm.weight.fill_(1.0)
+        embed = model.model.embed_tokens.weight  # tied with the LM head
+        embed.fill_(1.0)
+        embed[eos], embed[quote] = 3.0, 2.0
+    prompt = tokenizer("The city", return_tensors="pt")
+    out_ids = model.generate(**prompt, max_new_tokens=5, do_sample=False)
+    assert out_ids[0, prompt.input_ids.shape[1] :].tolist() == [eos]
+
+
+def test_the_base_folder_is_mode_0644_under_umask_022(base):
+    _, out, _ = base
+    # The fixture ran under the test process's umask; this machine's is 022.
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in ("model.safetensors", "config.json", "tokenizer.json", MODEL_CARD):
+        assert (out / "model" / name).stat().st_mode & 0o777 == 0o666 & ~mask, name
+    if mask == 0o022:
+        assert (out / "model" / "model.safetensors").stat().st_mode & 0o777 == 0o644
+
+
+def test_the_saved_tokenizer_config_names_a_class_transformers_4_loads(base):
+    _, out, data = base
+    saved = json.loads((out / "model" / "tokenizer_config.json").read_text())
+    # transformers 5 writes "TokenizersBackend", which 4.x cannot load.
+    assert saved["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert hasattr(transformers, saved["tokenizer_class"])
+    assert "is_local" not in saved and "local_files_only" not in saved
+    assert saved["pad_token"] == saved["eos_token"] and saved["model_max_length"] == 16
+    # The data's own tokenizer is not changed (its files are in the data's hashes).
+    own = json.loads((data.tokenizer_dir / "tokenizer_config.json").read_text())
+    assert "pad_token" not in own and own["model_max_length"] > 10**20
+
+
+def test_the_base_has_a_model_card_with_its_numbers(base):
+    config, out, _ = base
+    summary = json.loads((out / "base.json").read_text())
+    card = (out / "model" / MODEL_CARD).read_text()
+    meta = front_matter(card)
+    assert meta["library_name"] == "transformers" and meta["pipeline_tag"] == "text-generation"
+    assert {"adloco", "llama", "base-model"} <= set(meta["tags"])
+    assert meta["adloco"] == {
+        "experiment": load_config(config).experiment,
+        "model": "the base model",
+        "tokens": summary["tokens"],
+        "val_perplexity": summary["val_perplexity"],
+        "seq_len_tokens": 16,
+    }
+    assert summary["tokens"] == PRETRAIN["max_tokens"]
+    assert f"| Validation perplexity | {summary['val_perplexity']:.4f} |" in card
+    assert f"| Tokens trained | {summary['tokens']:,} |" in card
+    assert f"adloco pretrain --config {config} --data" in card
+    assert f"--out {out} --checkpoints" in card
+
+
+def test_the_model_card_is_left_out_of_the_bases_checksums(base, tmp_path, tiny_model_cfg):
+    import dataclasses
+    import shutil
+
+    _, out, _ = base
+    copy = tmp_path / "base"
+    shutil.copytree(out, copy)
+    summary = json.loads((copy / "base.json").read_text())
+    digests = summary["model_sha256"]
+    assert MODEL_CARD not in digests and digests == model_digests(copy / "model")
+    assert {"config.json", "generation_config.json", "tokenizer_config.json"} <= set(digests)
+    cfg = dataclasses.replace(tiny_model_cfg, source="base")
+    # The card may be edited (before publishing, say): the base still verifies.
+    card = copy / "model" / MODEL_CARD
+    card.write_text(card.read_text() + "\nMy notes.\n")
+    assert start_model(cfg, copy).base_sha256 == digests
+    # Its special ids are checked like its weights.
+    config = copy / "model" / "generation_config.json"
+    config.write_text(config.read_text().replace('"eos_token_id": 0', '"eos_token_id": 2'))
+    with pytest.raises(ValueError, match="generation_config.json: changed since adloco pretrain"):
+        start_model(cfg, copy)
+
+
+# ------------------------------------------------------------ the pieces
+
+
+def test_a_tokenizers_own_pad_token_goes_into_the_models_config(tiny_model_cfg):
+    model = build_model(tiny_model_cfg, 300, 16, seed=0)
+    hf_export.set_special_ids(
+        model, SimpleNamespace(bos_token_id=1, eos_token_id=2, pad_token_id=3)
+    )
+    assert (model.config.bos_token_id, model.config.eos_token_id) == (1, 2)
+    assert model.config.pad_token_id == model.generation_config.pad_token_id == 3
+    hf_export.set_special_ids(
+        model, SimpleNamespace(bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    )
+    assert model.config.pad_token_id is None and model.generation_config.pad_token_id == 2
+
+
+def test_files_get_the_mode_a_plain_open_gives_them(tmp_path, tiny_tokenized, tiny_model_cfg):
+    data = TokenData.open(tiny_tokenized)
+    before = {p.name: sha256_file(p) for p in data.tokenizer_dir.iterdir()}
+    model = build_model(tiny_model_cfg, data.vocab_size, data.seq_len_tokens, seed=0)
+    provenance = hf_export.Provenance("tiny", "a test model", 0, None, "adloco test")
+    mask = os.umask(0o027)
+    try:
+        with atomic_dir(tmp_path / "out") as tmp:
+            hf_export.save_model_folder(tmp, model, data.tokenizer_dir, 16, provenance)
+    finally:
+        os.umask(mask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").iterdir()}
+    assert modes["model.safetensors"] == 0o640 and set(modes.values()) == {0o640}
+    assert "| Validation perplexity | not measured |" in (tmp_path / "out" / MODEL_CARD).read_text()
+    assert {p.name: sha256_file(p) for p in data.tokenizer_dir.iterdir()} == before
+
+
+def test_the_command_line_is_shell_quoted_and_leaves_out_unset_options():
+    line = hf_export.command_line("train", [("--config", "my config.yaml"), ("--base", None)])
+    assert line == "adloco train --config 'my config.yaml'"
