@@ -82,7 +82,7 @@ def make_rows(
                     "round": index,
                     "trainer": t.get("trainer", position),
                     "active_trainers": len(trainers),
-                    "nodes": 1,
+                    "nodes": t.get("nodes", 1),
                     "requested_batch": req,
                     "effective_batch": t.get("eff", req),
                     "micro_batch": t.get("micro", min(req, 8)),
@@ -99,7 +99,7 @@ def make_rows(
                     "stats": t.get("stats"),
                     "events": t.get("events", []),
                     # What the clock charged, for the regime sweeps (absent unless given).
-                    **{k: t[k] for k in ("slot_work", "sync", "lr_scale") if k in t},
+                    **{k: t[k] for k in ("slot_work", "sync", "lr_scale", "local_batch") if k in t},
                 }
             )
     return rows

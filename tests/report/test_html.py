@@ -19,7 +19,7 @@ from adloco.report import FIGURE_NAMES, build_report
 from adloco.report.html import PAGE_WIDTH_PX
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SECTIONS = ("answer", "claims", "seeds", "rules", "targets", "ladder", "regimes", "runs",
+SECTIONS = ("answer", "claims", "workers", "seeds", "rules", "targets", "ladder", "regimes", "runs",
             "noise", "tuning", "mechanisms", "variance", "calibration", "method")  # fmt: skip
 MAX_COLUMNS = 12
 # A device and two networks brought from elsewhere, so their tables are laid out too.
@@ -58,11 +58,13 @@ def test_sections_and_embedded_figures(report):
     ids = parse(page).ids
     for section in SECTIONS:
         assert section in ids, section
-    # Every figure of the engine fixture is drawn; no deviations.png in its variance folder.
-    assert check_references(out, page) == len(FIGURE_NAMES) - 1  # no per_batch.csv either
+    # Every figure of the engine fixture is drawn but the workers map (it has one split of
+    # the global batch); no deviations.png in its variance folder.
+    assert check_references(out, page) == len(FIGURE_NAMES) - 2  # no per_batch.csv either
+    assert "No map: " in page
     for name in FIGURE_NAMES:
         path = out / "figures" / f"{name}.png"
-        if name == "variance":
+        if name in ("variance", "workers_map"):
             assert not path.exists()
         else:
             assert path.read_bytes().startswith(PNG_SIGNATURE)
@@ -89,7 +91,7 @@ def test_no_fixed_width_over_1280_px(report):
 def test_every_figure_has_a_one_line_caption(report):
     *_, page = report
     figures = re.findall(r"<figure>(.*?)</figure>", page, flags=re.S)
-    assert len(figures) == len(FIGURE_NAMES) - 1
+    assert len(figures) == len(FIGURE_NAMES) - 2  # no variance, no workers map
     for fig in figures:
         (caption,) = re.findall(r"<figcaption>(.*?)</figcaption>", fig, flags=re.S)
         assert "\n" not in caption and 40 < len(caption) < 260

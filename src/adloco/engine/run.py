@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     batches = max_batches(config.cluster, args.calibration)
     local_batch = initial_local_batch(settings, batches.values())
     check_subset_fraction(config, settings, len(data.split("train")), local_batch)
-    device = compute_device(config.cluster)
+    cluster = config.cluster.for_run(settings)
+    device = compute_device(cluster)
     collective = None
     launch = distributed.launch_env()
     todo = seeds_to_train(config, args)
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             distributed.watch_launcher(launch)
             device = distributed.compute_device(launch, device)
             timeout_s = distributed.timeout_s(args.dist_timeout_s)
-            collective = distributed.init(config.cluster, launch, device, timeout_s)
+            collective = distributed.init(cluster, launch, device, timeout_s)
             log.info(
                 "rank %d of %d on %s, slots %s",
                 launch.rank,
@@ -166,7 +167,7 @@ def make_engine(
         seed,
         data,
         start.model,
-        config.cluster,
+        config.cluster.for_run(settings),
         batches,
         step_time_curves(config.cluster, args.calibration),
         checkpoints,

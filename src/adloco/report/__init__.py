@@ -40,6 +40,7 @@ from typing import Any
 from adloco import __version__
 from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
+from adloco.records import finite_or_none
 from adloco.report.claims import Claim, Context, evaluate_claims
 from adloco.report.figures import write_figures
 from adloco.report.figures_noise import noise_figure, variance_figure
@@ -81,6 +82,7 @@ from adloco.report.summary import (
 )
 from adloco.report.targets import Ladder, build_ladder
 from adloco.report.tuning import TUNED, load_tuning, tuning_record, tuning_table
+from adloco.report.workers_map import WorkersMap, workers_map, workers_map_figure
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,7 @@ FIGURE_NAMES = (
     "trainers",
     "ablations",
     "variance",
+    "workers_map",
 )
 
 # Every file the report writes into its folder (and a killed write's temporary;
@@ -190,6 +193,7 @@ class Findings:
     adloco_runs: list[str]  # the runs of method adloco
     noise: list[dict]
     levels: dict[str, float]  # reference perplexities and the base model's
+    workers: WorkersMap  # DiLoCo's splits of ddp's global batch
 
 
 def read_inputs(
@@ -257,6 +261,14 @@ def compute_findings(
             **inputs.references.levels,
             **({"base model": base.val_perplexity} if base else {}),
         },
+        workers=workers_map(
+            runs,
+            roles.diloco,
+            roles.ddp,
+            roles.adloco,
+            base.val_perplexity if base else None,
+            finite_or_none(inputs.variance.summary.get("b_simple")),
+        ),
     )
 
 
@@ -300,6 +312,7 @@ def draw_figures(inputs: Inputs, found: Findings) -> dict[str, bytes | None]:
         "trainers": trainers_figure(runs, found.names),
         "ablations": ablations_figure(runs, roles, main, inputs.settings.reach_rule),
         "variance": variance_figure(inputs.variance),
+        "workers_map": workers_map_figure(found.workers),
     }
 
 
@@ -339,6 +352,7 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
         gains=gain_shares(
             runs, found.roles.ddp, inputs.base.val_perplexity if inputs.base else None
         ),
+        workers=found.workers,
     )
 
 
@@ -372,6 +386,7 @@ def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
         },
         "seeds": page.seeds,
         "gain_shares": page.gains.as_dict(),
+        "workers_map": found.workers.as_dict(),
         "headline": found.headline.as_dict() if found.headline else None,
         "claims": [c.as_dict() for c in found.claims],
         "regimes": regime_summary(page),

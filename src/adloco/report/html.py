@@ -28,6 +28,7 @@ from adloco.report.html_runs import (
     per_run_section,
 )
 from adloco.report.html_verdicts import answer_section, claims_section, seed_counts
+from adloco.report.html_workers import workers_section
 from adloco.report.page import CSS, PAGE_WIDTH_PX, Page, esc
 
 __all__ = ["PAGE_WIDTH_PX", "PER_RUN", "Page", "regime_summary", "render_page"]
@@ -64,6 +65,7 @@ def render_page(p: Page) -> str:
         for k, v in (
             ("answer", "Answer"),
             ("claims", "Verdicts"),
+            ("workers", "Workers"),
             ("seeds", "Seeds"),
             ("rules", "Rules"),
             ("targets", "Targets"),
@@ -88,6 +90,7 @@ def render_page(p: Page) -> str:
         f"<nav>{nav}</nav>"
         + answer_section(p)
         + claims_section(p)
+        + workers_section(p)
         + headline_section(p)
         + rules_section(p)
         + targets_section(p)

@@ -18,6 +18,7 @@ from adloco.report.claims import (
     fmt_ratio,
 )
 from adloco.report.html_regimes import regime_summary
+from adloco.report.html_workers import workers_line
 from adloco.report.page import (
     Page,
     between_words,
@@ -144,6 +145,7 @@ def answer_section(p: Page) -> str:
         + f"<ol>{''.join(items)}</ol>"
         f"<p>{esc(regime_summary(p))}</p>"
         + gain_paragraph(p)
+        + workers_line(p)
         + f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "
         f"({esc(p.ladder.note)}). Clock of the runs: {esc(p.own_clock.get('text', ''))}.</p>"
     )

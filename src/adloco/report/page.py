@@ -36,6 +36,7 @@ from adloco.report.replay import Regimes
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import Spread
 from adloco.report.targets import Ladder
+from adloco.report.workers_map import WorkersMap
 
 PAGE_WIDTH_PX = 1200  # content width; with the margins the page needs 1232 px
 
@@ -180,6 +181,7 @@ class Page:
     tuning_path: str | None
     tuning_main: dict[str, Any] | None  # the record's suggested main target
     gains: GainShares  # adloco.report.gain.gain_shares
+    workers: WorkersMap  # adloco.report.workers_map.workers_map
 
     def levels(self) -> dict[str, float]:
         """Reference perplexities and the base model's, highest first."""

@@ -277,10 +277,14 @@ def _baselines(
         ]
         sources["baselines"] = "report.baselines"
     else:
+        # A run on its own node slots splits the batch differently: the workers map's, not
+        # a baseline (adloco.report.workers_map).
         baselines = [
-            n for n, s in settings.items() if s.method in ("diloco", "localsgd") and n != diloco
+            n
+            for n, s in settings.items()
+            if s.method in ("diloco", "localsgd") and n != diloco and s.nodes_per_device is None
         ]
-        sources["baselines"] = "every other diloco or localsgd run"
+        sources["baselines"] = "every other diloco or localsgd run on the cluster's node slots"
     return [b for b in baselines if b != diloco]
 
 
@@ -317,7 +321,8 @@ def assign_roles(report: ReportConfig, settings: dict[str, RunSettings]) -> Role
     test, merging and switch mode all on, else the first adloco run; DiLoCo the
     run named ``diloco``, else the first diloco run; the data-parallel anchor
     the run named ``ddp``, else the first ddp run; the other baselines every
-    other run of method diloco or localsgd; the ablations every other adloco
+    other run of method diloco or localsgd on the cluster's node slots (a run
+    with its own ``nodes_per_device`` belongs to the workers map); the ablations every other adloco
     run that turns off one of the components the AdLoCo run has on (batch
     test, merging, switch mode). Remaining adloco runs are variants. A run of
     any other method plays no role (it is shown, never compared).

@@ -1,0 +1,183 @@
+"""Where DiLoCo keeps ddp's gain: workers × local batch at ddp's global batch.
+
+Part of ``adloco report``. The DiLoCo family splits one global batch over
+its workers; with few sequences per worker each inner step sees a noisy
+gradient, far below the base model's noise scale B_simple. The map's runs
+are DiLoCo runs that differ from the headline DiLoCo run only in how they
+split ddp's global batch (``train.nodes_per_device`` and ``initial_batch``):
+1 × 16, 2 × 8, 4 × 4 (the headline run), 8 × 2, 16 × 1. Per run: its workers,
+its local batch, its median final perplexity over seeds and its share of
+ddp's log-perplexity gain (:mod:`adloco.report.gain`). Beside them, the
+base's B_simple (the variance stage) and the local batches the AdLoCo run
+trains with over its rounds, on the same axis: whether AdLoCo's growing
+batch takes it where DiLoCo keeps its gain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from adloco.config import RunSettings
+from adloco.records import is_number
+from adloco.report.figures import WIDTH_IN, plain_numbers, pyplot, to_png
+from adloco.report.gain import median_final
+from adloco.report.inputs import RunSeed
+
+# Settings a map run may change against the headline DiLoCo run: the split, its name, seeds.
+SPLIT_KEYS = ("name", "nodes_per_device", "initial_batch")
+
+
+@dataclass(frozen=True)
+class MapPoint:
+    run: str
+    workers: int
+    local_batch: int
+    final: float | None  # median final validation perplexity over seeds
+    share: float | None  # share of ddp's log-perplexity gain
+    seeds: int
+
+
+@dataclass(frozen=True)
+class WorkersMap:
+    global_batch: int | None = None
+    points: list[MapPoint] = field(default_factory=list)
+    b_simple: float | None = None  # the base's noise scale, sequences
+    adloco: str | None = None
+    adloco_batches: list[float] = field(default_factory=list)  # its local batch, each row
+    adloco_final: float | None = None
+    adloco_share: float | None = None
+    note: str = ""  # why there is no map ("" when there is one)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["adloco_batches"] = _spread(self.adloco_batches)
+        return out
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {"min": min(values), "median": median(values), "max": max(values)}
+
+
+def _first(runs: list[RunSeed], name: str) -> RunSeed | None:
+    return next((r for r in runs if r.run == name), None)
+
+
+def _split(run: RunSeed) -> tuple[int, int, int] | None:
+    """(workers, local batch, global batch) of its first row; None without rows."""
+    row = next(iter(run.rows), None)
+    keys = ("nodes", "local_batch", "effective_batch")
+    if row is None or not all(is_number(row.get(k)) for k in keys):
+        return None
+    return int(row["nodes"]), int(row["local_batch"]), int(row["effective_batch"])
+
+
+def _same_but_split(a: RunSettings, b: RunSettings) -> bool:
+    blank = dict.fromkeys(SPLIT_KEYS)
+    return dataclasses.replace(a, **blank) == dataclasses.replace(b, **blank)
+
+
+def workers_map(
+    runs: list[RunSeed],
+    diloco: str | None,
+    ddp: str | None,
+    adloco: str | None,
+    base_perplexity: float | None,
+    b_simple: float | None,
+) -> WorkersMap:
+    """The map's points (see the module docstring); a note says why there are none."""
+    if diloco is None or ddp is None:
+        return WorkersMap(note="needs a DiLoCo run and a ddp run")
+    anchor = _first(runs, ddp)
+    head = _first(runs, diloco)
+    if anchor is None or head is None or _split(anchor) is None:
+        return WorkersMap(note="needs a DiLoCo run and a ddp run")
+    global_batch = _split(anchor)[2]
+    ddp_final = median_final(runs, ddp)
+    full = (
+        math.log(base_perplexity / ddp_final)
+        if base_perplexity and ddp_final and ddp_final < base_perplexity
+        else None
+    )
+
+    def share(final: float | None) -> float | None:
+        return None if full is None or final is None else math.log(base_perplexity / final) / full
+
+    points = []
+    for name in dict.fromkeys(r.run for r in runs):
+        first = _first(runs, name)
+        split = _split(first)
+        if first.method != "diloco" or split is None or split[2] != global_batch:
+            continue
+        if not _same_but_split(first.settings, head.settings):
+            continue
+        final = median_final(runs, name)
+        seeds = sum(1 for r in runs if r.run == name)
+        points.append(MapPoint(name, split[0], split[1], final, share(final), seeds))
+    points.sort(key=lambda p: p.workers)
+    if len(points) < 2:
+        return WorkersMap(
+            global_batch,
+            points,
+            b_simple,
+            note=f"fewer than two DiLoCo runs that split ddp's global batch of {global_batch} "
+            "differently (train.nodes_per_device with initial_batch)",
+        )
+    batches: list[float] = []
+    final_a = None
+    if adloco is not None:
+        batches = [
+            float(r["local_batch"])
+            for x in runs
+            if x.run == adloco
+            for r in x.rows
+            if is_number(r.get("local_batch"))
+        ]
+        final_a = median_final(runs, adloco)
+    return WorkersMap(global_batch, points, b_simple, adloco, batches, final_a, share(final_a))
+
+
+def workers_map_figure(found: WorkersMap) -> bytes | None:
+    """Final perplexity against the local batch, one point per split; B_simple and AdLoCo."""
+    if len(found.points) < 2:
+        return None
+    plt, sns = pyplot()
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 4.2))
+    xs = [p.local_batch for p in found.points]
+    ys = [p.final for p in found.points]
+    ax.plot(xs, ys, marker="o", color=sns.color_palette()[0], label="diloco: workers × local batch")
+    for p in found.points:
+        if p.final is None:
+            continue
+        words = f"{p.workers} × {p.local_batch}"
+        if p.share is not None:
+            words += f"\n{p.share:.0%} of ddp's gain"
+        ax.annotate(words, (p.local_batch, p.final), textcoords="offset points",
+                    xytext=(0, 8), ha="center", fontsize=8)  # fmt: skip
+    if found.b_simple:
+        ax.axvline(found.b_simple, color="0.4", linestyle="--", linewidth=1)
+        ax.annotate(f"base B_simple {found.b_simple:.0f}", (found.b_simple, 0.02),
+                    xycoords=("data", "axes fraction"), rotation=90, fontsize=8,
+                    ha="right", va="bottom", color="0.3")  # fmt: skip
+    if found.adloco_batches and found.adloco_final is not None:
+        low, high = min(found.adloco_batches), max(found.adloco_batches)
+        mid = median(found.adloco_batches)
+        colour = sns.color_palette()[3]
+        ax.plot([low, high], [found.adloco_final] * 2, color=colour, linewidth=3, alpha=0.5,
+                label=f"{found.adloco}: its local batches over its rounds (min – max, "
+                "● median), at its final perplexity")  # fmt: skip
+        ax.plot([mid], [found.adloco_final], marker="o", color=colour)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(plain_numbers())
+    right = max([*xs, found.b_simple or 0, *found.adloco_batches])
+    ax.set_xlim(min(xs) / 1.5, right * 1.5)
+    ax.set_xlabel(f"local batch (sequences per worker step); global batch {found.global_batch}")
+    ax.set_ylabel("final validation perplexity\n(median over seeds)")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return to_png(fig)
