@@ -120,6 +120,7 @@ def block(report: Path) -> str:
         "anchor's, at the same tokens (median final perplexities).",
         "",
     ]
+    lines += workers_lines(doc.get("workers_map") or {})
     targets = doc.get("targets") or []
     main = doc.get("target_perplexity")
     if targets and main is not None:
@@ -155,6 +156,30 @@ def block(report: Path) -> str:
         END,
     ]
     return "\n".join(lines) + "\n"
+
+
+def workers_lines(found: dict) -> list[str]:
+    """The workers map in one sentence (report section "Workers"); none without a map."""
+    points = [p for p in found.get("points") or [] if p.get("share") is not None]
+    if len(points) < 2:
+        return []
+    splits = ", ".join(
+        f"{p['workers']} × {p['local_batch']} {p['share']:.0%}"
+        for p in sorted(points, key=lambda p: p["workers"])
+    )
+    words = (
+        f"Where DiLoCo keeps ddp's gain (the report's workers map): ddp's global batch of "
+        f"{found['global_batch']} split as workers × local batch keeps {splits}"
+    )
+    if found.get("b_simple"):
+        words += f"; the base's noise scale B_simple is {found['b_simple']:.0f} sequences"
+    batches = found.get("adloco_batches")
+    if batches:
+        words += (
+            f"; AdLoCo's local batches run {batches['min']:g}–{batches['max']:g} "
+            f"(median {batches['median']:g})"
+        )
+    return [words + ".", ""]
 
 
 def replace_block(readme: str, new: str) -> str:

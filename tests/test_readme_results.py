@@ -34,6 +34,15 @@ def claims(verdict_under_first: str = "inconclusive") -> dict:
     return {
         "base": {"val_perplexity": 182.4},
         "gain_shares": {"shares": {"adloco": 0.054, "ddp": 1.0}, "note": None},
+        "workers_map": {
+            "global_batch": 16,
+            "points": [
+                {"run": "diloco", "workers": 4, "local_batch": 4, "share": 0.11},
+                {"run": "diloco-w1", "workers": 1, "local_batch": 16, "share": 0.96},
+            ],
+            "b_simple": 51.4,
+            "adloco_batches": {"min": 4.0, "median": 8.0, "max": 21.0},
+        },
         "reference_perplexity": {"unigram": 637.0, "bigram": 78.0},
         "targets": [181.4, 180.5],
         "target_perplexity": 180.5,
@@ -77,6 +86,11 @@ def test_the_block_gives_medians_ranges_targets_and_verdicts(report):
         "adloco needs 0.98x diloco's time (p = 0.2)" in text
     )
     assert "Under another rule" not in text  # no rule changes the verdict here
+    assert (
+        "ddp's global batch of 16 split as workers × local batch keeps 1 × 16 96%, 4 × 4 11%; "
+        "the base's noise scale B_simple is 51 sequences; AdLoCo's local batches run 4–21 "
+        "(median 8)." in text
+    )
     assert "differ in the last digits" in text and "fresh clone's" in text
 
 
