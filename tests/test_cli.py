@@ -92,3 +92,28 @@ def function_level_imports(path: Path) -> list[str]:
 def test_modules_import_at_the_top():
     found = [hit for path in sorted(SRC.rglob("*.py")) for hit in function_level_imports(path)]
     assert found == []
+
+
+@pytest.mark.parametrize(
+    "raised, status, words",
+    [
+        (KeyboardInterrupt, 130, "adloco report: interrupted; nothing partial was written"),
+        (RecursionError, 1, "adloco report: error: an input file nests too deeply to read"),
+    ],
+)
+def test_ctrl_c_and_a_deeply_nested_input_are_one_line(monkeypatch, capsys, raised, status, words):
+    import types
+
+    def run(args):
+        raise raised()
+
+    argv = ["report", "--config", "c.yaml", "--runs", "r", "--calibration", "c", "--variance", "v",
+            "--out", "o"]  # fmt: skip
+    module = cli.build_parser().parse_args(argv)._module
+    monkeypatch.setitem(sys.modules, module, types.SimpleNamespace(run=run))
+    monkeypatch.setattr(cli, "check_outputs_writable", lambda stage, args: None)
+    assert cli.main(argv) == status
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(words)
+    with pytest.raises(raised):  # -v shows the traceback
+        cli.main(["-v", *argv])

@@ -372,3 +372,23 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"adloco {args.stage}: error: {message}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
+    except RecursionError:
+        # A hand-made input nested thousands deep (JSON, YAML): the parser gives up.
+        if args.verbose:
+            raise
+        print(
+            f"adloco {args.stage}: error: an input file nests too deeply to read (a corrupt "
+            "or hand-made JSON or YAML file); run with -v for the traceback",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        # Ctrl-C: outputs are written whole or not at all, and checkpoints are kept.
+        if args.verbose:
+            raise
+        print(
+            f"adloco {args.stage}: interrupted; nothing partial was written, and the same "
+            "command starts again (training resumes from its last checkpoint)",
+            file=sys.stderr,
+        )
+        return 130
