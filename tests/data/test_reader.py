@@ -148,3 +148,32 @@ def test_a_missing_or_cut_tokenizer_file_is_reported_on_open(copy_of):
     path.unlink()
     with pytest.raises(FileNotFoundError, match=f"tokenizer file .* not found: {path}"):
         TokenData.open(copy_of)
+
+
+def test_a_token_id_beyond_the_vocabulary_is_refused_even_with_a_matching_sha256(copy_of):
+    from adloco.io import sha256_file
+
+    manifest_path = copy_of / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    shard = copy_of / "train-00000.bin"
+    ids = np.fromfile(shard, dtype="<u2")
+    ids[3] = manifest["vocab_size"]  # one past the last id
+    ids.tofile(shard)
+    for entry in manifest["splits"]["train"]["shards"]:
+        if entry["file"] == shard.name:
+            entry["sha256"] = sha256_file(shard)
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(CorruptDataError) as err:
+        TokenData.open(copy_of)
+    assert str(err.value) == (
+        f"{shard}: token id {manifest['vocab_size']} is not below the manifest's vocabulary "
+        f"size {manifest['vocab_size']}: the shard was written with another tokenizer or "
+        "edited; tokenize again"
+    )
+    ids[3] = manifest["vocab_size"] - 1  # the last id is fine
+    ids.tofile(shard)
+    for entry in manifest["splits"]["train"]["shards"]:
+        if entry["file"] == shard.name:
+            entry["sha256"] = sha256_file(shard)
+    manifest_path.write_text(json.dumps(manifest))
+    TokenData.open(copy_of)

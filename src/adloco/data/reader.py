@@ -219,8 +219,21 @@ def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> Non
                 f"({shard['sequences']} sequences of {seq_len} tokens): truncated or overwritten"
             )
     if verify:
+        vocab = int(manifest["vocab_size"])
         for shard in shards:
             _check_sha256(folder / shard["file"], shard["sha256"], "shard")
+            _check_ids(folder / shard["file"], DTYPES[manifest["dtype"]], vocab)
+
+
+def _check_ids(path: Path, dtype: np.dtype, vocab_size: int) -> None:
+    """Every token id below the vocabulary: an id above it would fail inside the embedding."""
+    ids = np.memmap(path, dtype=dtype, mode="r")
+    top = int(ids.max()) if ids.size else 0
+    if top >= vocab_size:
+        raise CorruptDataError(
+            f"{path}: token id {top} is not below the manifest's vocabulary size {vocab_size}: "
+            "the shard was written with another tokenizer or edited; tokenize again"
+        )
 
 
 def check_tokenizer(folder: str | Path, manifest: dict, verify: bool = True) -> None:
