@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from adloco.model import batch_loss, build_model, causal_lm_loss, evaluate
+from adloco.model import batch_loss, build_model, causal_lm_loss, evaluate, load_pretrained
 
 
 def manual_next_token_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor | None):
@@ -91,3 +92,35 @@ def test_pretrained_source_loads_a_local_folder(tmp_path, tiny_model_cfg):
     assert all(
         torch.equal(p, q) for p, q in zip(model.parameters(), loaded.parameters(), strict=True)
     )
+
+
+@pytest.mark.reliability("model files")
+def test_a_model_that_does_not_load_is_one_line_naming_the_folder(tmp_path, tiny_model_cfg):
+    import json
+    import os
+    import pickle
+
+    model = build_model(tiny_model_cfg, 32, 8, seed=0)
+    # An edited config.json: the weights no longer fit it.
+    edited = tmp_path / "edited"
+    model.save_pretrained(edited)
+    config = json.loads((edited / "config.json").read_text())
+    config["hidden_size"] *= 2
+    (edited / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError) as err:
+        load_pretrained(str(edited), torch.float32)
+    assert str(err.value).startswith(f"{edited}: the model does not load (RuntimeError: ")
+    assert str(err.value).endswith("run adloco pretrain again") and "\n" not in str(err.value)
+
+    # A pickle that would run code: torch's safe loader refuses it, and so do we, in one line.
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > " + str(tmp_path / "ran"),))
+
+    bad = tmp_path / "pickled"
+    model.save_pretrained(bad)
+    (bad / "model.safetensors").unlink()
+    (bad / "pytorch_model.bin").write_bytes(pickle.dumps(Payload()))
+    with pytest.raises(ValueError, match=r"pickled: the model does not load \(UnpicklingError"):
+        load_pretrained(str(bad), torch.float32)
+    assert not (tmp_path / "ran").exists()

@@ -10,6 +10,7 @@ shift and the padding mask are explicit and tested.
 from __future__ import annotations
 
 import math
+import pickle
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +45,22 @@ def llama_config(model: ModelConfig, vocab_size: int, seq_len_tokens: int) -> Ll
     )
 
 
+def load_pretrained(name: str, dtype: torch.dtype) -> torch.nn.Module:
+    """``from_pretrained`` (never remote code), a model that does not load said in one line.
+
+    Weights that do not fit the config (an edited ``config.json``) or a pickle
+    that torch's safe loader refuses are a broken input, not a crash.
+    """
+    try:
+        return AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    except (RuntimeError, pickle.UnpicklingError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(
+            f"{name}: the model does not load ({type(exc).__name__}: {first[:200]}); if it is "
+            "this project's base model, run adloco pretrain again"
+        ) from exc
+
+
 def build_model(
     model: ModelConfig, vocab_size: int, seq_len_tokens: int, seed: int
 ) -> torch.nn.Module:
@@ -58,7 +75,7 @@ def build_model(
     dtype = DTYPES[model.dtype]
     if model.source == "pretrained":
         # Never trust_remote_code: the architecture must be one transformers ships.
-        loaded = AutoModelForCausalLM.from_pretrained(model.name, dtype=dtype)
+        loaded = load_pretrained(model.name, dtype)
         if loaded.config.vocab_size < vocab_size:
             raise ValueError(
                 f"model {model.name} has vocabulary {loaded.config.vocab_size}, "

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM
 
 from adloco.base_model import start_model
 from adloco.config import ModelConfig, load_config
 from adloco.data.reader import TokenData
-from adloco.model import build_model
+from adloco.model import build_model, load_pretrained
 from adloco.variance.analysis import analyse_gradient_variance
 from adloco.variance.outputs import write_outputs
 
@@ -49,7 +48,7 @@ def load_model(
     if not (Path(model_dir) / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: not a saved model folder (no config.json)")
     # float32: gradient statistics are sums of many small squares.
-    loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    loaded = load_pretrained(model_dir, torch.float32)
     if loaded.config.vocab_size < vocab_size:
         raise ValueError(
             f"{model_dir}: vocabulary {loaded.config.vocab_size}, the data needs {vocab_size}"
