@@ -59,6 +59,8 @@ def test_the_map_has_every_split_of_ddps_batch_and_nothing_else(workspace):
     shares = [p.share for p in found.points]
     assert shares == pytest.approx([math.log(100 / 60) / full, math.log(100 / 80) / full,
                                     math.log(100 / 90) / full])  # fmt: skip
+    # Climb: the highest evaluation over the base, median over seeds (w16 starts at 99).
+    assert [p.climb for p in found.points] == pytest.approx([0.9, 0.95, 0.99])
     assert found.adloco_batches == [4.0, 8.0, 20.0] * 3
     assert found.adloco_final == 75.0
     assert found.adloco_share == pytest.approx(math.log(100 / 75) / full)

@@ -45,6 +45,7 @@ def workers_section(p: Page) -> str:
             str(pt.local_batch),
             fmt(pt.final) if pt.final is not None else "–",
             f"{pt.share:.0%}" if pt.share is not None else "–",
+            f"{pt.climb:.3f}×" if pt.climb is not None else "–",
             str(pt.seeds),
         ]
         for pt in w.points
@@ -59,6 +60,7 @@ def workers_section(p: Page) -> str:
                 fmt(w.adloco_final) if w.adloco_final is not None else "–",
                 f"{w.adloco_share:.0%}" if w.adloco_share is not None else "–",
                 "",
+                "",
             ]
         )
     return (
@@ -68,12 +70,22 @@ def workers_section(p: Page) -> str:
         "local batch; far below the noise scale B_simple (the variance stage, on the base "
         "model) its gradient is mostly noise, and the outer average over workers does not "
         "undo the steps taken on it. Share: of ddp's log-perplexity gain over the base, median "
-        "final perplexity over seeds. The last row is the AdLoCo run: the local batches its "
-        "trainers used over all rounds and seeds.</p>"
+        "final perplexity over seeds. Climb: the highest evaluated perplexity over the base's "
+        "(median over seeds): the map's runs keep DiLoCo's tuned settings, and the square-root "
+        "rule gives a larger local batch a larger lr. The last row is the AdLoCo run: the "
+        "local batches its trainers used over all rounds and seeds.</p>"
         + table(
-            ["run", "workers", "local batch", "final perplexity", "share of ddp's gain", "seeds"],
+            [
+                "run",
+                "workers",
+                "local batch",
+                "final perplexity",
+                "share of ddp's gain",
+                "climb",
+                "seeds",
+            ],
             rows,
-            numeric=(1, 2, 3, 4, 5),
+            numeric=(1, 2, 3, 4, 5, 6),
         )  # fmt: skip
         + figure(
             p.figures.get("workers_map"),

@@ -26,6 +26,7 @@ from adloco.records import is_number
 from adloco.report.figures import WIDTH_IN, plain_numbers, pyplot, to_png
 from adloco.report.gain import median_final
 from adloco.report.inputs import RunSeed
+from adloco.report.tuning import climb
 
 # Settings a map run may change against the headline DiLoCo run: the split, its name, seeds.
 SPLIT_KEYS = ("name", "nodes_per_device", "initial_batch")
@@ -39,6 +40,7 @@ class MapPoint:
     final: float | None  # median final validation perplexity over seeds
     share: float | None  # share of ddp's log-perplexity gain
     seeds: int
+    climb: float | None = None  # median highest evaluated perplexity over the base's
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,12 @@ def workers_map(
         if not _same_but_split(first.settings, head.settings):
             continue
         final = median_final(runs, name)
-        seeds = sum(1 for r in runs if r.run == name)
-        points.append(MapPoint(name, split[0], split[1], final, share(final), seeds))
+        mine = [r for r in runs if r.run == name]
+        climbs = [c for c in (climb(r, base_perplexity) for r in mine) if c is not None]
+        points.append(
+            MapPoint(name, split[0], split[1], final, share(final), len(mine),
+                     median(climbs) if climbs else None)
+        )  # fmt: skip
     points.sort(key=lambda p: p.workers)
     if len(points) < 2:
         return WorkersMap(
