@@ -366,7 +366,7 @@ def print_bytes_per_communication(config: Config, num_params: int) -> dict[str, 
     print(f"bytes per communication ({num_params:,} parameters, {slots} slots):")
     for name in config.runs:
         run = config.run(name)
-        nodes = slots // run.initial_trainers
+        nodes = config.cluster.for_run(run).slots() // run.initial_trainers
         payloads = sync_payload_bytes(run, num_params)
         moved = sum(allreduce_bytes(p, nodes) for p in payloads)
         pseudo = allreduce_bytes(payloads[0], nodes)
