@@ -56,8 +56,11 @@ def spread(values: list[float], form: str) -> str:
     return mid if low == high else f"{mid} ({low}–{high})"
 
 
-def runs_table(runs: dict[str, dict], base: float | None, shares: dict[str, float]) -> list[str]:
-    header = ["run", "method", "seeds", COLUMNS[0][1], "× base", "share of ddp's gain"]
+def runs_table(
+    runs: dict[str, dict], base: float | None, shares: dict[str, float], climbs: dict[str, float]
+) -> list[str]:
+    header = ["run", "method", "seeds", COLUMNS[0][1], "× base", "highest × base",
+              "share of ddp's gain"]  # fmt: skip
     header += [c[1] for c in COLUMNS[1:]]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for name, run in runs.items():
@@ -66,6 +69,7 @@ def runs_table(runs: dict[str, dict], base: float | None, shares: dict[str, floa
         cells = [name, run["method"], str(len(run["seeds"]))]
         cells.append(spread(final, COLUMNS[0][2]) if final else "")
         cells.append(ratio)
+        cells.append(f"{climbs[name]:.3f}" if name in climbs else "")
         cells.append(f"{shares[name]:.0%}" if name in shares else "")
         for key, _, form in COLUMNS[1:]:
             cells.append(spread(run[key], form) if run.get(key) else "")
@@ -96,6 +100,7 @@ def block(report: Path) -> str:
     doc = json.loads((report / "claims.json").read_text())
     runs = per_run(report / "summary.csv")
     base = (doc.get("base") or {}).get("val_perplexity")
+    gains = doc.get("gain_shares") or {}
     refs = doc.get("reference_perplexity") or {}
     lines = [
         BEGIN,
@@ -114,10 +119,12 @@ def block(report: Path) -> str:
     lines += [
         "Medians over seeds (min–max), from `summary.csv`:",
         "",
-        *runs_table(runs, base, (doc.get("gain_shares") or {}).get("shares") or {}),
+        *runs_table(runs, base, gains.get("shares") or {}, gains.get("climbs") or {}),
         "",
-        "Share of ddp's gain: the run's log-perplexity gain over the base as a share of the ddp "
-        "anchor's, at the same tokens (median final perplexities).",
+        "Highest × base: the run's highest evaluated perplexity over the base's (median over "
+        "seeds; near 1: it continues the base without climbing above it first). Share of ddp's "
+        "gain: the run's log-perplexity gain over the base as a share of the ddp anchor's, at "
+        "the same tokens (median final perplexities).",
         "",
     ]
     lines += workers_lines(doc.get("workers_map") or {})

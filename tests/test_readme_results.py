@@ -33,7 +33,11 @@ def claims(verdict_under_first: str = "inconclusive") -> dict:
     }
     return {
         "base": {"val_perplexity": 182.4},
-        "gain_shares": {"shares": {"adloco": 0.054, "ddp": 1.0}, "note": None},
+        "gain_shares": {
+            "shares": {"adloco": 0.054, "ddp": 1.0},
+            "note": None,
+            "climbs": {"adloco": 0.99, "ddp": 1.0084},
+        },  # fmt: skip
         "workers_map": {
             "global_batch": 16,
             "points": [
@@ -75,10 +79,10 @@ def test_the_block_gives_medians_ranges_targets_and_verdicts(report):
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     # adloco: median 180.0 of (180, 179, 181); 180 / 182.4 = 0.987; communications median 29.
     assert rows[2] == (
-        "| adloco | adloco | 3 | 180.0 (179.0–181.0) | 0.987 | 5% | 29 (29–30) "
+        "| adloco | adloco | 3 | 180.0 (179.0–181.0) | 0.987 | 0.990 | 5% | 29 (29–30) "
         "| 46.0 (45.0–47.5) | 108 (105–110) |"
     )
-    assert rows[3] == "| ddp | ddp | 1 | 142.0 | 0.779 | 100% | 147 | 90.8 | 147 |"
+    assert rows[3] == "| ddp | ddp | 1 | 142.0 | 0.779 | 1.008 | 100% | 147 | 90.8 | 147 |"
     assert "the main one 0.99 × base (180.5)" in text
     assert "interpolated in log-perplexity" in text
     assert (

@@ -24,6 +24,8 @@ def test_shares_are_log_gains_over_ddps(workspace):
         "diloco": pytest.approx(math.log(100 / 85) / full),  # 0.234
     }
     assert got.note == ""
+    # Climbs: highest evaluation over the base, median over seeds: diloco 99, ddp 90, adloco 99.
+    assert got.climbs == pytest.approx({"diloco": 0.99, "ddp": 0.9, "adloco": 0.99})
     # A run that ends above the base has a negative share.
     assert gain_shares(runs, "ddp", 90.0).shares["adloco"] == pytest.approx(
         math.log(90 / 95) / math.log(90 / 50)
@@ -39,7 +41,9 @@ def test_no_share_without_base_ddp_or_a_ddp_gain(workspace):
     assert gain_shares(runs, "ddp", 40.0).as_dict() == {
         "shares": {},
         "note": "ddp does not end below the base",
+        "climbs": {"ddp": 90 / 40},
     }
+    assert gain_shares(runs, "ddp", None).climbs == {}
 
 
 def test_the_answer_states_each_share():
@@ -48,6 +52,8 @@ def test_the_answer_states_each_share():
     from adloco.report.gain import GainShares
     from adloco.report.html_verdicts import gain_paragraph
 
-    page = SimpleNamespace(gains=GainShares({"adloco": 0.074, "diloco": 0.234, "ddp": 1.0}))
-    text = gain_paragraph(page)
+    gains = GainShares({"adloco": 0.074, "diloco": 0.234, "ddp": 1.0},
+                       climbs={"adloco": 0.99, "diloco": 1.0114})  # fmt: skip
+    text = gain_paragraph(SimpleNamespace(gains=gains))
     assert "adloco 7%, diloco 23%, ddp 100%" in text and "share" in text
+    assert "without first climbing above it): adloco 0.990×, diloco 1.011×." in text

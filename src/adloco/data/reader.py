@@ -145,6 +145,8 @@ class TokenData:
         check_shards(folder, manifest, verify=verify)
         check_tokenizer(folder, manifest, verify=verify)
         check_tokenizer_ids(folder, manifest)
+        if verify:
+            check_token_ids(folder, manifest)
         return cls(folder, manifest)
 
     def split(self, name: str) -> TokenSplit:
@@ -219,21 +221,28 @@ def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> Non
                 f"({shard['sequences']} sequences of {seq_len} tokens): truncated or overwritten"
             )
     if verify:
-        vocab = int(manifest["vocab_size"])
         for shard in shards:
             _check_sha256(folder / shard["file"], shard["sha256"], "shard")
-            _check_ids(folder / shard["file"], DTYPES[manifest["dtype"]], vocab)
 
 
-def _check_ids(path: Path, dtype: np.dtype, vocab_size: int) -> None:
-    """Every token id below the vocabulary: an id above it would fail inside the embedding."""
-    ids = np.memmap(path, dtype=dtype, mode="r")
-    top = int(ids.max()) if ids.size else 0
-    if top >= vocab_size:
-        raise CorruptDataError(
-            f"{path}: token id {top} is not below the manifest's vocabulary size {vocab_size}: "
-            "the shard was written with another tokenizer or edited; tokenize again"
-        )
+def check_token_ids(folder: str | Path, manifest: dict) -> None:
+    """Every token id below the vocabulary: one above it would fail inside the embedding.
+
+    After :func:`check_tokenizer_ids`, so an edited ``vocab_size`` is named as such.
+    """
+    folder = Path(folder)
+    vocab_size = int(manifest["vocab_size"])
+    for entry in manifest["splits"].values():
+        for shard in entry["shards"]:
+            path = folder / shard["file"]
+            ids = np.memmap(path, dtype=DTYPES[manifest["dtype"]], mode="r")
+            top = int(ids.max()) if ids.size else 0
+            if top >= vocab_size:
+                raise CorruptDataError(
+                    f"{path}: token id {top} is not below the manifest's vocabulary size "
+                    f"{vocab_size}: the shard was written with another tokenizer or edited; "
+                    "tokenize again"
+                )
 
 
 def check_tokenizer(folder: str | Path, manifest: dict, verify: bool = True) -> None:

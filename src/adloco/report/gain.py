@@ -21,15 +21,41 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from adloco.report.inputs import RunSeed
+from adloco.report.summary import run_level_perplexity
 
 
 @dataclass(frozen=True)
 class GainShares:
     shares: dict[str, float] = field(default_factory=dict)  # run -> share, configuration order
     note: str = ""  # why there are no shares ("" when there are)
+    # run -> median over seeds of its highest evaluated perplexity over the base's
+    climbs: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"shares": dict(self.shares), "note": self.note or None}
+        return {"shares": dict(self.shares), "note": self.note or None,
+                "climbs": dict(self.climbs)}  # fmt: skip
+
+
+def climb(run: RunSeed, base_perplexity: float | None) -> float | None:
+    """A seed's climb: its highest evaluated perplexity over the base's; None without either.
+
+    A run that continues the base without re-learning it stays near 1 (SPEC,
+    "The regime the experiment sits in").
+    """
+    curve = run_level_perplexity(run.rows)
+    if not curve or not base_perplexity:
+        return None
+    return max(curve.values()) / base_perplexity
+
+
+def climbs(runs: list[RunSeed], base_perplexity: float) -> dict[str, float]:
+    """Each run's climb, median over its seeds, in configuration order."""
+    out = {}
+    for name in dict.fromkeys(r.run for r in runs):
+        values = [c for r in runs if r.run == name and (c := climb(r, base_perplexity))]
+        if values:
+            out[name] = median(values)
+    return out
 
 
 def median_final(runs: list[RunSeed], name: str) -> float | None:
@@ -47,15 +73,16 @@ def gain_shares(runs: list[RunSeed], ddp: str | None, base_perplexity: float | N
     """Every run's share of ddp's log-perplexity gain over the base (see the module)."""
     if base_perplexity is None:
         return GainShares(note="no base model perplexity (report --base)")
+    climb = climbs(runs, base_perplexity)
     if ddp is None:
-        return GainShares(note="no ddp run")
+        return GainShares(note="no ddp run", climbs=climb)
     anchor = median_final(runs, ddp)
     if anchor is None or anchor >= base_perplexity:
-        return GainShares(note=f"{ddp} does not end below the base")
+        return GainShares(note=f"{ddp} does not end below the base", climbs=climb)
     full = math.log(base_perplexity / anchor)
     shares = {}
     for name in dict.fromkeys(r.run for r in runs):
         final = median_final(runs, name)
         if final is not None:
             shares[name] = math.log(base_perplexity / final) / full
-    return GainShares(shares)
+    return GainShares(shares, climbs=climb)

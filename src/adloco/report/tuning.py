@@ -33,9 +33,10 @@ from typing import Any
 from adloco.config import Config, ConfigError
 from adloco.io import read_json_object
 from adloco.records import is_number
+from adloco.report.gain import climb
 from adloco.report.inputs import RunSeed
 from adloco.report.stats import median
-from adloco.report.summary import round_to_target, round_values, run_level_perplexity
+from adloco.report.summary import round_to_target, round_values
 
 METRIC = "final_val_perplexity"
 TUNED = ("inner_lr", "outer_lr", "outer_momentum", "nesterov")
@@ -47,14 +48,6 @@ def effective_inner_lr(run: RunSeed) -> float | None:
     """Peak inner lr the run's first round steps with (inner_lr × its lr scale then)."""
     scale = next((r.get("lr_scale") for r in run.rows if is_number(r.get("lr_scale"))), None)
     return None if scale is None else run.settings.inner_lr * scale
-
-
-def climb(run: RunSeed, base_perplexity: float | None) -> float | None:
-    """Highest evaluated perplexity of the run over the base's; None without a base."""
-    curve = run_level_perplexity(run.rows)
-    if not curve or not base_perplexity:
-        return None
-    return max(curve.values()) / base_perplexity
 
 
 def _point(name: str, seeds: list[RunSeed], base_perplexity: float | None) -> dict[str, Any]:

@@ -24,9 +24,8 @@ from typing import Any
 from adloco.config import RunSettings
 from adloco.records import is_number
 from adloco.report.figures import WIDTH_IN, plain_numbers, pyplot, to_png
-from adloco.report.gain import median_final
+from adloco.report.gain import climb, median_final
 from adloco.report.inputs import RunSeed
-from adloco.report.tuning import climb
 
 # Settings a map run may change against the headline DiLoCo run: the split, its name, seeds.
 SPLIT_KEYS = ("name", "nodes_per_device", "initial_batch")
