@@ -20,19 +20,21 @@ CONFIG = {
     "model": TINY_MODEL,
     "cluster": TINY_CLUSTER,
     "train": {"max_rounds": 1, "inner_steps": 1, "max_tokens": 10**6, "eval_sequences": 8},
-    "runs": {"r": {"method": "diloco"}},
+    "runs": {
+        "r": {"method": "diloco"},
+        # On its own node slots: 2 devices x 1 slot, the batch of 2 slots x 2 kept.
+        "w": {"method": "diloco", "nodes_per_device": 1, "initial_batch": 2},
+    },
 }
 
 
-@pytest.fixture(scope="module")
-def final(tmp_path_factory, tiny_tokenized):
-    """The final/ folder of a one-round run on the tiny data."""
+def train(root, tiny_tokenized, run: str = "r"):
+    """``adloco train`` of one round of ``run`` into ``root/out``; the run folder."""
     from adloco.engine import run as run_module
 
-    root = tmp_path_factory.mktemp("run")
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    args = ["train", "--config", str(config), "--run", "r", "--seed", "0"]
+    args = ["train", "--config", str(config), "--run", run, "--seed", "0"]
     args += ["--data", str(tiny_tokenized), "--calibration", str(root / "calibration")]
     args += ["--out", str(root / "out"), "--checkpoints", str(root / "ckpt")]
     args += ["--no-progress", "--threads", "1"]
@@ -45,7 +47,21 @@ def final(tmp_path_factory, tiny_tokenized):
         run_module.step_time_curves = curves
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
-    return root / "out" / "final"
+    return root / "out"
+
+
+@pytest.fixture(scope="module")
+def final(tmp_path_factory, tiny_tokenized):
+    """The final/ folder of a one-round run on the tiny data."""
+    return train(tmp_path_factory.mktemp("run"), tiny_tokenized) / "final"
+
+
+def test_a_run_on_its_own_node_slots_trains_on_them(tmp_path, tiny_tokenized):
+    out = train(tmp_path, tiny_tokenized, "w")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # 2 devices x 1 slot (the cluster has 2 x 2), each slot 2 sequences: the same global batch.
+    assert {(r["nodes"], r["local_batch"], r["effective_batch"]) for r in rows} == {(2, 2, 4)}
+    assert [w["slot"] for w in rows[0]["slot_work"]] == [0, 1]
 
 
 class Scripted(LogitsProcessor):
