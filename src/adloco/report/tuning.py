@@ -14,9 +14,10 @@ and momentum (the more conservative step). Each point also carries its
 effective peak inner lr, after the square-root rule at the run's first batch.
 
 The record also suggests the main target (:func:`suggested_main`): the
-hardest of ``report.targets.levels`` that every chosen AdLoCo and DiLoCo point
-reaches, under ``report.reached``, within :data:`MAIN_WITHIN` of its tokens,
-so that on other seeds the curves pass it while still falling.
+hardest of ``report.targets.levels`` that the chosen points of the groups
+named ``adloco`` and ``diloco`` (the default's runs of the claims) both
+reach, under ``report.reached``, within :data:`MAIN_WITHIN` of their
+tokens, so that on other seeds the curves pass it while still falling.
 
 The record is committed as ``config/tuning.json``; the default configuration
 names it in ``report.tuning``, and its report shows it as a table
@@ -150,11 +151,7 @@ def suggested_main(
     targets = config.report.targets
     if targets.relative_to != "base" or base_perplexity is None:
         return None
-    chosen = [
-        g["chosen_run"]
-        for g in groups.values()
-        if next(p for p in g["points"] if p["run"] == g["chosen_run"])["method"] in MAIN_METHODS
-    ]
+    chosen = [groups[name]["chosen_run"] for name in MAIN_METHODS if name in groups]
     if not chosen:
         return None
     reached = {name: _levels_reached(by_run[name], targets.levels, base_perplexity, config)
@@ -164,8 +161,8 @@ def suggested_main(
         "level": min(common) if common else None,
         "runs": chosen,
         "within": MAIN_WITHIN,
-        "rule": f"the hardest level every chosen {' and '.join(MAIN_METHODS)} point reaches "
-        f"(report.reached: {config.report.reached}) within {MAIN_WITHIN:g} of its tokens",
+        "rule": f"the hardest level the chosen points of groups {' and '.join(MAIN_METHODS)} reach "
+        f"(report.reached: {config.report.reached}) within {MAIN_WITHIN:g} of their tokens",
         "reached": {name: sorted(levels, reverse=True) for name, levels in reached.items()},
     }
 
