@@ -126,7 +126,25 @@ def test_claims_json_is_machine_readable(report):
         "batch grows", "trainers merge", "switch mode engages"
     }  # fmt: skip
     # The fixture has no ddp run: no share of its gain, and the page says why.
-    assert doc["gain_shares"] == {"shares": {}, "note": "no ddp run"}
+    assert {k: doc["gain_shares"][k] for k in ("shares", "note")} == {
+        "shares": {},
+        "note": "no ddp run",
+    }
+    # Each run's climb, by brute force from curves.csv: its seeds' highest perplexity over
+    # the base's (64), the median over seeds.
+    import csv
+    import statistics
+
+    highest: dict[tuple[str, str], float] = {}
+    for row in csv.DictReader((out / "curves.csv").open()):
+        key = (row["run"], row["seed"])
+        highest[key] = max(highest.get(key, 0.0), float(row["val_perplexity"]))
+    by_run: dict[str, list[float]] = {}
+    for (run, _), value in highest.items():
+        by_run.setdefault(run, []).append(value / 64)
+    assert doc["gain_shares"]["climbs"] == pytest.approx(
+        {run: statistics.median(v) for run, v in by_run.items()}
+    )
     assert "Share of the ddp anchor's gain: none (no ddp run)." in page
     # Mechanism checks have their own section, after the verdicts.
     assert page.index("id='mechanisms'") > page.index("id='claims'")

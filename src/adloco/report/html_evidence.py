@@ -332,8 +332,7 @@ def tuning_section(p: Page) -> str:
         point = next((pt for pt in entry["points"] if pt["run"] == chosen), None)
         as_set = ", ".join(f"{k} {_setting(k, entry['chosen'][k])}" for k in TUNED)
         picked = (
-            esc(_point_words(point, entry["varied"]))
-            + f"<small>{esc(as_set)}</small>"
+            esc(_point_words(point, entry["varied"])) + f"<small>{esc(as_set)}</small>"
             if point is not None
             else esc(as_set)
         )

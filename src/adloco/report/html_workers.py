@@ -33,11 +33,8 @@ def workers_line(p: Page) -> str:
     return f"<p>{esc(words)} (<a href='#workers'>map</a>).</p>"
 
 
-def workers_section(p: Page) -> str:
-    w = p.workers
-    title = "<h2 id='workers'>Where DiLoCo keeps ddp's gain: workers × local batch</h2>"
-    if len(w.points) < 2:
-        return title + f"<p class='note'>No map: {esc(w.note)}.</p>"
+def _rows(w) -> list[list[str]]:
+    """One row per split, then AdLoCo's."""
     rows = [
         [
             esc(pt.run),
@@ -63,6 +60,15 @@ def workers_section(p: Page) -> str:
                 "",
             ]
         )
+    return rows
+
+
+def workers_section(p: Page) -> str:
+    w = p.workers
+    title = "<h2 id='workers'>Where DiLoCo keeps ddp's gain: workers × local batch</h2>"
+    if len(w.points) < 2:
+        return title + f"<p class='note'>No map: {esc(w.note)}.</p>"
+    rows = _rows(w)
     return (
         title + "<p class='note'>DiLoCo runs that differ from the headline DiLoCo run only in "
         f"how they split ddp's global batch of {w.global_batch} sequences over workers "

@@ -16,7 +16,6 @@ batch takes it where DiLoCo keeps its gain.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 from adloco.config import RunSettings
 from adloco.records import is_number
 from adloco.report.figures import WIDTH_IN, plain_numbers, pyplot, to_png
-from adloco.report.gain import climb, median_final
+from adloco.report.gain import gain_shares, median_final
 from adloco.report.inputs import RunSeed
 
 # Settings a map run may change against the headline DiLoCo run: the split, its name, seeds.
@@ -83,6 +82,17 @@ def _same_but_split(a: RunSettings, b: RunSettings) -> bool:
     return dataclasses.replace(a, **blank) == dataclasses.replace(b, **blank)
 
 
+def _on_the_map(runs: list[RunSeed], head: RunSeed, global_batch: int):
+    """(name, workers, local batch, seeds) of each DiLoCo run that splits ``global_batch``."""
+    for name in dict.fromkeys(r.run for r in runs):
+        first = _first(runs, name)
+        split = _split(first)
+        if first.method != "diloco" or split is None or split[2] != global_batch:
+            continue
+        if _same_but_split(first.settings, head.settings):
+            yield name, split[0], split[1], sum(1 for r in runs if r.run == name)
+
+
 def workers_map(
     runs: list[RunSeed],
     diloco: str | None,
@@ -92,38 +102,17 @@ def workers_map(
     b_simple: float | None,
 ) -> WorkersMap:
     """The map's points (see the module docstring); a note says why there are none."""
-    if diloco is None or ddp is None:
-        return WorkersMap(note="needs a DiLoCo run and a ddp run")
-    anchor = _first(runs, ddp)
-    head = _first(runs, diloco)
+    anchor = _first(runs, ddp) if ddp else None
+    head = _first(runs, diloco) if diloco else None
     if anchor is None or head is None or _split(anchor) is None:
         return WorkersMap(note="needs a DiLoCo run and a ddp run")
     global_batch = _split(anchor)[2]
-    ddp_final = median_final(runs, ddp)
-    full = (
-        math.log(base_perplexity / ddp_final)
-        if base_perplexity and ddp_final and ddp_final < base_perplexity
-        else None
-    )
-
-    def share(final: float | None) -> float | None:
-        return None if full is None or final is None else math.log(base_perplexity / final) / full
-
-    points = []
-    for name in dict.fromkeys(r.run for r in runs):
-        first = _first(runs, name)
-        split = _split(first)
-        if first.method != "diloco" or split is None or split[2] != global_batch:
-            continue
-        if not _same_but_split(first.settings, head.settings):
-            continue
-        final = median_final(runs, name)
-        mine = [r for r in runs if r.run == name]
-        climbs = [c for c in (climb(r, base_perplexity) for r in mine) if c is not None]
-        points.append(
-            MapPoint(name, split[0], split[1], final, share(final), len(mine),
-                     median(climbs) if climbs else None)
-        )  # fmt: skip
+    gains = gain_shares(runs, ddp, base_perplexity)
+    points = [
+        MapPoint(name, workers, local, median_final(runs, name), gains.shares.get(name), seeds,
+                 gains.climbs.get(name))
+        for name, workers, local, seeds in _on_the_map(runs, head, global_batch)
+    ]  # fmt: skip
     points.sort(key=lambda p: p.workers)
     if len(points) < 2:
         return WorkersMap(
@@ -133,18 +122,19 @@ def workers_map(
             note=f"fewer than two DiLoCo runs that split ddp's global batch of {global_batch} "
             "differently (train.nodes_per_device with initial_batch)",
         )
-    batches: list[float] = []
-    final_a = None
-    if adloco is not None:
-        batches = [
-            float(r["local_batch"])
-            for x in runs
-            if x.run == adloco
-            for r in x.rows
-            if is_number(r.get("local_batch"))
-        ]
-        final_a = median_final(runs, adloco)
-    return WorkersMap(global_batch, points, b_simple, adloco, batches, final_a, share(final_a))
+    if adloco is None:
+        return WorkersMap(global_batch, points, b_simple)
+    batches = [
+        float(r["local_batch"])
+        for x in runs
+        if x.run == adloco
+        for r in x.rows
+        if is_number(r.get("local_batch"))
+    ]
+    final = median_final(runs, adloco)
+    return WorkersMap(
+        global_batch, points, b_simple, adloco, batches, final, gains.shares.get(adloco)
+    )
 
 
 def workers_map_figure(found: WorkersMap) -> bytes | None:
