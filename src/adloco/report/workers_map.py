@@ -153,7 +153,7 @@ def workers_map_figure(found: WorkersMap) -> bytes | None:
         if p.share is not None:
             words += f"\n{p.share:.0%} of ddp's gain"
         ax.annotate(words, (p.local_batch, p.final), textcoords="offset points",
-                    xytext=(0, 8), ha="center", fontsize=8)  # fmt: skip
+                    xytext=(8, -20), ha="left", fontsize=8)  # fmt: skip
     if found.b_simple:
         ax.axvline(found.b_simple, color="0.4", linestyle="--", linewidth=1)
         ax.annotate(f"base B_simple {found.b_simple:.0f}", (found.b_simple, 0.02),
