@@ -9,6 +9,7 @@ import pytest
 
 from adloco.config import load_config
 from adloco.report import build_report
+from adloco.report.gain import gain_shares
 from adloco.report.inputs import load_runs
 from adloco.report.settings import assign_roles
 from adloco.report.workers_map import workers_map, workers_map_figure
@@ -48,7 +49,7 @@ def test_the_map_has_every_split_of_ddps_batch_and_nothing_else(workspace):
     runs(workspace)
     config = load_config(workspace.write([60]))
     loaded = load_runs(workspace.runs_dir, config)
-    found = workers_map(loaded, "diloco", "ddp", "adloco", BASE, 51.4)
+    found = workers_map(loaded, "diloco", "ddp", "adloco", gain_shares(loaded, "ddp", BASE), 51.4)
     assert found.global_batch == 16 and found.note == ""
     assert [(p.run, p.workers, p.local_batch, p.final, p.seeds) for p in found.points] == [
         ("diloco-w1", 1, 16, 60.0, 3),
@@ -80,13 +81,13 @@ def test_without_two_splits_or_an_anchor_there_is_no_map(workspace):
     config = load_config(workspace.write([60]))
     loaded = [r for r in load_runs(workspace.runs_dir, config) if r.run not in
               ("diloco-w1", "diloco-w16")]  # fmt: skip
-    found = workers_map(loaded, "diloco", "ddp", "adloco", BASE, None)
+    found = workers_map(loaded, "diloco", "ddp", "adloco", gain_shares(loaded, "ddp", BASE), None)
     assert [p.run for p in found.points] == ["diloco"]
     assert found.note.startswith("fewer than two DiLoCo runs that split ddp's global batch of 16")
     assert workers_map_figure(found) is None
-    assert workers_map(loaded, "diloco", None, None, BASE, None).note == (
-        "needs a DiLoCo run and a ddp run"
-    )
+    assert workers_map(
+        loaded, "diloco", None, None, gain_shares(loaded, None, BASE), None
+    ).note == ("needs a DiLoCo run and a ddp run")
 
 
 def test_the_report_shows_the_map_on_the_first_screen_and_in_claims_json(workspace, tmp_path):

@@ -52,7 +52,7 @@ from adloco.report.figures_runs import (
     merges_figure,
     trainers_figure,
 )
-from adloco.report.gain import gain_shares
+from adloco.report.gain import GainShares, gain_shares
 from adloco.report.headline import Headline, headline_table
 from adloco.report.html import PER_RUN, Page, regime_summary, render_page
 from adloco.report.inputs import (
@@ -193,6 +193,7 @@ class Findings:
     adloco_runs: list[str]  # the runs of method adloco
     noise: list[dict]
     levels: dict[str, float]  # reference perplexities and the base model's
+    gains: GainShares  # each run's share of ddp's gain and its climb
     workers: WorkersMap  # DiLoCo's splits of ddp's global batch
 
 
@@ -243,6 +244,7 @@ def compute_findings(
     names = list(dict.fromkeys(r.run for r in runs))
     adloco_runs = [n for n in names if any(r.run == n and r.method == "adloco" for r in runs)]
     base = inputs.base
+    gains = gain_shares(runs, roles.ddp, base.val_perplexity if base else None)
     return Findings(
         roles=roles,
         ladder=ladder,
@@ -261,12 +263,13 @@ def compute_findings(
             **inputs.references.levels,
             **({"base model": base.val_perplexity} if base else {}),
         },
+        gains=gains,
         workers=workers_map(
             runs,
             roles.diloco,
             roles.ddp,
             roles.adloco,
-            base.val_perplexity if base else None,
+            gains,
             finite_or_none(inputs.variance.summary.get("b_simple")),
         ),
     )
@@ -349,9 +352,7 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
         tuning=tuning_table(inputs.tuning, configured) if inputs.tuning else None,
         tuning_path=settings.tuning,
         tuning_main=inputs.tuning.get("main_target") if inputs.tuning else None,
-        gains=gain_shares(
-            runs, found.roles.ddp, inputs.base.val_perplexity if inputs.base else None
-        ),
+        gains=found.gains,
         workers=found.workers,
     )
 

@@ -23,7 +23,7 @@ from typing import Any
 from adloco.config import RunSettings
 from adloco.records import is_number
 from adloco.report.figures import WIDTH_IN, plain_numbers, pyplot, to_png
-from adloco.report.gain import gain_shares, median_final
+from adloco.report.gain import GainShares, median_final
 from adloco.report.inputs import RunSeed
 
 # Settings a map run may change against the headline DiLoCo run: the split, its name, seeds.
@@ -98,16 +98,18 @@ def workers_map(
     diloco: str | None,
     ddp: str | None,
     adloco: str | None,
-    base_perplexity: float | None,
+    gains: GainShares,
     b_simple: float | None,
 ) -> WorkersMap:
-    """The map's points (see the module docstring); a note says why there are none."""
+    """The map's points (see the module docstring); a note says why there are none.
+
+    ``gains``: every run's share of ddp's gain and climb (:func:`adloco.report.gain.gain_shares`).
+    """
     anchor = _first(runs, ddp) if ddp else None
     head = _first(runs, diloco) if diloco else None
     if anchor is None or head is None or _split(anchor) is None:
         return WorkersMap(note="needs a DiLoCo run and a ddp run")
     global_batch = _split(anchor)[2]
-    gains = gain_shares(runs, ddp, base_perplexity)
     points = [
         MapPoint(name, workers, local, median_final(runs, name), gains.shares.get(name), seeds,
                  gains.climbs.get(name))
