@@ -203,6 +203,9 @@ def test_the_quick_form_runs_every_step_and_each_passes(tmp_path):
             str(tmp_path / "none"),
             "--threads",
             "1",
+            # The budget's cut is tested above; here a slow or busy CI machine must not cut a step.
+            "--budget-s",
+            "1800",
         ],
         capture_output=True,
         text=True,
