@@ -1,11 +1,13 @@
 """Damaged or edited tokenized data: refused before any stage uses it, naming file or key.
 
 Each case changes one thing in a copy of the tiny tokenized folder (a shard,
-a tokenizer file, a field of ``manifest.json``) and opens it as training and
-the variance stage do (:meth:`TokenData.open`), and, for the manifest and
-tokenizer, as calibration does (:func:`read_checked_manifest`). An edited
-``vocab_size`` would otherwise give a traceback in training and a model of
-the wrong size in calibration; an edited ``eos_token_id`` would go unnoticed.
+a tokenizer file, a field of ``manifest.json``, one split's shard copied over
+another's) and opens it as training, pretraining and the variance stage do
+(:meth:`TokenData.open`), and runs ``adloco calibrate`` on it, which opens it
+the same way. An edited ``vocab_size`` would otherwise give a traceback in
+training and a model of the wrong size in calibration; an edited
+``eos_token_id`` would go unnoticed; a validation shard copied over the
+training one, its sha256 rewritten, would train on the validation sequences.
 """
 
 from __future__ import annotations
@@ -17,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from adloco.data.reader import CorruptDataError, TokenData, read_checked_manifest
+from adloco import cli
+from adloco.data.reader import CorruptDataError, TokenData
+from adloco.io import sha256_file
+
+TEST_CONFIG = Path(__file__).parents[2] / "config" / "test.yaml"
 
 
 @pytest.fixture
@@ -65,6 +71,36 @@ def first_shard(manifest: dict) -> dict:
     return manifest["splits"]["train"]["shards"][0]
 
 
+def copy_split(into: str, source: str, *, counts: tuple[str, ...]) -> Callable[[Path], str]:
+    """Split ``source``'s first shard copied over ``into``'s, its sha256 and ``counts`` rewritten.
+
+    ``counts``: the fields of ``into``'s entry set to ``source``'s (its shard's
+    ``sequences`` always, so that the file's size fits the manifest).
+    """
+
+    def swap(folder: Path) -> str:
+        path = folder / "manifest.json"
+        manifest = json.loads(path.read_text())
+        target, origin = manifest["splits"][into], manifest["splits"][source]
+        shard = target["shards"][0]
+        shutil.copyfile(folder / origin["shards"][0]["file"], folder / shard["file"])
+        shard.update(sha256=sha256_file(folder / shard["file"]))
+        shard.update(sequences=origin["shards"][0]["sequences"])
+        target.update({key: origin[key] for key in counts})
+        path.write_text(json.dumps(manifest))
+        return str(path)
+
+    return swap
+
+
+def swap_entries(first: str, second: str) -> Callable[[dict], None]:
+    def swap(manifest: dict) -> None:
+        splits = manifest["splits"]
+        splits[first], splits[second] = splits[second], splits[first]
+
+    return swap
+
+
 def _set(**fields):
     return lambda m: m.update(fields)
 
@@ -106,6 +142,21 @@ CASES = [
         edit_manifest(lambda m: first_shard(m).update(sequences=first_shard(m)["sequences"] + 1)),
         "add up",
     ),
+    (
+        "validation shard over train, sha256 and sequences rewritten",
+        copy_split("train", "validation", counts=("sequences",)),
+        "split train has",
+    ),
+    (
+        "validation shard over train, its whole entry rewritten",
+        copy_split("train", "validation", counts=("sequences", "tokens", "documents")),
+        "the same sha256 as",
+    ),
+    (
+        "train and validation split entries swapped",
+        edit_manifest(swap_entries("train", "validation")),
+        "tokenize names it 'train-00000.bin'",
+    ),
     ("seq_len_tokens edited", edit_manifest(_set(seq_len_tokens=32)), "bytes"),
     ("dtype edited", edit_manifest(_set(dtype="int8")), "dtype"),
     ("format_version edited", edit_manifest(_set(format_version=2)), "format_version"),
@@ -140,21 +191,22 @@ def test_damaged_tokenized_data_is_refused_naming_file_and_key(copy_of, case, ch
     assert named in message and "\n" not in message, message
 
 
-MANIFEST_CASES = [c for c in CASES if "shard" not in c[0] and "seq_len" not in c[0]]
-
-
 @pytest.mark.reliability("tokenized files")
-@pytest.mark.parametrize(
-    ("case", "change", "named"), MANIFEST_CASES, ids=[c[0] for c in MANIFEST_CASES]
-)
-def test_calibration_refuses_the_same_manifest(copy_of, case, change, named):
-    # Calibration reads no shard, only the manifest and the tokenizer it names.
+@pytest.mark.parametrize(("case", "change", "named"), CASES, ids=[c[0] for c in CASES])
+def test_calibration_refuses_the_same_data_in_one_line(
+    copy_of, tmp_path, capsys, case, change, named
+):
+    # adloco calibrate opens the data as training does, before any measurement.
     change(copy_of)
-    with pytest.raises((CorruptDataError, FileNotFoundError), match=named):
-        read_checked_manifest(copy_of)
+    out = tmp_path / "cpu-tiny.json"
+    argv = ["calibrate", "--config", str(TEST_CONFIG), "--data", str(copy_of)]
+    assert cli.main([*argv, "--device", "cpu-tiny", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("adloco calibrate: error: ") and err.count("\n") == 1, err
+    assert f"{copy_of}/" in err and named in err, err
+    assert not out.exists()
 
 
 def test_the_intact_folder_opens(copy_of):
     data = TokenData.open(copy_of)
-    assert read_checked_manifest(copy_of) == data.manifest
     assert data.eos_token_id == 0 and data.bos_token_id is None

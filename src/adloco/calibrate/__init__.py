@@ -39,7 +39,7 @@ from adloco import paths
 from adloco.calibrate.record import calibrate_device
 from adloco.calibration_record import CalibrationRecord
 from adloco.config import Config, ConfigError, DeviceConfig, load_config
-from adloco.data.reader import read_checked_manifest
+from adloco.data.reader import TokenData
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,8 @@ def check_seq_len(config: Config, data: str | Path, manifest: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     device = find_device(config, args.device)
-    manifest = read_checked_manifest(args.data)
+    # Opened as training opens it: a damaged or edited folder is refused the same way.
+    manifest = TokenData.open(args.data).manifest
     check_seq_len(config, args.data, manifest)
     record = calibrate_device(config, device, manifest["vocab_size"], manifest["seq_len_tokens"])
     CalibrationRecord.write(args.out, record)

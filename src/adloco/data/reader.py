@@ -1,12 +1,15 @@
 """Reader of the tokenized data: memory-mapped shards, verified, batches by index.
 
-Training, calibration and the variance stage read ``data/tokenized/<dataset>/``
-(written by :mod:`adloco.data.tokenize`) through :class:`TokenData`. Opening
-checks every shard and every file of the tokenizer folder against
-``manifest.json``: its size always, its sha256 when ``verify`` is true (the
-default), so a truncated or corrupted shard or ``tokenizer.json`` fails at once
-with :class:`CorruptDataError` naming the file instead of training on garbage
-(or failing only when the final model is saved with its tokenizer). The
+Training, pretraining, calibration and the variance stage read
+``data/tokenized/<dataset>/`` (written by :mod:`adloco.data.tokenize`) through
+:class:`TokenData`. Opening checks every shard and every file of the tokenizer
+folder against ``manifest.json``: its size always, its sha256 when ``verify`` is
+true (the default), so a truncated or corrupted shard or ``tokenizer.json``
+fails at once with :class:`CorruptDataError` naming the file instead of
+training on garbage (or failing only when the final model is saved with its
+tokenizer). Each split's entry must be its own (:func:`check_split_facts`:
+shard names, sequence count, no shard copied over another), so a validation
+shard copied over a training one is refused even with its sha256 rewritten. The
 manifest's vocabulary size and special ids are then checked against the
 tokenizer itself (:func:`check_tokenizer_ids`): an edited ``vocab_size``
 would build a model of the wrong size, an edited ``eos_token_id`` would go
@@ -191,20 +194,8 @@ def read_manifest(folder: str | Path) -> dict:
     return manifest
 
 
-def read_checked_manifest(folder: str | Path, verify: bool = True) -> dict:
-    """The manifest, checked against the tokenizer it names; for a stage that needs no shard.
-
-    Calibration builds its model from the manifest's vocabulary: that must be
-    the tokenizer's, as for :meth:`TokenData.open`.
-    """
-    manifest = read_manifest(folder)
-    check_tokenizer(folder, manifest, verify=verify)
-    check_tokenizer_ids(folder, manifest)
-    return manifest
-
-
 def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> None:
-    """Size (and with ``verify``, sha256) of every shard against the manifest."""
+    """Size of every shard, each split's own facts, and with ``verify`` each sha256."""
     folder = Path(folder)
     itemsize = DTYPES[manifest["dtype"]].itemsize
     seq_len = int(manifest["seq_len_tokens"])
@@ -220,9 +211,48 @@ def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> Non
                 f"{path}: {actual_bytes} bytes, the manifest says {expected_bytes} "
                 f"({shard['sequences']} sequences of {seq_len} tokens): truncated or overwritten"
             )
+    check_split_facts(folder, manifest)
     if verify:
         for shard in shards:
             _check_sha256(folder / shard["file"], shard["sha256"], "shard")
+
+
+def check_split_facts(folder: str | Path, manifest: dict) -> None:
+    """Each split's entry is its own: shard names, sequence count and contents bind it.
+
+    ``adloco tokenize`` names a split's shards ``<split>-00000.bin``, ... in
+    order, and writes ``sequences = tokens // seq_len_tokens``; no two of its
+    shards hold the same bytes. A shard of one split copied over another's,
+    or two splits' entries swapped, breaks one of these even when the copied
+    shard's sha256 and sequence count were rewritten to match it.
+    """
+    folder = Path(folder)
+    path = paths.manifest_file(folder)
+    seq_len = int(manifest["seq_len_tokens"])
+    seen: dict[str, str] = {}
+    for name, entry in manifest["splits"].items():
+        if int(entry["sequences"]) != int(entry["tokens"]) // seq_len:
+            raise CorruptDataError(
+                f"{path}: split {name} has {entry['sequences']} sequences, but its "
+                f"{entry['tokens']} tokens make {int(entry['tokens']) // seq_len} of "
+                f"{seq_len}: its shards or counts belong to another split or were edited; "
+                "re-run adloco tokenize"
+            )
+        for index, shard in enumerate(entry["shards"]):
+            expected = f"{name}-{index:05d}.bin"
+            if shard["file"] != expected:
+                raise CorruptDataError(
+                    f"{path}: shard {index} of split {name} is {shard['file']!r}, adloco "
+                    f"tokenize names it {expected!r}: the splits were edited or swapped; "
+                    "re-run adloco tokenize"
+                )
+            other = seen.setdefault(str(shard["sha256"]), shard["file"])
+            if other != shard["file"]:
+                raise CorruptDataError(
+                    f"{folder / shard['file']}: the same sha256 as {folder / other} in "
+                    f"{path}: a shard copied over another (split {name} would train or "
+                    "evaluate on another split's sequences); re-run adloco tokenize"
+                )
 
 
 def check_token_ids(folder: str | Path, manifest: dict) -> None:
