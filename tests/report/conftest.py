@@ -291,7 +291,7 @@ def drawn(monkeypatch):
     """
     import matplotlib.pyplot as plt
 
-    from adloco.report import figures_noise, figures_regimes, figures_runs
+    from adloco.report import figures_headline, figures_noise, figures_regimes, figures_runs
 
     kept = []
 
@@ -299,7 +299,7 @@ def drawn(monkeypatch):
         kept.append(fig)
         return b"drawn"
 
-    for module in (figures_runs, figures_regimes, figures_noise):
+    for module in (figures_runs, figures_regimes, figures_noise, figures_headline):
         monkeypatch.setattr(module, "to_png", keep)
     yield kept
     for fig in kept:

@@ -6,6 +6,7 @@ from types import SimpleNamespace as NS
 
 from adloco.report.claims import fmt_ratio
 from adloco.report.html_verdicts import answer_section, claims_section, seed_counts
+from adloco.report.page import esc
 
 
 def test_seed_counts_group_runs_by_their_number_of_seeds():
@@ -16,11 +17,14 @@ def test_seed_counts_group_runs_by_their_number_of_seeds():
 def test_the_answer_states_each_claim_once_with_its_verdict(engine_report):
     _, found, page = engine_report
     html = answer_section(page)
-    assert html.count("<li>") == len(found.claims) == 3
+    # Each claim twice: its verdict in a sentence, then its full reason folded in details.
+    assert html.count("<li>") == 2 * len(found.claims) == 6
+    first, folded = html.split("<details>")
     for claim in found.claims:
-        assert f"{claim.verdict}</span>" in html
+        assert first.count(f"{claim.verdict}</span>") >= 1
+        assert esc(claim.reason) in folded
     # Targets derived from the runs: said first, as a warning.
-    assert html.index("class='warning'") < html.index("<ol>")
+    assert html.index("class='warning'") < html.index("<ol class='verdicts'>")
     assert "derived from the runs after the fact" in html
     assert "Main target: perplexity 47.2" in html and "3 seeds:" in html
 

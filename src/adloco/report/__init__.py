@@ -41,8 +41,10 @@ from adloco import __version__
 from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.records import finite_or_none
+from adloco.report.about import about_rows
 from adloco.report.claims import Claim, Context, evaluate_claims
 from adloco.report.figures import write_figures
+from adloco.report.figures_headline import headline_figure
 from adloco.report.figures_noise import noise_figure, variance_figure
 from adloco.report.figures_runs import (
     ablations_figure,
@@ -87,6 +89,7 @@ from adloco.report.workers_map import WorkersMap, workers_map, workers_map_figur
 log = logging.getLogger(__name__)
 
 FIGURE_NAMES = (
+    "headline_curves",
     "curves",
     "noise_scale",
     "ladder",
@@ -299,7 +302,11 @@ LADDER_QUANTITY_LABELS = {
 def draw_figures(inputs: Inputs, found: Findings) -> dict[str, bytes | None]:
     """Every figure as PNG bytes (None: no data for it), in the order they are drawn."""
     runs, roles, main = inputs.runs, found.roles, found.ladder.main
+    headline = found.headline.runs if found.headline else [*roles.compared()[:2], roles.ddp]
     return {
+        "headline_curves": headline_figure(
+            runs, [n for n in headline if n], roles.ddp, main, found.levels
+        ),
         "curves": curves_figure(runs, main, found.levels),
         "noise_scale": noise_figure(found.noise, roles.adloco),
         "ladder": ladder_figure(
@@ -354,6 +361,14 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
         tuning_main=inputs.tuning.get("main_target") if inputs.tuning else None,
         gains=found.gains,
         workers=found.workers,
+        about=about_rows(
+            inputs.config,
+            inputs.config_path,
+            runs,
+            inputs.references,
+            inputs.base,
+            {n: sorted(r.seed for r in runs if r.run == n) for n in names},
+        ),
     )
 
 

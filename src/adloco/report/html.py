@@ -19,6 +19,7 @@ from adloco.report.html_evidence import (
     targets_section,
     tuning_section,
 )
+from adloco.report.html_first import about_block
 from adloco.report.html_inputs import calibration_section, variance_section
 from adloco.report.html_regimes import regime_summary, regimes_section
 from adloco.report.html_runs import (
@@ -27,7 +28,7 @@ from adloco.report.html_runs import (
     mechanisms_section,
     per_run_section,
 )
-from adloco.report.html_verdicts import answer_section, claims_section, seed_counts
+from adloco.report.html_verdicts import answer_section, claims_section
 from adloco.report.html_workers import workers_section
 from adloco.report.page import CSS, PAGE_WIDTH_PX, Page, esc
 
@@ -85,8 +86,8 @@ def render_page(p: Page) -> str:
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>AdLoCo report</title><style>{CSS}</style></head><body>"
         "<h1>AdLoCo against DiLoCo: report</h1>"
-        f"<p class='note'>Runs {esc(', '.join(p.run_names))}; {esc(seed_counts(p))}; "
-        f"configuration {esc(p.config_path)}.</p>"
+        + about_block(p)
+        + f"<p class='note'>Runs: {esc(', '.join(p.run_names))}.</p>"
         f"<nav>{nav}</nav>"
         + answer_section(p)
         + claims_section(p)

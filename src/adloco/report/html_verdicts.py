@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from adloco.report.about import seed_words
 from adloco.report.claims import (
     QUANTITY_WORDS,
     Comparison,
@@ -17,6 +18,7 @@ from adloco.report.claims import (
     fmt_p,
     fmt_ratio,
 )
+from adloco.report.html_first import headline_curves, verdict_items
 from adloco.report.html_regimes import regime_summary
 from adloco.report.html_workers import workers_line
 from adloco.report.page import (
@@ -79,7 +81,7 @@ def comparison_rows(comparisons: list[Comparison]) -> list[list[str]]:
         p = fmt_p(c.effect.test.p_less) if c.effect else "–"
         rows.append(
             [f"{c.claim}", _against(c), esc(_what(c)), est, interval, p, _seeds(c),
-             verdict(c.verdict), esc(c.reason)]
+             verdict(c.verdict), f"<details><summary>why</summary>{esc(c.reason)}</details>"]
         )  # fmt: skip
     return rows
 
@@ -108,16 +110,12 @@ def _per_seed_text(c: Comparison) -> str:
 
 
 def seed_counts(p: Page) -> str:
-    counts = {}
-    for name, seeds in p.seeds.items():
-        counts.setdefault(len(seeds), []).append(name)
-    return "; ".join(f"{n} seed{'s' * (n != 1)}: {', '.join(names)}" for n, names in counts.items())
+    return seed_words(p.seeds)
 
 
 def answer_section(p: Page) -> str:
-    items = []
-    for c in p.claims:
-        items.append(f"<li>{esc(c.statement)} {verdict(c.verdict)}<br>{esc(c.reason)}</li>")
+    """The verdicts in a sentence each, the headline figure, the regime; the reasons folded."""
+    reasons = "".join(f"<li>{esc(c.statement)}<br>{esc(c.reason)}</li>" for c in p.claims)
     s = p.settings
     warnings = []
     if p.ladder.source == "derived":
@@ -142,12 +140,15 @@ def answer_section(p: Page) -> str:
     return (
         "<h2 id='answer'>The answer</h2>"
         + "".join(f"<p class='warning'>{esc(w)}</p>" for w in warnings)
-        + f"<ol>{''.join(items)}</ol>"
-        f"<p>{esc(regime_summary(p))}</p>"
+        + verdict_items(p)
+        + headline_curves(p)
         + gain_paragraph(p)
         + workers_line(p)
-        + f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "
+        + "<details><summary>Why each verdict, where AdLoCo is faster, and the rules</summary>"
+        f"<ol>{reasons}</ol><p>{esc(regime_summary(p))}</p>"
+        f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "
         f"({esc(p.ladder.note)}). Clock of the runs: {esc(p.own_clock.get('text', ''))}.</p>"
+        "</details>"
     )
 
 

@@ -15,7 +15,7 @@ import base64
 import html
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from adloco.report.claims import (
@@ -62,6 +62,8 @@ figcaption {{ color: #444; font-size: 13px; }}
 .warning {{ background: #fff3c4; padding: 4px 8px; border-left: 4px solid #c90; }}
 details > summary {{ cursor: pointer; color: #235; }}
 nav a {{ margin-right: 0.8em; }}
+table.about {{ font-size: 13px; }} table.about th {{ white-space: nowrap; width: 9em; }}
+ol.verdicts li {{ margin-bottom: 0.3em; }}
 """
 
 VERDICT_CSS = {
@@ -182,6 +184,7 @@ class Page:
     tuning_main: dict[str, Any] | None  # the record's suggested main target
     gains: GainShares  # adloco.report.gain.gain_shares
     workers: WorkersMap  # adloco.report.workers_map.workers_map
+    about: list[tuple[str, str]] = field(default_factory=list)  # adloco.report.about.about_rows
 
     def levels(self) -> dict[str, float]:
         """Reference perplexities and the base model's, highest first."""

@@ -37,6 +37,7 @@ class References:
     levels: dict[str, float]  # uniform, unigram, bigram: those the manifest gives
     details: dict[str, Any]  # split, counts_from, predicted_tokens, smoothing
     note: str  # why there are none (empty when there are)
+    corpus: dict[str, Any] = field(default_factory=dict)  # dataset, vocab_size, train_tokens, ...
 
     @property
     def unigram(self) -> float | None:
@@ -53,11 +54,15 @@ def load_references(data_dir: Path | None) -> References:
         return References.unavailable("no tokenized data folder given (adloco report --data)")
     path = manifest_file(data_dir)
     manifest = read_json_object(path, f"{path}: manifest not found (tokenize the data first)")
+    corpus = corpus_facts(manifest)
     section = manifest.get("reference_perplexity")
     if section is None:
-        return References.unavailable(
+        return References(
+            {},
+            {},
             f"{path} has no reference_perplexity (data tokenized before the references were "
-            "computed; tokenize again)"
+            "computed; tokenize again)",
+            corpus,
         )
     if not isinstance(section, dict):
         raise ValueError(f"{path}: reference_perplexity must be an object")
@@ -71,8 +76,22 @@ def load_references(data_dir: Path | None) -> References:
         levels[name] = float(value)
     details = {k: v for k, v in section.items() if k not in REFERENCE_LEVELS}
     if "unigram" not in levels:
-        return References(levels, details, f"{path}: reference_perplexity has no unigram level")
-    return References(levels, details, "")
+        note = f"{path}: reference_perplexity has no unigram level"
+        return References(levels, details, note, corpus)
+    return References(levels, details, "", corpus)
+
+
+def corpus_facts(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the report's first screen says of the data: name, sequence, vocabulary, train tokens."""
+    splits = manifest.get("splits")
+    train_split = splits.get("train") if isinstance(splits, dict) else None
+    facts = {
+        "dataset": manifest.get("dataset"),
+        "seq_len_tokens": manifest.get("seq_len_tokens"),
+        "vocab_size": manifest.get("vocab_size"),
+        "train_tokens": train_split.get("tokens") if isinstance(train_split, dict) else None,
+    }
+    return {k: v for k, v in facts.items() if v is not None}
 
 
 def untestable_reason(target: float, references: References) -> str:
