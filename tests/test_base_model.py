@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from adloco import base_model, paths
+from adloco import base_model, cli, paths
 from adloco.base_model import StartModel, model_digests, start_model
 from adloco.clock import StepTimeCurve
 from adloco.config import ConfigError, config_from_dict, validate
@@ -150,3 +150,109 @@ def test_the_fingerprint_holds_the_resolved_model_and_its_checksums(base, tmp_pa
 
 def dump(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+# ------------------------------------------------------- a base made for another configuration
+def preset_base(folder: Path, raw: dict) -> None:
+    """A base as ``adloco pretrain`` of the preset ``raw`` writes it: shape, seed, settings."""
+    config = config_from_dict(copy.deepcopy(raw))
+    seq_len = config.data.seq_len_tokens
+    model = build_model(dataclasses.replace(config.model, source="config"), VOCAB, seq_len, 5)
+    model.save_pretrained(folder / base_model.MODEL_DIR, safe_serialization=True)
+    settings = {**dataclasses.asdict(config.pretrain), "betas": list(config.pretrain.betas)}
+    summary = {
+        "model_dir": base_model.MODEL_DIR,
+        "model_sha256": model_digests(folder / base_model.MODEL_DIR),
+        "seed": config.seed,
+        "settings": settings,
+    }
+    paths.base_summary_file(folder).write_text(json.dumps(summary))
+
+
+def _recorded(key: str, value):
+    """base.json records ``value`` under ``key`` of its settings (not checksummed)."""
+
+    def edit(summary: dict) -> None:
+        summary["settings"][key] = value
+
+    return edit
+
+
+def _config(section: str, key: str, value):
+    def edit(raw: dict) -> None:
+        raw[section][key] = value
+
+    return edit
+
+
+# (case, change to base.json, change to the config, key, recorded, the config's)
+MISMATCHED_BASES = [
+    ("max_tokens", _recorded("max_tokens", 80000), None, "pretrain.max_tokens", 80000, 20000),
+    ("lr", _recorded("lr", 0.01), None, "pretrain.lr", 0.01, 0.003),
+    ("betas", _recorded("betas", [0.9, 0.99]), None, "pretrain.betas", [0.9, 0.99], [0.9, 0.95]),
+    ("seed", lambda s: s.update(seed=7), None, "seed", 7, 0),
+    ("hidden_size", None, _config("model", "hidden_size", 64), "model.hidden_size", 32, 64),
+    ("layers", None, _config("model", "num_hidden_layers", 2), "model.num_hidden_layers", 1, 2),
+    ("dtype", None, _config("model", "dtype", "bfloat16"), "model.dtype", "float32", "bfloat16"),
+    ("seq_len", None, _config("data", "seq_len_tokens", 64), "data.seq_len_tokens", 32, 64),
+]
+
+
+@pytest.fixture
+def preset(tmp_path):
+    """The test preset (``model.source: base``) and a base made for it."""
+    raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    preset_base(tmp_path / "base", raw)
+    return raw, tmp_path / "base"
+
+
+def test_a_base_made_for_the_config_is_accepted(preset):
+    raw, folder = preset
+    config = config_from_dict(raw)
+    start = start_model(config.model, folder, config)
+    assert start.model.name == str(folder / "model") and start.base_sha256
+
+
+@pytest.mark.reliability("inputs")
+@pytest.mark.parametrize(
+    ("case", "summary_edit", "config_edit", "key", "recorded", "wanted"),
+    MISMATCHED_BASES,
+    ids=[c[0] for c in MISMATCHED_BASES],
+)
+def test_train_refuses_a_base_made_for_another_config_in_one_line(
+    preset, tmp_path, capsys, case, summary_edit, config_edit, key, recorded, wanted
+):
+    raw, folder = preset
+    summary_path = paths.base_summary_file(folder)
+    if summary_edit:
+        summary = json.loads(summary_path.read_text())
+        summary_edit(summary)
+        summary_path.write_text(json.dumps(summary))
+    if config_edit:
+        config_edit(raw)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    args = ["train", "--config", str(config), "--run", "diloco", "--seed", "0"]
+    args += ["--data", str(tmp_path / "no-data"), "--calibration", str(tmp_path / "no-cal")]
+    args += ["--base", str(folder), "--out", str(tmp_path / "out")]
+    args += ["--checkpoints", str(tmp_path / "ckpt")]
+    assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"adloco train: error: {summary_path} ("), err
+    assert f"pretrained with {key} {recorded!r}, the config says {wanted!r}" in err, err
+    assert "run adloco pretrain with this config, or point --base" in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.reliability("inputs")
+def test_variance_refuses_a_base_made_for_another_config(preset, tiny_tokenized, tmp_path, capsys):
+    raw, folder = preset
+    raw["pretrain"]["max_tokens"] = 40000
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    args = ["variance", "--config", str(config), "--data", str(tiny_tokenized)]
+    assert cli.main([*args, "--base", str(folder), "--out", str(tmp_path / "variance")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"adloco variance: error: {paths.base_summary_file(folder)} ("), err
+    assert "pretrain.max_tokens 20000, the config says 40000" in err and err.count("\n") == 1
+    assert not (tmp_path / "variance").exists()

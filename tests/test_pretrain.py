@@ -123,6 +123,8 @@ def test_outputs_are_checksummed_and_a_run_starts_from_exactly_the_base(
     )
     assert summary["val_perplexity"] == training.history[-1]["val_perplexity"]
     assert summary["tokens"] == SETTINGS["max_tokens"] and summary["split"] == "base"
+    # What made it, which the stages that start from it check (adloco.base_model.check_made_for).
+    assert summary["seed"] == 3 and summary["settings"]["max_tokens"] == SETTINGS["max_tokens"]
     rows = [json.loads(x) for x in (tmp_path / "base" / "metrics.jsonl").read_text().splitlines()]
     assert rows == training.history
     start = start_model(cfg, tmp_path / "base")
