@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,9 @@ def two_passes(workspace):
     return ws
 
 
+RUNS_MODEL = {"model_parameters": 1000, "seq_len_tokens": 64}
+
+
 def device_file(ws, name="gpu.json", **fields) -> str:
     record = {"device": "cpu-t", "gpu_name": "NVIDIA H100", "model_parameters": 1000,
               "seq_len_tokens": 64, "step_time_measured": CURVE, **fields}  # fmt: skip
@@ -48,7 +52,7 @@ def test_a_two_pass_example_recomputed_by_hand(two_passes):
     ws = two_passes
     runs, roles, ladder, settings = ws.load([60])
     config = load_config(ws.root / "config.yaml")
-    device = load_device_file(ws.root / device_file(ws), None)
+    device = load_device_file(ws.root / device_file(ws), RUNS_MODEL)
     assert device.name == "NVIDIA H100" and device.curve == StepTimeCurve.from_dict(CURVE)
     # By hand: pass(3) = 0.1 + (0.2 - 0.1)(3 - 1)/(4 - 1) = 0.16667 s; pass(5) = 0.2 +
     # (0.4 - 0.2)(5 - 4)/(8 - 4) = 0.25 s; two updates of 0.05 s: 0.51667 s for AdLoCo.
@@ -73,7 +77,7 @@ def test_a_curve_missing_a_logged_pass_size_is_refused(two_passes):
     short = load_device_file(
         ws.root / device_file(ws, "short.json", step_time_measured={
             "batches": [1, 4], "fwd_bwd_s": [0.1, 0.2], "update_s": 0.0}),
-        None,
+        RUNS_MODEL,
     )  # fmt: skip
     with pytest.raises(ValueError, match=r"device NVIDIA H100: .* passes of 5 sequences"):
         check_devices([short], runs, ["adloco", "diloco"])
@@ -96,4 +100,10 @@ def test_specs_and_a_device_of_another_model_are_refused(workspace):
         load_device_file(path, {"model_parameters": 2000, "seq_len_tokens": 64})
     (workspace.root / "old.json").write_text(json.dumps({"device": "x"}))
     with pytest.raises(ValueError, match="no step_time_measured"):
-        load_device_file(workspace.root / "old.json", None)
+        load_device_file(workspace.root / "old.json", RUNS_MODEL)
+    # A file that does not say which model it timed: refused, whatever its curve.
+    unnamed = workspace.root / "unnamed.json"
+    record = json.loads(Path(device_file(workspace)).read_text())
+    unnamed.write_text(json.dumps({k: v for k, v in record.items() if k != "model_parameters"}))
+    with pytest.raises(ValueError, match="has no model_parameters.*adloco calibrate"):
+        load_device_file(unnamed, RUNS_MODEL)

@@ -15,6 +15,7 @@ def cell(estimate, bandwidth, against="diloco", clock="run", sharing="concurrent
          interval=None, saturation=None):  # fmt: skip
     return NS(target=100.0, against=against, clock=clock, sharing=sharing,
               bandwidth_gbit_s=bandwidth, own=own, saturation_batch=saturation,
+              network="", latency_s=0.001,
               effect=NS(estimate=estimate, interval=interval))  # fmt: skip
 
 
@@ -98,10 +99,36 @@ def test_the_regime_figure_leaves_out_ratios_no_log_axis_holds():
 
     def cell(estimate, bandwidth):
         return NS(target=100.0, against="diloco", clock="run", sharing="concurrent",
-                  bandwidth_gbit_s=bandwidth, own=False,
+                  bandwidth_gbit_s=bandwidth, own=False, network="",
                   effect=NS(estimate=estimate, interval=None))  # fmt: skip
 
     labels = {"run": "the runs' own curve"}
     assert regimes_figure([cell(math.inf, 0.1), cell(0.0, 1.0)], 100.0, labels) is None
     png = regimes_figure([cell(math.inf, 0.1), cell(0.9, 1.0), cell(1.1, 10.0)], 100.0, labels)
     assert png.startswith(b"\x89PNG")
+
+
+def test_named_networks_are_points_apart_from_the_bandwidth_sweep(drawn):
+    # The sweep at the cluster's latency, and two brought networks with their own latency:
+    # one at a swept bandwidth (100 Gbit/s), one between (10 Gbit/s would be swept too).
+    sweep = [cell(r, bw) for r, bw in ((0.8, 0.1), (1.1, 1.0), (1.2, 10.0), (1.2, 100.0))]
+    named = [cell(1.6, 100.0), cell(1.4, 10.0), cell(1.5, 100.0, sharing="time_slicing")]
+    for c, (name, latency) in zip(named, [("ib", 5e-06), ("eth", 5e-05), ("ib", 5e-06)],
+                                  strict=True):  # fmt: skip
+        c.network, c.latency_s = name, latency
+    assert regimes_figure(sweep + named, 100.0, {"run": "own"}) == b"drawn"
+    (fig,) = drawn
+    (ax,) = fig.axes
+    (line,) = ax.lines[:1]
+    # The line holds the sweep alone: one point per bandwidth, no jump at 10 or 100 Gbit/s.
+    assert list(line.get_xdata()) == [0.1, 1.0, 10.0, 100.0]
+    assert list(line.get_ydata()) == [0.8, 1.1, 1.2, 1.2]
+    points = {tuple(map(float, off)): col for col in ax.collections for off in col.get_offsets()}
+    assert set(points) == {(100.0, 1.6), (10.0, 1.4), (100.0, 1.5)}
+    # Filled for slots concurrent, open for time slicing.
+    assert points[(100.0, 1.6)].get_facecolor()[0][3] == 1.0
+    assert len(points[(100.0, 1.5)].get_facecolor()) == 0 or (
+        points[(100.0, 1.5)].get_facecolor()[0][3] == 0.0
+    )
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "ib (100 Gbit/s, 5e-06 s)" in labels and "eth (10 Gbit/s, 5e-05 s)" in labels

@@ -8,12 +8,12 @@ def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are(
 
     from adloco.report.html_regimes import regime_summary
 
-    def cell(bandwidth, holds, sharing="concurrent"):
+    def cell(bandwidth, verdict, sharing="concurrent"):
         return NS(target=100.0, against="diloco", network=None, clock="run", sharing=sharing,
-                  bandwidth_gbit_s=bandwidth, holds=holds)  # fmt: skip
+                  bandwidth_gbit_s=bandwidth, verdict=verdict)  # fmt: skip
 
-    cells = [cell(0.01, "holds"), cell(0.1, "unclear"), cell(1.0, "fails")]
-    cells += [cell(0.01, "holds", "time_slicing"), cell(0.1, "holds", "time_slicing")]
+    cells = [cell(0.01, "supported"), cell(0.1, "inconclusive"), cell(1.0, "not supported")]
+    cells += [cell(0.01, "supported", "time_slicing"), cell(0.1, "supported", "time_slicing")]
     page = NS(regimes=cells, ladder=NS(main=100.0), settings=NS(test_level=0.05),
               clock_models=[NS(key="run", label="the runs' own curve")])  # fmt: skip
     text = regime_summary(page)
@@ -29,13 +29,15 @@ def test_the_map_table_names_each_crossing_bandwidth_or_the_side_without_one():
 
     from adloco.report.html_regimes import MAP_GROUPS, _map_row, _no_crossing
 
-    def cell(estimate, holds="unclear", sharing="concurrent", against="diloco", s=4):
-        return NS(sharing=sharing, against=against, saturation_batch=s, holds=holds,
+    def cell(estimate, verdict="inconclusive", sharing="concurrent", against="diloco", s=4):
+        return NS(sharing=sharing, against=against, saturation_batch=s, verdict=verdict,
                   effect=NS(estimate=estimate))  # fmt: skip
 
     assert _no_crossing([cell(0.5), cell(0.9)]) == "AdLoCo faster at every bandwidth"
     assert _no_crossing([cell(1.0), cell(2.0)]) == "AdLoCo slower at every bandwidth"
-    assert _no_crossing([cell(0.5, "holds"), cell(2.0, "fails")]) == "several crossings"
+    assert _no_crossing([cell(0.5, "supported"), cell(2.0, "not supported")]) == (
+        "several crossings"
+    )
     assert _no_crossing([cell(0.5), cell(2.0)]) == "–"
 
     def crossing(line, bandwidth):
@@ -53,3 +55,19 @@ def test_the_map_table_names_each_crossing_bandwidth_or_the_side_without_one():
     assert row[1] == "500 Mbit/s<small>200 Mbit/s – 2 Gbit/s</small>"
     assert row[2] == "AdLoCo faster at every bandwidth"  # concurrent, best: no crossing
     assert row[3] == "AdLoCo slower at every bandwidth"  # time slicing, diloco
+
+
+def test_a_cell_is_coloured_by_the_report_verdict_and_a_censored_ratio_is_no_number():
+    import math
+    from types import SimpleNamespace as NS
+
+    from adloco.report.html_regimes import _cell
+
+    def cell(estimate, verdict, own=False):
+        return NS(verdict=verdict, own=own, effect=NS(estimate=estimate, interval=None))
+
+    assert _cell(cell(0.5, "supported", own=True)) == "<span class='supported own'>0.5</span>"
+    assert _cell(cell(1.3, "not supported")) == "<span class='not-supported'>1.3</span>"
+    # The baseline never gets there: the ratio tends to 0, it is not 0.
+    assert _cell(cell(0.0, "inconclusive")) == "<span class='inconclusive'>→ 0</span>"
+    assert _cell(cell(math.inf, "not testable")) == "<span class='not-testable'>→ ∞</span>"

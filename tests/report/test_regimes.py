@@ -122,3 +122,24 @@ def test_no_calibration_no_sweep(workspace):
     config = load(workspace.write())
     models = clock_models(config, workspace.root / "calibration")
     assert all(m.curves is None and "no calibration file" in m.note for m in models)
+
+
+def test_a_target_the_report_cannot_test_is_not_testable_in_every_cell(sweep):
+    # A unigram perplexity between the ladder's targets: the targets at or above it are not
+    # testable, as the report's claims say; the others keep the test's verdict.
+    from adloco.report.claims import NOT_TESTABLE
+    from adloco.report.references import References
+
+    config, runs, roles, ladder, models, _ = sweep
+    settings = ReportSettings.from_section(config.report)
+    unigram = sorted(ladder.targets)[1] + 0.01
+    refs = References({"unigram": unigram}, {}, "")
+    checked = build_ladder(runs, roles, settings, None, refs)
+    run = [m for m in models if m.key == "run"]
+    cells = regime_cells(runs, roles, checked.targets, config.cluster, run, settings, None, checked)
+    for c in cells:
+        if c.target >= unigram:
+            assert (c.verdict, c.reason) == (NOT_TESTABLE, checked.untestable[c.target])
+        else:
+            assert c.verdict != NOT_TESTABLE and "needs" in c.reason
+    assert {c.target >= unigram for c in cells} == {True, False}

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import shlex
+import shutil
+from pathlib import Path
 
+import pytest
 import yaml
 
 from adloco.cli import main
 from adloco.config import load_config
+from adloco.report.claims import VERDICTS, fmt_p, fmt_ratio
+from adloco.report.inputs import load_runs
 
 
 def test_adloco_regimes_writes_the_table_and_figures(engine_fixture, tmp_path, capsys):
@@ -34,8 +41,9 @@ def test_adloco_regimes_writes_the_table_and_figures(engine_fixture, tmp_path, c
         "cannot_vary"]  # fmt: skip
     # A measured curve that stops short of the runs' passes: refused, naming device and size.
     short = tmp_path / "short.json"
-    short.write_text(json.dumps({"device": "sim", "gpu_name": "Tiny GPU", "step_time_measured":
-                                 {"batches": [1, 2], "fwd_bwd_s": [0.1, 0.2]}}))  # fmt: skip
+    short.write_text(json.dumps({"device": "sim", "gpu_name": "Tiny GPU", "model_parameters": 3632,
+                                 "step_time_measured": {"batches": [1, 2],
+                                                        "fwd_bwd_s": [0.1, 0.2]}}))  # fmt: skip
     rc = main(["regimes", *common, "--device", str(short), "--out", str(tmp_path / "no")])
     assert rc == 1
     assert "device Tiny GPU" in capsys.readouterr().err
@@ -71,3 +79,189 @@ def test_the_replay_script_times_this_device_at_the_runs_max_batch(tmp_path):
     written.write_text(yaml.safe_dump(measured))
     (typed,) = load_config(written).cluster.devices
     assert (typed.kind, typed.max_batch, typed.step_time.scale) == ("cuda", 5, 1.0)
+
+
+DOCS = Path(__file__).parents[2] / "docs" / "calibration.md"
+# A curve measured "on another machine" for the engine fixture's model (3632 parameters,
+# 12 tokens), covering every pass the fixture's runs logged.
+MY_GPU = {"device": "sim", "model_parameters": 3632, "seq_len_tokens": 12,
+          "step_time_measured": {"batches": [1, 2, 4, 8], "fwd_bwd_s": [0.002, 0.003, 0.005, 0.009],
+                                 "update_s": 0.0005}}  # fmt: skip
+
+
+def docs_command(program: str) -> list[str]:
+    """The arguments of the command docs/calibration.md writes for ``program``, as written."""
+    lines = DOCS.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(program + " "))
+    words = []
+    for line in lines[start:]:
+        words.append(line.removesuffix("\\").strip())
+        if not line.endswith("\\"):
+            break
+    return shlex.split(" ".join(words))[1:]
+
+
+def docs_layout(root: Path, fixture: Path, references_and_base, level: float = 0.75) -> None:
+    """The folders the docs' replay command names, from the engine fixture, under ``root``.
+
+    Targets relative to the base model (64, so the main target is 64 × ``level``), as the
+    default configuration has them; the base model where the pipeline writes it, beside
+    the runs.
+    """
+    config = yaml.safe_load((fixture / "config.yaml").read_text())
+    config["report"]["targets"] = {"relative_to": "base", "levels": [level]}
+    (root / "config").mkdir()
+    (root / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    results = root / "results" / "default"
+    shutil.copytree(fixture / "runs", results / "runs")
+    shutil.copytree(fixture / "calibration", results / "calibration")
+    data, base = references_and_base(root / "inputs")
+    shutil.copytree(data, root / "data" / "tokenized" / "wiki-offline")
+    shutil.copytree(base, results / "base")
+    (root / "my-gpu.json").write_text(json.dumps(MY_GPU))
+
+
+def verdict_rows(out: Path, clock: str, target: float) -> dict:
+    """regimes.csv's rows of ``clock`` at ``target``, slots concurrent, by (network, against)."""
+    with open(out / "regimes.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return {
+        (r["network"], r["against"], float(r["bandwidth_gbit_s"])): r
+        for r in rows
+        if r["clock"] == clock and r["slot_sharing"] == "concurrent"
+        and math.isclose(float(r["target_perplexity"]), target)
+    }  # fmt: skip
+
+
+def test_the_docs_replay_command_works_as_written(
+    engine_fixture, references_and_base, tmp_path, monkeypatch, capsys
+):
+    docs_layout(tmp_path, engine_fixture, references_and_base)
+    monkeypatch.chdir(tmp_path)
+    argv = docs_command("adloco regimes")
+    assert "--base" not in argv  # the base model is found beside --runs
+    assert main(argv) == 0
+    out = Path(argv[argv.index("--out") + 1])
+    printed = capsys.readouterr().out.splitlines()
+    # The target: 0.75 × the base model's 64.
+    assert printed[0] == (
+        "Target: perplexity 48, the main target (fixed before the runs: 0.75 × the base "
+        "model's validation perplexity 64 (report.targets))."
+    )
+    rows = verdict_rows(out, "device:my-gpu", 48.0)
+    heads = [line for line in printed if not line.startswith("  ")][2:]
+    assert heads == [
+        "my-gpu on the cluster's network (1 Gbit/s, latency 0.001 s):",
+        "my-gpu on ib (100 Gbit/s, latency 5e-06 s):",
+    ]
+    lines = [line for line in printed if line.startswith("  against ")]
+    assert len(lines) == 4
+    # Against DiLoCo, then the best baseline, on the cluster's network, then on ib.
+    where = [("", 1.0), ("", 1.0), ("ib", 100.0), ("ib", 100.0)]
+    for line, (network, bandwidth) in zip(lines, where, strict=True):
+        against = "diloco" if "against DiLoCo" in line else "best"
+        row = rows[(network, against, bandwidth)]
+        # The cell's verdict, ratio and p, in the words of the report's claims.
+        assert row["verdict"] in VERDICTS and f": {row['verdict']} — " in line
+        assert f"needs {fmt_ratio(float(row['ratio_estimate']))}× the simulated time" in line
+        assert f"p = {fmt_p(float(row['p_adloco_faster']))}" in line
+    assert lines[0].startswith("  against DiLoCo (diloco): ")
+    assert lines[1].startswith("  against the best baseline (diloco): ")
+    assert (out / "figures" / "regimes.png").is_file()
+
+
+def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
+    engine_fixture, references_and_base, tmp_path, capsys
+):
+    from adloco.report.claims import evaluate_claims
+    from adloco.report.references import load_base, load_references
+    from adloco.report.settings import ReportSettings, assign_roles
+    from adloco.report.targets import build_ladder
+
+    f = engine_fixture
+    data, base = references_and_base(tmp_path / "inputs")
+    rc = main(["regimes", "--config", str(f / "config.yaml"), "--runs", str(f / "runs"),
+               "--calibration", str(f / "calibration"), "--data", str(data), "--base", str(base),
+               "--out", str(tmp_path / "out")])  # fmt: skip
+    assert rc == 0
+    printed = capsys.readouterr().out.splitlines()
+    config = load_config(f / "config.yaml")
+    runs = load_runs(f / "runs", config)
+    settings = ReportSettings.from_section(config.report)
+    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
+    ladder = build_ladder(runs, roles, settings, load_base(base), load_references(data))
+    claim = evaluate_claims(runs, roles, ladder, settings)[0]
+    at_main = [c for c in claim.comparisons if c.target == ladder.main]
+    diloco = next(c for c in at_main if c.against == "diloco")
+    best = next(c for c in at_main if c.against == "best baseline")
+    assert printed[2] == "the runs' own curve on the cluster's network (1 Gbit/s, latency 0.001 s):"
+    assert printed[3] == f"  against DiLoCo (diloco): {diloco.verdict} — {diloco.reason}"
+    assert printed[4] == (
+        f"  against the best baseline ({best.baseline}): {best.verdict} — {best.reason}"
+    )
+
+
+def test_a_run_that_never_reaches_the_target_is_censored_not_a_ratio_of_0(engine_fixture, tmp_path):
+    from adloco.report.claims import Context, values_of
+    from adloco.report.settings import ReportSettings, assign_roles
+    from adloco.report.stats import median
+    from adloco.report.targets import build_ladder
+
+    f = engine_fixture
+    out = tmp_path / "out"
+    rc = main(["regimes", "--config", str(f / "config.yaml"), "--runs", str(f / "runs"),
+               "--calibration", str(f / "calibration"), "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    with open(out / "regimes.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["verdict"] for r in rows} <= set(VERDICTS)
+    assert not any(r[k] in ("0", "0.0") for r in rows for k in ("ratio_estimate", "ratio_low"))
+    # The runs' own setting: the logged times say which baseline never gets there.
+    config = load_config(f / "config.yaml")
+    runs = load_runs(f / "runs", config)
+    settings = ReportSettings.from_section(config.report)
+    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
+    ctx = Context(runs, roles, build_ladder(runs, roles, settings), settings, "")
+    own = [r for r in rows if r["own_setting"] == "True" and r["against"].startswith("baseline:")]
+    censored = 0
+    for r in own:
+        name, target = r["baseline"], float(r["target_perplexity"])
+        never = math.isinf(median(list(values_of(ctx, name, "sim_time_s", target).values())))
+        assert (r["censored"] == "baseline") == never
+        if never:
+            censored += 1
+            assert r["baseline_median_s"] == "" and r["ratio_estimate"] == ""
+    assert censored >= 1  # localsgd at the lower targets
+
+
+@pytest.mark.reliability("replay inputs")
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("another model", "my-gpu.json: measured with model_parameters 999, the runs' model "
+         "has 3632: its curve times other passes than the runs logged; time it with `adloco "
+         "calibrate` on the runs' configuration"),
+        ("no model", "my-gpu.json: has no model_parameters, so the model its curve was timed on "
+         "is unknown; time it with `adloco calibrate`"),
+        ("no base", "report.targets.relative_to: base needs the base model's perplexity, and "
+         "results/default/base/base.json (beside --runs) is not there; pass --base"),
+    ],
+)  # fmt: skip
+def test_a_replay_input_that_cannot_be_used_is_refused_in_one_line(
+    fault, message, engine_fixture, references_and_base, tmp_path, monkeypatch, capsys
+):
+    docs_layout(tmp_path, engine_fixture, references_and_base)
+    monkeypatch.chdir(tmp_path)
+    device = dict(MY_GPU)
+    if fault == "another model":
+        device["model_parameters"] = 999
+    elif fault == "no model":
+        del device["model_parameters"]
+    else:
+        shutil.rmtree(tmp_path / "results" / "default" / "base")
+    (tmp_path / "my-gpu.json").write_text(json.dumps(device))
+    argv = docs_command("adloco regimes")
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("adloco regimes: error: ") and message in line
+    assert not (tmp_path / argv[argv.index("--out") + 1]).exists()

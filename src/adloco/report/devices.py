@@ -14,12 +14,14 @@ are the passes the runs' memory allowed: a curve that does not cover every
 logged pass size is refused, naming the device and the size
 (:func:`check_coverage`; the sizes are those the clock itself would charge,
 found by running it with a recording curve, :func:`logged_pass_sizes`). A
-device file measured on another model than the runs' is refused too.
+device file must name the model it was measured on (``model_parameters``),
+and one measured on another model than the runs' is refused too.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,21 +88,35 @@ def parse_network(spec: str) -> NetworkPoint:
     return NetworkPoint(numbers[0], numbers[1], name)
 
 
-def load_device_file(path: Path, runs_record: CalibrationRecord | None) -> BroughtDevice:
+# What a device file must share with the runs: a curve of another model times other passes.
+MODEL_KEYS = ("model_parameters", "seq_len_tokens")
+
+
+def load_device_file(path: Path, runs_model: Mapping[str, int | None]) -> BroughtDevice:
     """A calibration file from another machine: its measured curve, on the runs' model.
 
-    ``runs_record``: a calibration record of the runs' own cluster, whose
-    ``model_parameters`` and ``seq_len_tokens`` the file must match (a curve
-    of another model times other passes).
+    ``runs_model``: the runs' ``model_parameters`` and ``seq_len_tokens``
+    (None where unknown), which the file must match. The file must name its
+    model: one without ``model_parameters`` is refused, since nothing says
+    its curve timed the runs' passes.
     """
     record = CalibrationRecord.read(path, missing=f"{path}: device file not found")
     curve = record.curve("step_time_measured", " (write it with `adloco calibrate`)")
-    for key in ("model_parameters", "seq_len_tokens"):
-        mine, theirs = runs_record.get(key) if runs_record else None, record.get(key)
+    redo = (
+        "time it with `adloco calibrate` on the runs' configuration (docs/calibration.md, "
+        '"Replaying the runs on your device")'
+    )
+    if record.get("model_parameters") is None:
+        raise ValueError(
+            f"{path}: has no model_parameters, so the model its curve was timed on is unknown; "
+            + redo
+        )
+    for key in MODEL_KEYS:
+        mine, theirs = runs_model.get(key), record.get(key)
         if mine is not None and theirs is not None and mine != theirs:
             raise ValueError(
                 f"{path}: measured with {key} {theirs}, the runs' model has {mine}: its curve "
-                "times other passes than the runs logged"
+                f"times other passes than the runs logged; {redo}"
             )
     # The GPU's own name when the file has one, else the file's: the record's "device" is
     # the configured device it stood in for, not the machine measured.

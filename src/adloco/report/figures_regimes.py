@@ -1,7 +1,8 @@
 """Figures of the regime sweeps: the ratio against bandwidth, and the regime map.
 
 :func:`regimes_figure` draws AdLoCo / baseline time-to-target ratios of the
-clock-model sweep against bandwidth; :func:`regime_map_figure` the map over
+clock-model sweep against bandwidth (lines; each brought network a point
+apart from them, at its own latency); :func:`regime_map_figure` the map over
 saturation batch and bandwidth with the lines where the ratio crosses 1
 (:mod:`adloco.report.regime_map`). PNG bytes, or None without data.
 """
@@ -17,59 +18,93 @@ from matplotlib.ticker import NullFormatter
 from adloco.report.figures import WIDTH_IN, plain_numbers, pyplot, sparse_minor_numbers, to_png
 
 REGIME_STYLES = {"concurrent": "-", "time_slicing": "--"}
+# One marker per brought network: drawn as points beside the sweep's lines, never on them.
+NETWORK_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+REGIME_TITLES = {"diloco": "AdLoCo / DiLoCo", "best": "AdLoCo / best baseline",
+                 "ddp": "AdLoCo / ddp anchor"}  # fmt: skip
+
+
+def _sweep_lines(ax, cells: list, clock: str, color, label: str) -> None:
+    """One clock's ratio against the swept bandwidths, per sharing policy, with its band."""
+    for sharing, style in REGIME_STYLES.items():
+        line = sorted(
+            (c for c in cells if c.clock == clock and c.sharing == sharing and not c.network),
+            key=lambda c: c.bandwidth_gbit_s,
+        )
+        if not line:
+            continue
+        x = [c.bandwidth_gbit_s for c in line]
+        y = [c.effect.estimate for c in line]
+        ax.plot(x, y, style, color=color, label=f"{label}, {sharing}")
+        lo = [c.effect.interval.low if c.effect.interval else None for c in line]
+        hi = [c.effect.interval.high if c.effect.interval else None for c in line]
+        if all(v is not None and 0 < v < math.inf for v in lo + hi):
+            ax.fill_between(x, lo, hi, color=color, alpha=0.12, linewidth=0)
+        for c in line:
+            if c.own:
+                ax.scatter(c.bandwidth_gbit_s, c.effect.estimate, s=80, marker="*",
+                           color="black", zorder=5, label="the runs' own setting")  # fmt: skip
+
+
+def _named_networks(ax, cells: list, colors: dict, markers: dict) -> None:
+    """Each brought network's ratio as a point at its bandwidth, apart from the sweep.
+
+    A brought network has its own latency, so joining it to the sweep's line
+    (drawn at the cluster's latency) would make the line jump there. Filled:
+    slots concurrent; open: time slicing.
+    """
+    for c in cells:
+        if not c.network:
+            continue
+        filled = c.sharing == "concurrent"
+        ax.scatter(
+            c.bandwidth_gbit_s, c.effect.estimate, s=36, marker=markers[c.network],
+            color=colors[c.clock] if filled else "none", edgecolors=colors[c.clock],
+            linewidths=1.2, zorder=4,
+        )  # fmt: skip
+
+
+def _network_legend(ax, cells: list, markers: dict) -> None:
+    """Legend entries for the brought networks: the marker, the name, bandwidth and latency."""
+    for name, marker in markers.items():
+        c = next(c for c in cells if c.network == name)
+        ax.scatter([], [], marker=marker, color="gray",
+                   label=f"{name} ({c.bandwidth_gbit_s:g} Gbit/s, {c.latency_s:g} s)")  # fmt: skip
 
 
 def regimes_figure(cells: list, target: float | None, labels: dict[str, str]) -> bytes | None:
-    """AdLoCo / baseline time-to-target ratio against bandwidth, per clock model and sharing."""
+    """AdLoCo / baseline time-to-target ratio against bandwidth, per clock model and sharing.
+
+    The bandwidth sweep (at the cluster's latency) is drawn as lines; each
+    brought network (``network`` named) as points apart from them.
+    """
     # A ratio of 0 or infinity (a run that never gets there) has no place on a log axis.
     mine = [c for c in cells if c.target == target and 0 < c.effect.estimate < math.inf]
     if not mine:
         return None
     plt, sns = pyplot()
-    against = [a for a in ("diloco", "best", "ddp") if any(c.against == a for c in mine)]
+    against = [a for a in REGIME_TITLES if any(c.against == a for c in mine)]
     fig, axes = plt.subplots(1, len(against), figsize=(WIDTH_IN, 4.0), squeeze=False, sharey=True)
     clocks = list(dict.fromkeys(c.clock for c in mine))
     colors = dict(zip(clocks, sns.color_palette("colorblind", len(clocks)), strict=False))
+    names = list(dict.fromkeys(c.network for c in mine if c.network))
+    markers = {n: NETWORK_MARKERS[i % len(NETWORK_MARKERS)] for i, n in enumerate(names)}
     for ax, which in zip(axes.flat, against, strict=True):
+        panel = [c for c in mine if c.against == which]
         for clock in clocks:
-            for sharing, style in REGIME_STYLES.items():
-                line = sorted(
-                    (c for c in mine if c.against == which and c.clock == clock
-                     and c.sharing == sharing),
-                    key=lambda c: c.bandwidth_gbit_s,
-                )  # fmt: skip
-                if not line:
-                    continue
-                x = [c.bandwidth_gbit_s for c in line]
-                y = [c.effect.estimate for c in line]
-                ax.plot(x, y, style, color=colors[clock], label=f"{labels[clock]}, {sharing}")
-                lo = [c.effect.interval.low if c.effect.interval else None for c in line]
-                hi = [c.effect.interval.high if c.effect.interval else None for c in line]
-                if all(v is not None and 0 < v < math.inf for v in lo + hi):
-                    ax.fill_between(x, lo, hi, color=colors[clock], alpha=0.12, linewidth=0)
-                for c in line:
-                    if c.own:
-                        ax.scatter(
-                            c.bandwidth_gbit_s,
-                            c.effect.estimate,
-                            s=80,
-                            marker="*",
-                            color="black",
-                            zorder=5,
-                            label="the runs' own setting",
-                        )
+            _sweep_lines(ax, panel, clock, colors[clock], labels[clock])
+        _named_networks(ax, panel, colors, markers)
         ax.axhline(1.0, color="black", linewidth=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(plain_numbers())
         ax.yaxis.set_minor_formatter(sparse_minor_numbers())
         ax.set_xlabel("bandwidth (Gbit/s)")
-        titles = {"diloco": "AdLoCo / DiLoCo", "best": "AdLoCo / best baseline",
-                  "ddp": "AdLoCo / ddp anchor"}  # fmt: skip
-        ax.set_title(titles[which], fontsize=10)
-    axes.flat[0].set_ylabel("time-to-target ratio (below 1: AdLoCo faster)")
-    handles, names = axes.flat[0].get_legend_handles_labels()
-    unique = dict(zip(names, handles, strict=True))
+        ax.set_title(REGIME_TITLES[which], fontsize=10)
+    _network_legend(axes.flat[0], mine, markers)
+    axes.flat[0].set_ylabel("time-to-target ratio\n(below 1: AdLoCo faster)")
+    handles, entries = axes.flat[0].get_legend_handles_labels()
+    unique = dict(zip(entries, handles, strict=True))
     fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=3, frameon=False,
                fontsize=8)  # fmt: skip
     # One legend row is about 0.2 in of the 4-in figure.
@@ -129,7 +164,7 @@ def _map_axes(ax, sats: list, sharing: str, which: str, bottom: bool, left: bool
     ax.yaxis.set_major_formatter(plain_numbers())
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_yticks(sats)
-    title = "AdLoCo / DiLoCo" if which == "diloco" else "AdLoCo / best baseline"
+    title = REGIME_TITLES[which]
     ax.set_title(f"{title}, slots {sharing.replace('_', ' ')}", fontsize=9)
     if bottom:
         ax.set_xlabel("bandwidth (Gbit/s)")

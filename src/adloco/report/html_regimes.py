@@ -10,8 +10,8 @@ sweep — what it varies and what it cannot recompute. The numbers come from
 
 from __future__ import annotations
 
-from adloco.report.claims import fmt, fmt_ratio
-from adloco.report.page import Page, curve_text, esc, figure, table, verdict
+from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, fmt, fmt_ratio
+from adloco.report.page import VERDICT_CSS, Page, curve_text, esc, figure, table, verdict
 from adloco.report.regimes import RegimeCell, bandwidth_text
 from adloco.report.replay import SWEEPS
 
@@ -37,8 +37,8 @@ def regime_summary(p: Page) -> str:
                 (c for c in cells if c.clock == clock and c.sharing == sharing),
                 key=lambda c: c.bandwidth_gbit_s,
             )
-            holds = [c.bandwidth_gbit_s for c in line if c.holds == "holds"]
-            fails = [c.bandwidth_gbit_s for c in line if c.holds == "fails"]
+            holds = [c.bandwidth_gbit_s for c in line if c.verdict == SUPPORTED]
+            fails = [c.bandwidth_gbit_s for c in line if c.verdict == NOT_SUPPORTED]
             where = (
                 "at every bandwidth"
                 if len(holds) == len(line)
@@ -69,13 +69,16 @@ def _cell(c: RegimeCell | None) -> str:
         if i is None or i.kind == "none"
         else f"<small>[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]</small>"
     )
-    cls = c.holds + (" own" if c.own else "")
-    return f"<span class='{cls}'>{fmt_ratio(c.effect.estimate)}</span>{ci}"
+    cls = VERDICT_CSS.get(c.verdict, "not-testable") + (" own" if c.own else "")
+    # A ratio of 0 or ∞ is a censored median: one run never gets there.
+    estimate = c.effect.estimate
+    shown = "→ 0" if estimate == 0 else "→ ∞" if estimate == float("inf") else fmt_ratio(estimate)
+    return f"<span class='{cls}'>{shown}</span>{ci}"
 
 
 def _coloured(body: str) -> str:
     # Highlight classes sit on the span; the cell colour comes from the same class.
-    for cls in ("holds", "fails", "unclear"):
+    for cls in VERDICT_CSS.values():
         body = body.replace(
             f"<td class='n'><span class='{cls}", f"<td class='n {cls}'><span class='{cls}"
         )
@@ -124,7 +127,7 @@ MAP_GROUPS = [("concurrent", "diloco"), ("concurrent", "best"),
 
 def _no_crossing(cells: list) -> str:
     """What a saturation batch's cells say when the median ratio never crosses 1."""
-    side = {c.holds for c in cells}
+    side = {c.verdict for c in cells}
     return (
         "AdLoCo faster at every bandwidth"
         if all(c.effect.estimate < 1 for c in cells)
@@ -282,9 +285,10 @@ def regimes_section(p: Page) -> str:
         "its metrics rows record (adloco.clock.recompute_sim_time_s) under each clock model, "
         "slot-sharing policy and bandwidth (latency as configured); the round at which a run "
         "reaches the target does not change. Cell: median paired ratio AdLoCo / baseline over "
-        "seeds, its order-statistic interval below; green: the exact paired test says AdLoCo "
-        "is faster (the claim holds), red: it says slower, or the interval is not below 1, "
-        "yellow: unclear. The outlined cell is the runs' own setting.</p>"
+        "seeds, its order-statistic interval below; green: supported (the exact paired test "
+        "says AdLoCo is faster), red: not supported (it says slower, or the interval is not "
+        "below 1), yellow: inconclusive, grey: not testable. A ratio of → 0 or → ∞: one run "
+        "never gets there (censored). The outlined cell is the runs' own setting.</p>"
         f"<ul class='note'>{models}</ul>"
         + figure(
             p.figures.get("regimes"),

@@ -11,7 +11,11 @@ recomputes the time to target of every seed of the AdLoCo run, of every
 baseline and of the ddp anchor, and compares them as the claims do
 (:func:`adloco.report.claims.measure` and ``judge``: the median paired ratio
 AdLoCo / DiLoCo, AdLoCo / best baseline and AdLoCo / ddp, with its
-order-statistic interval and the exact paired test).
+order-statistic interval and the exact paired test). A cell's verdict and
+its reason are the report's own (supported, not supported, inconclusive, not
+testable); a run that never reaches a target is censored, as in the claims:
+``regimes.csv`` leaves its time and the ratio empty and names it in
+``censored``, never writing a ratio of 0.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from adloco.calibration_record import CalibrationRecord
 from adloco.clock import SLOT_SHARING, Network, StepTimeCurve
 from adloco.config import ClusterConfig, Config, DeviceConfig, NetworkConfig
 from adloco.paths import device_calibration_file
-from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, Effect, judge, measure
+from adloco.report.claims import NOT_TESTABLE, Effect, _counts, judge, measure
 from adloco.report.inputs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import median
 from adloco.report.summary import DEFAULT_RULE, ReachRule, TargetCrossing, crossing
+from adloco.report.targets import Ladder
 
 
 @dataclass(frozen=True)
@@ -157,25 +162,34 @@ class RegimeCell:
     against: str  # "diloco", "best" (the best baseline of this cell), "ddp", "baseline:<run>"
     baseline: str  # the run compared with; for "best", the best baseline by median
     effect: Effect  # AdLoCo / baseline time to target, paired by seed
-    verdict: str  # the claim's verdict in this cell (adloco.report.claims.judge)
-    adloco_median_s: float
+    verdict: str  # the claim's verdict in this cell, in the report's words (claims.VERDICTS)
+    adloco_median_s: float  # inf: the median seed never reaches the target (censored)
     baseline_median_s: float
     own: bool  # the clock, sharing and bandwidth the runs were trained under
     saturation_batch: int | None = None  # roofline sweeps: the curve's saturation batch
     latency_s: float | None = None
     network: str = ""  # a brought network's name
+    reason: str = ""  # why the verdict, as the report says it (claims.judge)
 
     @property
-    def holds(self) -> str:
-        """ "holds", "fails" or "unclear" for AdLoCo faster than the baseline."""
-        return {SUPPORTED: "holds", NOT_SUPPORTED: "fails"}.get(self.verdict, "unclear")
+    def censored(self) -> str:
+        """Which side never reaches the target: "adloco", "baseline", "both" or ""."""
+        e = self.effect
+        mine = math.isinf(self.adloco_median_s) or e.estimate == math.inf
+        theirs = math.isinf(self.baseline_median_s) or e.estimate == 0
+        if math.isnan(e.estimate) and e.both_censored:
+            mine = theirs = True
+        return {(True, True): "both", (True, False): "adloco", (False, True): "baseline"}.get(
+            (mine, theirs), ""
+        )
 
     def as_dict(self) -> dict[str, Any]:
         e = self.effect
         interval = e.interval
 
-        def clean(v):
-            return None if v is None or not math.isfinite(v) else v
+        def measured(v):
+            # A censored value (a run that never gets there: inf, or a ratio of 0) is empty.
+            return None if v is None or not (math.isfinite(v) and v > 0) else v
 
         return {
             "target_perplexity": self.target,
@@ -187,16 +201,17 @@ class RegimeCell:
             "network": self.network or None,
             "against": self.against,
             "baseline": self.baseline,
-            "adloco_median_s": clean(self.adloco_median_s),
-            "baseline_median_s": clean(self.baseline_median_s),
-            "ratio_estimate": None if math.isnan(e.estimate) else e.estimate,
-            "ratio_low": None if interval is None else interval.as_dict()["low"],
-            "ratio_high": None if interval is None else interval.as_dict()["high"],
+            "adloco_median_s": measured(self.adloco_median_s),
+            "baseline_median_s": measured(self.baseline_median_s),
+            "ratio_estimate": measured(e.estimate),
+            "ratio_low": None if interval is None else measured(interval.low),
+            "ratio_high": None if interval is None else measured(interval.high),
             "ratio_interval": None if interval is None else interval.name(),
+            "censored": self.censored or None,
             "pairs": len(e.seeds),
             "p_adloco_faster": e.test.p_less,
             "p_adloco_slower": e.test.p_greater,
-            "claim": self.holds,
+            "verdict": self.verdict,
             "own_setting": self.own,
         }
 
@@ -291,12 +306,38 @@ def compared_runs(roles: Roles) -> list[str]:
     return list(dict.fromkeys([roles.adloco, *(n for g in groups.values() for n in g)]))
 
 
+def judge_cell(
+    subject: dict[int, float],
+    other: dict[int, float],
+    names: tuple[str, str],
+    target: float,
+    settings: ReportSettings,
+    ladder: Ladder | None = None,
+) -> tuple[Effect, str, str]:
+    """The effect, verdict and reason of one cell, as the report judges claim 1.
+
+    ``names``: AdLoCo's run and the label of the run compared with. As in
+    :func:`adloco.report.claims.compare`, a target the ladder finds not
+    testable (at or above the unigram perplexity) gives no verdict, and the
+    ladder's caveat follows the reason.
+    """
+    effect = measure(subject, other, settings)
+    why = ladder.untestable.get(target, "") if ladder else ""
+    if why:
+        return effect, NOT_TESTABLE, why
+    counts = _counts(names[0], names[1], subject, other)
+    verdict, reason = judge(effect, *names, "simulated time", settings, counts)
+    caveat = ladder.caveat if ladder else ""
+    return effect, verdict, "; ".join(r for r in (reason, caveat) if r)
+
+
 def sweep_cells(
     times: Times,
     roles: Roles,
     targets: tuple[float, ...],
     settings: ReportSettings,
     where: dict[str, Any],
+    ladder: Ladder | None = None,
 ) -> list[RegimeCell]:
     """The cells of one clock setting: ``times`` is run -> target -> seed -> seconds."""
     cells = []
@@ -305,15 +346,16 @@ def sweep_cells(
         for against, names in compared_groups(roles).items():
             medians = {n: median(list(times[n][t].values())) for n in names}
             best = min(names, key=lambda n: medians[n])
-            effect = measure(ad, times[best][t], settings)
             label = best if len(names) == 1 else f"the best baseline ({best})"
-            verdict, _ = judge(effect, roles.adloco, label, "simulated time", settings)
+            effect, verdict, reason = judge_cell(
+                ad, times[best][t], (roles.adloco, label), t, settings, ladder
+            )
             cells.append(
                 RegimeCell(
                     t, where["clock"], where["sharing"], where["bandwidth_gbit_s"], against,
                     best, effect, verdict, median(list(ad.values())), medians[best],
                     where.get("own", False), where.get("saturation_batch"),
-                    where.get("latency_s"), where.get("network", ""),
+                    where.get("latency_s"), where.get("network", ""), reason,
                 )
             )  # fmt: skip
     return cells
@@ -327,12 +369,15 @@ def regime_cells(
     models: list[ClockModel],
     settings: ReportSettings,
     networks: list[NetworkPoint] | None = None,
+    ladder: Ladder | None = None,
 ) -> list[RegimeCell]:
     """Every (target, clock, sharing, network) against DiLoCo, the best baseline and ddp.
 
     ``networks``: the swept bandwidths at the cluster's latency by default
     (:func:`sweep_networks`), then any brought. Every cell compares AdLoCo
     with each run of :func:`compared_groups`: every comparison of claim 1.
+    ``ladder``: the targets' ladder, whose untestable targets and caveat the
+    verdicts take as the report's do.
     """
     names = compared_runs(roles)
     if roles.adloco is None or len(names) < 2 or not targets or not recomputable(runs, names):
@@ -353,6 +398,7 @@ def regime_cells(
                 )
                 own = (
                     model.key == "run"
+                    and not point.name  # a brought network is not the runs' own
                     and sharing == own_sharing
                     and math.isclose(point.bandwidth_gbit_s, own_bw, rel_tol=1e-9)
                     and math.isclose(point.latency_s, own_latency, rel_tol=1e-9)
@@ -362,7 +408,7 @@ def regime_cells(
                     "bandwidth_gbit_s": point.bandwidth_gbit_s, "latency_s": point.latency_s,
                     "network": point.name,
                 }  # fmt: skip
-                cells.extend(sweep_cells(times, roles, targets, settings, where))
+                cells.extend(sweep_cells(times, roles, targets, settings, where, ladder))
     return cells
 
 
@@ -382,9 +428,10 @@ REGIME_COLUMNS = [
     "ratio_low",
     "ratio_high",
     "ratio_interval",
+    "censored",
     "pairs",
     "p_adloco_faster",
     "p_adloco_slower",
-    "claim",
+    "verdict",
     "own_setting",
 ]

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import write_json_atomic
+from adloco.paths import base_summary_file, device_calibration_file
+from adloco.report.claims import fmt
 from adloco.report.devices import (
+    MODEL_KEYS,
     BroughtDevice,
     check_devices,
     load_device_file,
@@ -41,6 +45,7 @@ from adloco.report.regimes import (
     ClockModel,
     NetworkPoint,
     RegimeCell,
+    bandwidth_text,
     calibration_record,
     clock_models,
     compared_runs,
@@ -115,9 +120,21 @@ def bring(
     rooflines: list[str] | None = None,
     network_specs: list[str] | None = None,
 ) -> tuple[list[BroughtDevice], list[NetworkPoint]]:
-    """The devices and networks named on the command line."""
-    runs_record = calibration_record(cal_dir, cluster.devices[0].name)
-    devices = [load_device_file(Path(p), runs_record) for p in device_files or []]
+    """The devices and networks named on the command line.
+
+    A device file is checked against the runs' model, which their own
+    calibration file names (``model_parameters``, ``seq_len_tokens``).
+    """
+    name = cluster.devices[0].name
+    runs_record = calibration_record(cal_dir, name)
+    runs_model = {k: runs_record.get(k) if runs_record else None for k in MODEL_KEYS}
+    if device_files and runs_model["model_parameters"] is None:
+        raise ValueError(
+            f"{device_calibration_file(cal_dir, name)}: missing or without model_parameters, "
+            "so no device file can be checked against the runs' model; pass --calibration the "
+            "runs' calibration folder (results/<experiment>/calibration)"
+        )
+    devices = [load_device_file(Path(p), runs_model) for p in device_files or []]
     devices += [parse_roofline(s) for s in rooflines or []]
     names = [d.name for d in devices]
     if len(set(names)) != len(names):
@@ -143,7 +160,7 @@ def compute_regimes(
     models += [d.model([device.name for device in cluster.devices]) for d in devices]
     swept = sweep_networks(cluster.network, settings)
     cells = regime_cells(
-        runs, roles, ladder.targets, cluster, models, settings, swept + list(networks)
+        runs, roles, ladder.targets, cluster, models, settings, swept + list(networks), ladder
     )
     grid = regime_map(runs, roles, ladder.main, cluster, cal_dir, settings, swept)
     found = crossings(grid, roles, settings) if grid.cells else []
@@ -163,6 +180,78 @@ def draw_regimes(regimes: Regimes, main: float | None) -> dict[str, bytes | None
     }
 
 
+def base_folder(args: argparse.Namespace, settings: ReportSettings) -> Path | None:
+    """``--base``; else, for targets relative to the base model, the base beside ``--runs``.
+
+    An experiment's folders sit side by side (``paths.runs_dir`` and
+    ``paths.base_dir``: ``results/<experiment>/runs`` and ``.../base``), which
+    is where Snakemake finds the base for ``adloco report``.
+    """
+    if args.base:
+        return Path(args.base)
+    if settings.targets.relative_to != "base":
+        return None
+    folder = Path(args.runs).parent / "base"
+    if not base_summary_file(folder).is_file():
+        raise ValueError(
+            "report.targets.relative_to: base needs the base model's perplexity, and "
+            f"{base_summary_file(folder)} (beside --runs) is not there; pass --base the base "
+            "model's folder (results/<experiment>/base), or run `adloco pretrain` first"
+        )
+    log.info("base model: %s (beside --runs)", folder)
+    return folder
+
+
+AGAINST_WORDS = {"diloco": "DiLoCo", "best": "the best baseline"}
+
+
+def verdict_lines(regimes: Regimes, ladder: Ladder, cluster: ClusterConfig) -> list[str]:
+    """Claim 1 at the main target, as the report words it, on each brought device and network.
+
+    Each brought device (else the runs' own curve) on the cluster's network
+    and on each brought one, with the cluster's slot sharing, against DiLoCo
+    and the best baseline: the verdict, then its reason (the ratio, its
+    interval and p; a run that never gets there said so).
+    """
+    own_bw, own_latency = float(cluster.network.bandwidth_gbit_s), float(cluster.network.latency_s)
+    clocks = [f"device:{d.name}" for d in regimes.devices] or ["run"]
+
+    def shown(c: RegimeCell) -> bool:
+        on_own = math.isclose(c.bandwidth_gbit_s, own_bw, rel_tol=1e-9) and math.isclose(
+            c.latency_s or 0.0, own_latency, rel_tol=1e-9
+        )
+        return (
+            c.target == ladder.main and c.clock in clocks and c.against in AGAINST_WORDS
+            and c.sharing == cluster.slot_sharing and (bool(c.network) or on_own)
+        )  # fmt: skip
+
+    cells = [c for c in regimes.cells if shown(c)]
+    if not cells:
+        why = ladder.note if ladder.main is None else "no AdLoCo, DiLoCo or clock curves to replay"
+        return [f"No replay at the main target: {why}."]
+    lines = [
+        f"Target: perplexity {fmt(ladder.main)}, the main target ({ladder.note}).",
+        "Claim 1, AdLoCo reaches the target in less simulated time than DiLoCo, replayed with "
+        f"slots {cluster.slot_sharing.replace('_', ' ')} as the runs had them (regimes.csv: "
+        "every target, policy and bandwidth):",
+    ]
+    if ladder.caveat:
+        lines.insert(1, f"Targets unchecked against token statistics: {ladder.caveat}.")
+    cells.sort(key=lambda c: (clocks.index(c.clock), bool(c.network), c.network))
+    for clock, network in dict.fromkeys((c.clock, c.network) for c in cells):
+        group = [c for c in cells if (c.clock, c.network) == (clock, network)]
+        device = "the runs' own curve" if clock == "run" else clock.removeprefix("device:")
+        where = network or "the cluster's network"
+        bandwidth, latency = group[0].bandwidth_gbit_s, group[0].latency_s
+        lines.append(f"{device} on {where} ({bandwidth_text(bandwidth)}, latency {latency:g} s):")
+        for c in sorted(group, key=lambda c: list(AGAINST_WORDS).index(c.against)):
+            reason = c.reason.removesuffix(f"; {ladder.caveat}")  # said once, above
+            lines.append(
+                f"  against {AGAINST_WORDS[c.against]} ({c.baseline}): {c.verdict} — {reason}"
+            )
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     settings = ReportSettings.from_section(config.report)
@@ -170,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
     cal_dir = Path(args.calibration)
     roles = assign_roles(config.report, {r.run: r.settings for r in runs})
     references = load_references(Path(args.data) if args.data else None)
-    base = load_base(Path(args.base) if args.base else None)
+    base = load_base(base_folder(args, settings))
     ladder = build_ladder(runs, roles, settings, base, references)
     devices, networks = bring(config.cluster, cal_dir, args.device, args.roofline, args.network)
     regimes = compute_regimes(runs, roles, ladder, config, cal_dir, settings, devices, networks)
@@ -178,14 +267,6 @@ def run(args: argparse.Namespace) -> int:
     write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
     write_json_atomic(out / "regimes.json", regimes.as_dict())
     write_figures(out / "figures", draw_regimes(regimes, ladder.main))
-    own_bw = float(config.cluster.network.bandwidth_gbit_s)
-    for c in regimes.cells:
-        brought = c.clock.startswith("device:") and (c.network or c.bandwidth_gbit_s == own_bw)
-        if brought and c.target == ladder.main and c.against == "diloco":
-            log.info(
-                "%s, %s, %s: AdLoCo / DiLoCo %.3g, claim 1 %s",
-                c.clock.removeprefix("device:"), c.network or f"{c.bandwidth_gbit_s:g} Gbit/s",
-                c.sharing, c.effect.estimate, c.verdict,
-            )  # fmt: skip
     log.info("wrote %s", out / "regimes.csv")
+    print("\n".join(verdict_lines(regimes, ladder, config.cluster)))
     return 0
