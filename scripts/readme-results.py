@@ -22,6 +22,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from doc_blocks import write_or_check  # noqa: E402
+
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 COLUMNS = (
     ("final_val_perplexity", "final val. perplexity", "{:.1f}"),
@@ -189,30 +192,13 @@ def workers_lines(found: dict) -> list[str]:
     return [words + ".", ""]
 
 
-def replace_block(readme: str, new: str) -> str:
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1:
-        raise ValueError(f"the README needs exactly one {BEGIN} and one {END}")
-    start, end = readme.index(BEGIN), readme.index(END) + len(END) + 1
-    return readme[:start] + new + readme[end:]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("report", type=Path, help="a report folder (claims.json, summary.csv)")
     ap.add_argument("--readme", type=Path, default=Path("README.md"))
     ap.add_argument("--check", action="store_true", help="exit 1 when the README differs")
     args = ap.parse_args(argv)
-    readme = args.readme.read_text()
-    updated = replace_block(readme, block(args.report))
-    if args.check:
-        if updated != readme:
-            print(f"{args.readme}: its results block is not {args.report}'s", file=sys.stderr)
-            return 1
-        return 0
-    tmp = args.readme.with_name(f".{args.readme.name}.tmp")
-    tmp.write_text(updated)
-    tmp.replace(args.readme)
-    return 0
+    return write_or_check(args.readme, block(args.report), BEGIN, END, args.report, args.check)
 
 
 if __name__ == "__main__":

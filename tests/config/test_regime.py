@@ -1,4 +1,4 @@
-"""The default configuration sits in the regime SPEC asks for: checked on the shipped files.
+"""The default configuration sits in the regime docs/regime.md states: checked on the shipped files.
 
 The runs continue the base (a warmup-stable base, each run at the base's lr
 at the base's batch), take their settings from the tuning record, aim at the

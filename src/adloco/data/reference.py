@@ -3,9 +3,9 @@
 Part of ``adloco tokenize``: the levels every perplexity of the report is
 compared with. A model whose validation perplexity sits at or above the
 unigram level has learnt no more than token frequencies, so a target there
-cannot test anything the paper claims (SPEC, "The regime the experiment sits
-in"). Counts come from the training splits (every split but validation),
-within packed sequences; the predicted tokens are those a model predicts in
+cannot test anything the paper claims (docs/regime.md). Counts come from
+the training splits (every split but validation), within packed sequences;
+the predicted tokens are those a model predicts in
 evaluation: positions 1 … L−1 of every validation sequence.
 
 - uniform: the vocabulary size V;

@@ -39,8 +39,7 @@ class GainShares:
 def climb(run: RunSeed, base_perplexity: float | None) -> float | None:
     """A seed's climb: its highest evaluated perplexity over the base's; None without either.
 
-    A run that continues the base without re-learning it stays near 1 (SPEC,
-    "The regime the experiment sits in").
+    A run that continues the base without re-learning it stays near 1 (docs/regime.md).
     """
     curve = run_level_perplexity(run.rows)
     if not curve or not base_perplexity:
