@@ -214,7 +214,10 @@ def _brought_args(parser: argparse.ArgumentParser) -> None:
 def _regimes_args(parser: argparse.ArgumentParser) -> None:
     _trained_args(parser)
     parser.add_argument(
-        "--base", default=None, help=f"the base model's folder, {paths.base_dir(EXP)}"
+        "--base",
+        default=None,
+        help=f"the base model's folder, {paths.base_dir(EXP)} (default: beside --runs, when "
+        "report.targets.relative_to is base)",
     )
     parser.add_argument(
         "--data", default=None, help=f"tokenized data folder, {paths.tokenized_dir('<dataset>')}"
@@ -319,8 +322,9 @@ STAGES: dict[str, Stage] = {
         "Recompute every run's simulated time to the targets under brought devices (a "
         "calibration file from another machine, or a roofline given as numbers) and networks, "
         "the bandwidth sweep and the saturation map, and write only regimes.csv, regimes.json "
-        "and their figures. A device whose curve does not cover the pass sizes the runs "
-        "logged is refused.",
+        "and their figures; print claim 1 at the main target against DiLoCo and the best "
+        "baseline, in the report's words. A device file of another model, or whose curve "
+        "does not cover the pass sizes the runs logged, is refused.",
         _regimes_args,
     ),
 }
