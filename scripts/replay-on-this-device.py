@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     base = paths.base_dir(experiment)
     replay = ["regimes", "--config", args.config, "--runs", str(paths.runs_dir(experiment)),
               "--calibration", str(calibration), "--device", str(out / f"{args.name}.json"),
-              "--out", str(out)]  # fmt: skip
+              "--data", str(data), "--out", str(out)]  # fmt: skip
     if config.model.source == "base":
         replay += ["--base", str(base)]
     for network in args.network:
