@@ -2,7 +2,8 @@
 
 ``adloco calibrate`` (:mod:`adloco.calibrate`) writes it; training reads a
 device's max micro-batch and the step-time curve its simulated clock charges
-(:func:`load_max_batch`, :func:`load_step_time_curve`); the report reads its
+(:func:`load_max_batch`, :func:`load_step_time_curve`), after checking that
+the file was measured on its model (:func:`check_calibrated_model`); the report reads its
 fields, its curves and, from a file measured on another machine, its measured
 curve. :class:`CalibrationRecord` is the only reader and writer of the file,
 so every stage refuses a bad file the same way: an error that names the file
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.clock import StepTimeCurve
-from adloco.config import DeviceConfig
+from adloco.config import ClusterConfig, DeviceConfig
 from adloco.io import read_json_object, write_json_atomic
 from adloco.paths import device_calibration_file
 
@@ -134,6 +135,28 @@ class CalibrationRecord:
             raise CalibrationError(f"{self.path}: max_batch missing or not a positive integer")
         return value
 
+    def check_model(self, model_parameters: int, seq_len_tokens: int) -> None:
+        """The file was measured on this model: its parameter count and sequence length.
+
+        A file of another model (another experiment's calibration folder, say)
+        has a max batch and step times that do not hold for this one.
+        """
+        device = self.get("device")
+        fix = (
+            f"re-run `adloco calibrate --device {device}` for this config, or point "
+            "--calibration at this experiment's calibration folder"
+        )
+        for key, wanted in (
+            ("seq_len_tokens", seq_len_tokens),
+            ("model_parameters", model_parameters),
+        ):
+            recorded = self.require(key, f"; {fix}")
+            if recorded != wanted:
+                raise CalibrationError(
+                    f"{self.path}: calibrated with {key} {recorded}, the run's model has "
+                    f"{wanted}: its max batch and step times were measured on another model; {fix}"
+                )
+
     def curve(self, name: str = "step_time_curve", why: str = "") -> StepTimeCurve:
         """``step_time_curve`` (what the runs' clock charges) or ``step_time_measured``."""
         fields = self.require(name, why)
@@ -154,6 +177,21 @@ def read_device_record(
         f"--out {path} ...`{what}"
     )
     return CalibrationRecord.read(path, name, missing)
+
+
+def check_calibrated_model(
+    calibration_dir: str | Path, cluster: ClusterConfig, model_parameters: int, seq_len_tokens: int
+) -> None:
+    """Each device's calibration file was measured on this model (its ``check_model``).
+
+    A device without a file is left to the readers of its max batch and step
+    times, which refuse it.
+    """
+    for device in cluster.devices:
+        path = device_calibration_file(calibration_dir, device.name)
+        record = CalibrationRecord.read_if_present(path, device.name)
+        if record is not None:
+            record.check_model(model_parameters, seq_len_tokens)
 
 
 def load_max_batch(calibration_dir: str | Path, device: DeviceConfig) -> int:

@@ -23,7 +23,11 @@ import torch
 
 from adloco import paths
 from adloco.base_model import StartModel, start_model
-from adloco.calibration_record import load_max_batch, load_step_time_curve
+from adloco.calibration_record import (
+    check_calibrated_model,
+    load_max_batch,
+    load_step_time_curve,
+)
 from adloco.config import ClusterConfig, Config, RunSettings, check_subset_fraction, load_config
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
@@ -126,6 +130,9 @@ def run(args: argparse.Namespace) -> int:
             engine = make_engine(config, settings, start, seed, data, batches, checkpoints, args,
                                  device=device, collective=collective,
                                  resume_finished=len(todo) > 1)  # fmt: skip
+            # Before any step: the calibration was measured on the model just built.
+            check_calibrated_model(args.calibration, config.cluster, engine.num_params,
+                                   data.seq_len_tokens)  # fmt: skip
             command = seed_command(args, seed, out, checkpoints)
             train_seed(engine, data, out, checkpoints, experiment=config.experiment,
                        command=command)  # fmt: skip
