@@ -212,6 +212,32 @@ def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing_partial(
         assert not (out / "summary.json").exists()
 
 
+@pytest.mark.reliability("disk-full")
+def test_a_full_disk_while_the_final_model_is_written_is_one_line_and_leaves_no_out(
+    stage, tmp_path, monkeypatch
+):
+    # The file size limit only once the run has trained and checkpointed: metrics.jsonl
+    # fits under it, the model's safetensors (written by Rust code) does not.
+    from adloco.engine import run as run_module
+
+    write_outputs = run_module.write_outputs
+
+    def on_a_full_disk(engine, *args, **kwargs):
+        limit = engine.metrics_path.stat().st_size + 1024
+        with file_size_limit(limit):
+            return write_outputs(engine, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "write_outputs", on_a_full_disk)
+    out = tmp_path / "out"
+    code, err = stage("train", out)
+    message = one_line(err, "train")
+    assert code == 1
+    assert message.startswith(f"no space left to write {out / 'final'} (File too large)"), message
+    assert "run the same command again (nothing partial was kept)" in message
+    assert not os.path.lexists(out) and not leftovers(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
 def test_the_message_of_a_full_disk_names_the_output_not_its_temporary(tmp_path):
     from adloco.io import atomic_dir, atomic_path
 

@@ -199,3 +199,21 @@ def test_files_get_the_mode_a_plain_open_gives_them(tmp_path, tiny_tokenized, ti
 def test_the_command_line_is_shell_quoted_and_leaves_out_unset_options():
     line = hf_export.command_line("train", [("--config", "my config.yaml"), ("--base", None)])
     assert line == "adloco train --config 'my config.yaml'"
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        "Error while serializing: I/O error: No space left on device (os error 28)",
+        'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space" })',
+    ],
+)
+def test_an_os_error_inside_a_rust_writer_is_that_os_error_naming_the_folder(tmp_path, quoted):
+    import errno
+
+    with pytest.raises(OSError) as raised, hf_export.os_errors_of_writers(tmp_path):
+        raise Exception(quoted)  # what safetensors and tokenizers raise
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path)
+    # Anything else goes through as it was.
+    with pytest.raises(ValueError, match="^other$"), hf_export.os_errors_of_writers(tmp_path):
+        raise ValueError("other")

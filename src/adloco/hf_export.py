@@ -17,7 +17,11 @@ so both folders follow the same conventions:
 - a model card, ``README.md``: metadata for the Hub, what the model is, its
   numbers, and the command that reproduces it;
 - file modes: every file as a plain ``open()`` leaves it (safetensors writes
-  its file 0600).
+  its file 0600);
+- a write the operating system refuses (a full disk) inside the Rust
+  writers of safetensors and tokenizers, which raise their own exceptions, is
+  an ``OSError`` naming the folder (:func:`os_errors_of_writers`), so the stage
+  ends in one line.
 
 The folder itself is written by the caller, inside :func:`adloco.io.atomic_dir`.
 """
@@ -26,8 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +48,29 @@ from adloco.io import set_plain_modes
 # What transformers 5 writes into tokenizer_config.json about how the tokenizer
 # was loaded (from a local folder), not about the tokenizer.
 LOADER_KEYS = ("is_local", "local_files_only")
+
+
+# How the Rust writers quote the operating system's error: "(os error 28)", or
+# Rust's debug form "Os { code: 28, ... }" (older safetensors).
+OS_ERROR = re.compile(r"os error (\d+)|Os \{ code: (\d+)")
+
+
+@contextmanager
+def os_errors_of_writers(folder: Path) -> Iterator[None]:
+    """An error of safetensors' or tokenizers' writer that quotes an OS error, as that OSError.
+
+    Named after ``folder``: the writers do not say which file they were writing.
+    """
+    try:
+        yield
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (SafetensorError and tokenizers' plain Exception)
+        found = OS_ERROR.search(str(exc))
+        if found is None:
+            raise
+        number = int(found.group(1) or found.group(2))
+        raise OSError(number, os.strerror(number), str(folder)) from exc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,8 +198,9 @@ def save_model_folder(
     folder = Path(folder)
     tokenizer = export_tokenizer(tokenizer_dir, seq_len_tokens)
     set_special_ids(model, tokenizer)
-    model.save_pretrained(folder, safe_serialization=True)
-    save_tokenizer(tokenizer, folder)
+    with os_errors_of_writers(folder):
+        model.save_pretrained(folder, safe_serialization=True)
+        save_tokenizer(tokenizer, folder)
     settings_path = folder / "tokenizer_config.json"
     settings = json.loads(settings_path.read_text())
     if any(key in settings for key in LOADER_KEYS):
