@@ -1,9 +1,10 @@
 """The SLURM profile (workflow/profiles/slurm), checked without a cluster.
 
-A dry run with the profile gives each job's resources; the executor plugin's
-own functions then turn them into the sbatch command line it would submit, so
-a resource the plugin rejects or ignores shows here. The configuration has one
-CUDA device to calibrate and one CPU device with a fixed max_batch.
+A dry run with the profile, as a user types it (no ``--cores``), gives each
+job's threads and resources; the executor plugin's own functions then turn
+them into the sbatch command line it would submit, so a resource the plugin
+rejects or ignores shows here. The configuration has one CUDA device to
+calibrate and one CPU device with a fixed max_batch.
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ def cuda_config(tmp_path: Path) -> Path:
     return path
 
 
-def dry_run(config: Path, env: dict[str, str]) -> list[dict]:
-    # --cores 64: a dry run caps threads at the local cores; a cluster does not.
+def dry_run(config: Path, env: dict[str, str], *extra: str) -> list[dict]:
+    # No --cores: the profile's `cores` keeps a dry run from cutting threads to 1.
     result = subprocess.run(
         [SNAKEMAKE, "-n", "--forceall", "--workflow-profile", PROFILE]
-        + ["--configfile", str(config), "--cores", "64"],
+        + ["--configfile", str(config), *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -118,6 +119,32 @@ def test_sbatch_commands_carry_account_partition_time_memory_cpus_and_gpus(slurm
     tokenize = sbatch_command(next(j for j in slurm_jobs if j["rule"] == "tokenize"))
     assert f" -t {profile['set-resources']['tokenize']['runtime']} " in tokenize
     assert "--gpus" not in tokenize
+
+
+def test_the_dry_run_prints_the_threads_the_cluster_gives(slurm_jobs):
+    # `snakemake -n --workflow-profile workflow/profiles/slurm` without --cores: every
+    # job's command gets the threads sbatch asks for (set-threads: train 8), not 1.
+    profile = yaml.safe_load((ROOT / PROFILE / "config.yaml").read_text())
+    threads = profile["set-threads"]["train"]
+    assert profile["cores"] >= threads
+    trains = [j for j in slurm_jobs if j["rule"] == "train"]
+    for job in trains:
+        assert job["resources"]["cpus_per_task"] == str(threads)
+        # One training process (cluster.processes_per_machine 1): it gets them all.
+        assert f" --threads {threads} " in job["shell"], job["shell"]
+    # Every job that takes --threads is given the cores its sbatch asks for.
+    threaded = [j for j in slurm_jobs if " --threads " in j.get("shell", "")]
+    assert {j["rule"] for j in threaded} >= {"train", "calibrate", "variance"}
+    for job in threaded:
+        given = int(job["shell"].split(" --threads ")[1].split()[0])
+        assert given == int(job["resources"]["cpus_per_task"]), job
+
+
+def test_cores_on_the_command_line_cut_threads_as_snakemake_documents(tmp_path):
+    # --cores overrides the profile's: a job's threads are cut to it (train: 8 -> 2).
+    jobs = dry_run(cuda_config(tmp_path), ENV, "--cores", "2")
+    train = next(j for j in jobs if j["rule"] == "train")
+    assert train["resources"]["cpus_per_task"] == "2" and " --threads 2 " in train["shell"]
 
 
 def test_training_runs_are_independent_jobs_and_the_profile_lets_them_run_together(slurm_jobs):
