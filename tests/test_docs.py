@@ -1,9 +1,12 @@
-"""docs/DESIGN.md's module table matches the package: every module listed, nothing else."""
+"""The docs against the code: DESIGN.md's module table is the package; documented commands run."""
 
 from __future__ import annotations
 
 import ast
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,3 +34,25 @@ def test_design_lists_every_module_once_and_only_modules():
     listed = design_table()
     assert len(listed) == len(set(listed))
     assert sorted(listed) == sorted(modules())
+
+
+def test_training_one_run_and_seed_is_documented_and_plans_that_job_alone():
+    # The command of docs/workflow.md's block, also in the README's usage: a dry run of it
+    # plans the training of that run and seed, what it needs, and nothing else.
+    block = (ROOT / "docs/workflow.md").read_text().split("## Snakemake on one machine", 1)[1]
+    (line,) = [x for x in block.splitlines() if x.startswith("snakemake --cores all results/")]
+    command = shlex.split(line.split("#", 1)[0])
+    target = command[-1]
+    assert target == "results/default/runs/adloco/seed3/summary.json"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"`{' '.join(command)}`" in readme
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    result = subprocess.run(
+        [snakemake, "-n", "--forceall", *command[1:]],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    rules = re.findall(r"^(?:local)?rule (\w+):$", out, flags=re.M)
+    assert sorted(rules) == sorted(["prepare_corpus", "tokenize", "pretrain", "calibrate", "train"])
+    assert re.findall(r"^    wildcards: (run=.*)$", out, flags=re.M) == ["run=adloco, seed=3"]
