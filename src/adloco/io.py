@@ -12,8 +12,10 @@ A folder is replaced as a whole only when adloco wrote everything in it: each
 folder :func:`atomic_dir` writes lists its files in ``.adloco-output.json``,
 and a folder that holds anything else (a home folder given as an output, a
 file a user added) is refused by :func:`check_replaceable` before any work.
-An output that cannot be written (no space left, a read-only folder) raises
-an ``OSError`` that names the output, not a temporary.
+A stage that writes only some files of a folder writes them beside it and
+moves them in once all are written (:func:`atomic_files`). An output that
+cannot be written (no space left, a read-only folder) raises an ``OSError``
+that names the output, not a temporary.
 """
 
 from __future__ import annotations
@@ -209,6 +211,38 @@ def atomic_dir(path: str | Path, own: Iterable[str] = (), what: str = "") -> Ite
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def atomic_files(folder: str | Path, names: Iterable[str]) -> Iterator[Path]:
+    """Yield a temporary folder beside ``folder``; on success move ``names`` from it there.
+
+    For a stage that writes some files of a folder it does not own as a whole
+    (``adloco regimes`` into a replay folder or a report). ``names`` are
+    relative paths: each one written under the temporary folder replaces its
+    namesake in ``folder``, and one not written is removed from ``folder`` (it
+    would no longer match the others); nothing else in ``folder`` is touched.
+    A failure while writing (a full disk) leaves ``folder`` as it was: the
+    files are only moved in once all are written, by renames within one file
+    system, which need no space.
+    """
+    folder, names = Path(folder), list(names)
+    with naming_output(folder):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(folder)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    try:
+        with naming_output(folder, tmp):
+            yield tmp
+            for name in names:
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if (tmp / name).is_file():
+                os.replace(tmp / name, folder / name)
+            else:
+                (folder / name).unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def set_plain_modes(folder: str | Path) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adloco.config import ClusterConfig, Config, load_config
-from adloco.io import write_json_atomic
+from adloco.io import atomic_files, write_json_atomic
 from adloco.paths import base_summary_file, device_calibration_file
 from adloco.report.claims import fmt
 from adloco.report.devices import (
@@ -264,9 +264,13 @@ def run(args: argparse.Namespace) -> int:
     devices, networks = bring(config.cluster, cal_dir, args.device, args.roofline, args.network)
     regimes = compute_regimes(runs, roles, ladder, config, cal_dir, settings, devices, networks)
     out = Path(args.out)
-    write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
-    write_json_atomic(out / "regimes.json", regimes.as_dict())
-    write_figures(out / "figures", draw_regimes(regimes, ladder.main))
+    drawn = draw_regimes(regimes, ladder.main)
+    # All or nothing: written beside --out, moved in once every file is written.
+    names = ["regimes.csv", "regimes.json", *(f"figures/{name}.png" for name in drawn)]
+    with atomic_files(out, names) as tmp:
+        write_csv(tmp / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
+        write_json_atomic(tmp / "regimes.json", regimes.as_dict())
+        write_figures(tmp / "figures", drawn)
     log.info("wrote %s", out / "regimes.csv")
     print("\n".join(verdict_lines(regimes, ladder, config.cluster)))
     return 0
