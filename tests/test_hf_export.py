@@ -217,3 +217,44 @@ def test_an_os_error_inside_a_rust_writer_is_that_os_error_naming_the_folder(tmp
     # Anything else goes through as it was.
     with pytest.raises(ValueError, match="^other$"), hf_export.os_errors_of_writers(tmp_path):
         raise ValueError("other")
+
+
+def transformers_floor() -> str:
+    """The oldest transformers pyproject.toml allows (``transformers>=X``)."""
+    import re
+
+    text = (REPO / "pyproject.toml").read_text()
+    (floor,) = re.findall(r'"transformers>=([\d.]+)"', text)
+    return floor
+
+
+def test_the_oldest_transformers_pyproject_allows_loads_the_base(base, tmp_path):
+    """A fresh venv with transformers at pyproject's floor (no torch: tokenizer and config only)."""
+    import subprocess
+    import sys
+
+    _, out, data = base
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    floor = transformers_floor()
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, f"transformers=={floor}.*"], check=True, timeout=600)
+    probe = (
+        "import json, sys, transformers\n"
+        "from transformers import AutoConfig, AutoTokenizer\n"
+        "t = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+        "c = AutoConfig.from_pretrained(sys.argv[1])\n"
+        "print(json.dumps({'version': transformers.__version__, 'class': type(t).__name__,\n"
+        "    'eos': t.eos_token_id, 'pad': t.pad_token_id, 'max': t.model_max_length,\n"
+        "    'ids': t(sys.argv[2]).input_ids, 'config_eos': c.eos_token_id}))\n"
+    )
+    text = "the cat sat on the mat"
+    done = subprocess.run([str(py), "-c", probe, str(out / "model"), text], capture_output=True,
+                          text=True, check=True, timeout=300)  # fmt: skip
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["version"].startswith(floor + ".")
+    expected = AutoTokenizer.from_pretrained(out / "model")(text).input_ids  # this venv's
+    assert got["class"] == "PreTrainedTokenizerFast" and got["ids"] == expected
+    assert got["eos"] == got["pad"] == got["config_eos"] == data.eos_token_id
+    assert got["max"] == data.seq_len_tokens
