@@ -7,7 +7,11 @@ import json
 
 import pytest
 
+from adloco.algo.estimators import VarianceEstimate
+from adloco.io import OWNED_LIST
 from adloco.variance import VarianceAnalysis, plot_deviations, write_outputs
+from adloco.variance.outputs import DRAW_COLUMNS
+from adloco.variance.reductions import draw_row
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SUMMARY = {
@@ -39,14 +43,27 @@ def test_write_outputs_writes_every_table_and_the_figure(tmp_path):
     assert (out / "deviations.png").read_bytes()[:8] == PNG
 
 
-def test_a_skipped_comparison_removes_an_old_draws_table(tmp_path):
+def test_a_skipped_comparison_leaves_a_draws_table_of_its_header_alone(tmp_path):
+    # The folder holds the same files whatever the settings (dvc.yaml declares
+    # each of them); an old table's draws are gone.
     out = tmp_path / "variance"
     write_outputs(VarianceAnalysis(SUMMARY, PER_BATCH, DRAWS), out)
     summary = {**SUMMARY, "trace_cov": 2.0}
     write_outputs(VarianceAnalysis(summary, PER_BATCH, []), out)
-    assert not (out / "draws.csv").exists()
+    assert (out / "draws.csv").read_text().splitlines() == [",".join(DRAW_COLUMNS)]
     assert json.loads((out / "variance.json").read_text())["trace_cov"] == 2.0
     assert (out / "per_batch.csv").is_file()
+    listed = json.loads((out / OWNED_LIST).read_text())["files"]
+    assert sorted(listed) == sorted(p.name for p in out.iterdir() if p.name != OWNED_LIST)
+
+
+def test_the_draws_header_is_the_columns_of_a_draw_row():
+    est = VarianceEstimate(2.0, 1.0, 1.5, None, None, groups=4, samples=8, dof=3)
+    row = draw_row(7, est, est, eta=0.8)
+    assert tuple(row) == DRAW_COLUMNS
+    assert row["norm_test_batch_scalars"] == pytest.approx(2.0 / (0.8**2 * 1.5))
+    assert DRAW_COLUMNS[:3] == ("draw", "trace_cov_pooled", "grad_sqnorm_pooled")
+    assert len(DRAW_COLUMNS) == 1 + 2 * 4
 
 
 def test_plot_deviations_writes_a_png_and_names_a_failed_write(tmp_path):

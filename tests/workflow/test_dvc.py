@@ -16,6 +16,7 @@ stages become that preset's, with the paths of ``adloco.paths``.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shlex
@@ -29,6 +30,7 @@ import yaml
 from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
 from adloco import paths
+from adloco.io import OWNED_LIST
 from config_edits import shipped_configs
 
 # What dvc.yaml reads; Snakemake is given the same file so that commands match.
@@ -129,7 +131,9 @@ def expected_outputs(config: dict) -> dict[str, list[str]]:
         "prepare-corpus": [],
         "tokenize": [paths.tokenized_dir(dataset)],
         "pretrain": [paths.base_dir(exp)],
-        "variance": [variance / name for name in ("per_batch.csv", "variance.json")]
+        "variance": [
+            variance / name for name in ("per_batch.csv", "draws.csv", OWNED_LIST, "variance.json")
+        ]
         + [variance / "deviations.png"],
         "report": [
             report / name
@@ -138,6 +142,7 @@ def expected_outputs(config: dict) -> dict[str, list[str]]:
                 "ladder.csv",
                 "regimes.csv",
                 "noise_scale.csv",
+                OWNED_LIST,
                 "claims.json",
                 "summary.csv",
             )  # fmt: skip
@@ -184,7 +189,13 @@ def test_stages_read_and_write_the_same_files(snakemake_jobs, dvc_stages):
                 == (kind == "output" or job["rule"] != "prepare_corpus")
             )
             stray = [f for f in files if not any(within(f, d) for d in folders)]
-            unused = [d for d in folders if not any(within(f, d) for f in files)]
+            # adloco's list of a folder's files: DVC caches it beside them, so
+            # that a pulled folder is the one written; Snakemake need not track it.
+            unused = [
+                d
+                for d in folders
+                if not any(within(f, d) for f in files) and Path(d).name != OWNED_LIST
+            ]
             assert not stray, f"{stage['name']}: Snakemake {kind} not in dvc.yaml: {stray}"
             assert not unused, f"{stage['name']}: dvc.yaml path not in Snakemake {kind}: {unused}"
 
@@ -245,7 +256,7 @@ def dvc_copy(root: Path, preset: str) -> Path:
     """A git repository with the pipeline's DVC files, params.yaml pointing at ``preset``."""
     work = root / "repo"
     work.mkdir()
-    for name in ("dvc.yaml", ".dvcignore"):
+    for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
         shutil.copy2(ROOT / name, work / name)
     for name in ("config", ".dvc"):
         shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("cache", "tmp"))
@@ -312,3 +323,85 @@ def test_default_remote_is_a_folder_beside_the_repository():
     assert name == "local"
     # Outside the work tree, so neither git nor `make clean-results` touches it.
     assert ROOT not in store.parents and store.parent == ROOT.parent
+
+
+BIN = Path(sys.executable).parent
+DVC = str(BIN / "dvc")
+# The tools of the virtual environment first; no usage reports; a git identity
+# for the commits of the temporary repositories.
+TOOLS_ENV = {
+    **os.environ,
+    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    "DVC_NO_ANALYTICS": "1",
+    **{f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+       for what, value in (("NAME", "adloco tests"), ("EMAIL", "tests@adloco.invalid"))},
+}  # fmt: skip
+
+
+def sh(*cmd: str, cwd: Path) -> str:
+    """Run a command of the pipeline's tools in ``cwd``; its output, which must be a success."""
+    result = subprocess.run(
+        cmd, cwd=cwd, env=TOOLS_ENV, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, f"{cmd}\n{result.stdout}\n{result.stderr}"
+    return result.stdout + result.stderr
+
+
+def commit(work: Path, message: str, *files: str) -> None:
+    sh("git", "add", *(files or ["-A"]), cwd=work)
+    sh("git", "commit", "-q", "-m", message, cwd=work)
+
+
+def files_under(work: Path, *folders: str) -> set[str]:
+    return {
+        str(p.relative_to(work))
+        for folder in folders
+        for p in (work / folder).rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> Path:
+    """The test preset run once by `dvc repro` in a git repository of the pipeline's files.
+
+    dvc.lock is committed after the run, as a DVC user does. The default
+    remote of .dvc/config, a folder beside the repository, is the temporary
+    folder's. Tests after the first change the repository (experiments), so
+    they come in the order of this file.
+    """
+    work = dvc_copy(tmp_path_factory.mktemp("pipeline"), "test.yaml")
+    commit(work, "the pipeline, the test preset")
+    sh(DVC, "repro", cwd=work)
+    commit(work, "a run of the test preset", "dvc.lock")
+    return work
+
+
+@pytest.mark.slow
+def test_repro_writes_every_output_and_is_then_up_to_date(pipeline):
+    config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
+    for stage, outs in expected_outputs(config).items():
+        assert all((pipeline / out).exists() for out in outs), stage
+    for run in config["runs"]:
+        assert any((pipeline / paths.checkpoint_dir("test", run, 0)).iterdir())
+    assert json.loads(sh(DVC, "status", "--json", cwd=pipeline)) == {}
+    again = sh(DVC, "repro", cwd=pipeline)
+    assert "Running stage" not in again and "didn't change, skipping" in again
+
+
+@pytest.mark.slow
+def test_a_pulled_clone_is_the_repository_it_was_pushed_from(pipeline):
+    # Every file a stage writes is one of its declared outputs: a clone that
+    # pulls them holds the same files and DVC finds nothing changed.
+    sh(DVC, "push", cwd=pipeline)
+    clone = pipeline.parent / "clone"  # beside it: the same default remote
+    sh("git", "clone", "-q", str(pipeline), str(clone), cwd=pipeline.parent)
+    sh(DVC, "pull", cwd=clone)
+    assert json.loads(sh(DVC, "status", "--json", cwd=clone)) == {}
+    pulled = files_under(clone, "data", "results")
+    assert pulled == files_under(pipeline, "data", "results")
+    # The files dvc.yaml once missed: the test preset skips the variance
+    # stage's comparison, whose table is then its header alone.
+    variance = paths.variance_dir("test")
+    assert {str(variance / "draws.csv"), str(variance / OWNED_LIST)} <= pulled
+    assert (clone / variance / "draws.csv").read_text().startswith("draw,")

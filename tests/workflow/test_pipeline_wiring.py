@@ -62,7 +62,9 @@ elif stage == "calibrate":
 elif stage == "variance":
     (out / "variance.json").write_text(json.dumps({{"trace_cov": 2.0, "b_simple": 4.0}}))
     (out / "per_batch.csv").write_text("batch,deviation\\n0,1.5\\n")
+    (out / "draws.csv").write_text("draw,trace_cov_pooled\\n")
     (out / "deviations.png").write_bytes(b"png")
+    (out / ".adloco-output.json").write_text('{{"files": ["variance.json"]}}')
 elif stage == "pretrain":
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
     (Path(args.checkpoints) / "step-000001.pt").write_bytes(b"state")
@@ -100,6 +102,7 @@ elif stage == "report":
     (out / "noise_scale.csv").write_text("run,seed,round,noise_scale\\nadloco,0,1,12.0\\n")
     (out / "figures").mkdir(exist_ok=True)
     (out / "figures" / "perplexity.png").write_bytes(b"png")
+    (out / ".adloco-output.json").write_text('{{"files": ["index.html"]}}')
 """
 
 

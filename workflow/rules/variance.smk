@@ -18,6 +18,8 @@ rule variance:
             caption="../report/variance.rst",
             category="Variance",
         ),
+        # One row per draw of the scalar-vs-pooled comparison (its header alone when skipped).
+        draws=f"{VARIANCE_DIR}/draws.csv",
         figure=report(
             f"{VARIANCE_DIR}/deviations.png",
             caption="../report/variance.rst",

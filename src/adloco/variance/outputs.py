@@ -14,6 +14,7 @@ import seaborn as sns
 from adloco import paths
 from adloco.io import atomic_dir, naming_output, write_json_atomic
 from adloco.variance.analysis import VarianceAnalysis
+from adloco.variance.reductions import ESTIMATORS, SPREAD_QUANTITIES
 
 # What this stage writes into its folder (adloco.io.check_replaceable).
 VARIANCE_FILES = tuple(
@@ -25,6 +26,8 @@ VARIANCE_FILES = tuple(
         paths.variance_deviations_file,
     )
 )
+# draws.csv's header (reductions.draw_row's keys), written also when there are no draws.
+DRAW_COLUMNS = ("draw", *(f"{q}_{name}" for name in ESTIMATORS for q in SPREAD_QUANTITIES))
 
 
 def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
@@ -67,17 +70,20 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
 
     All of them or none: a failed write (a full disk) leaves the previous
     folder as it was, never new tables beside an old variance.json. draws.csv
-    (one row per draw of the scalar-vs-pooled comparison) is written only when
-    the comparison ran.
+    (one row per draw of the scalar-vs-pooled comparison) is written always,
+    its header alone when the comparison was skipped: the folder then holds
+    the same files whatever the settings, as a pipeline that declares each of
+    them (dvc.yaml) needs.
     """
     tables = {
-        paths.variance_per_batch_file: analysis.per_batch,
-        paths.variance_draws_file: analysis.draws,
+        paths.variance_per_batch_file: pd.DataFrame(analysis.per_batch),
+        paths.variance_draws_file: pd.DataFrame(analysis.draws)
+        if analysis.draws
+        else pd.DataFrame(columns=list(DRAW_COLUMNS)),
     }
     with atomic_dir(out_dir, VARIANCE_FILES, "--out") as tmp:
-        for file_in, rows in tables.items():
-            if rows:
-                with naming_output(file_in(tmp)):
-                    pd.DataFrame(rows).to_csv(file_in(tmp), index=False)
+        for file_in, frame in tables.items():
+            with naming_output(file_in(tmp)):
+                frame.to_csv(file_in(tmp), index=False)
         plot_deviations(analysis.per_batch, analysis.summary, paths.variance_deviations_file(tmp))
         write_json_atomic(paths.variance_summary_file(tmp), analysis.summary)
