@@ -7,13 +7,14 @@ a reStructuredText warning there would break ``snakemake --report``.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jinja2
 import pytest
 from docutils.core import publish_parts
 
 WORKFLOW = Path(__file__).resolve().parents[2] / "workflow"
+SRC = WORKFLOW.parent / "src" / "adloco"
 CAPTIONS = sorted((WORKFLOW / "report").glob("*.rst"))
 
 
@@ -50,3 +51,70 @@ def test_caption_renders_without_warnings(caption):
     )["html_body"]
     assert "placeholder" not in body.lower()
     assert len(body) > 200
+
+
+def caption_text() -> dict[str, str]:
+    return {p.name: p.read_text() for p in CAPTIONS}
+
+
+def test_the_pipeline_caption_names_every_stage_the_workflow_runs():
+    # Every rule's `adloco <stage>` command, pretraining included, is in workflow.rst.
+    rules = "".join(p.read_text() for p in (WORKFLOW / "rules").glob("*.smk"))
+    commands = set(re.findall(r'"(?:\{params\.launcher\})?adloco ([a-z-]+) ', rules))
+    assert {"prepare-corpus", "tokenize", "pretrain", "calibrate", "variance", "train",
+            "report"} <= commands  # fmt: skip
+    pipeline = caption_text()["workflow.rst"]
+    for command in commands:
+        assert f"``adloco {command}``" in pipeline, command
+
+
+def test_every_path_in_a_caption_is_one_the_pipeline_writes():
+    # The layout of adloco.paths, with <experiment>, <dataset>, <run>, <seed>, <device>.
+    from adloco import paths
+
+    e, d = "<experiment>", "<dataset>"
+    layout = [
+        paths.calibration_file(e, "<device>"),
+        paths.variance_dir(e),
+        paths.run_dir(e, "<run>", "<seed>"),
+        paths.base_dir(e),
+        paths.report_dir(e),
+        paths.report_figures_dir(e),
+        paths.tokenized_dir(d),
+        paths.RAW / d,
+    ]
+    known = {p.as_posix() for p in layout}
+    found = {
+        (name, path.rstrip("/."))
+        for name, text in caption_text().items()
+        for path in re.findall(r"\b(?:results|data|logs)/[\w<>/.-]*", text)
+    }
+    assert found, "no path in the captions"
+    for name, path in found:
+        # A folder of the layout, or a file in one.
+        where = path if path in known else str(PurePosixPath(path).parent)
+        assert where in known, f"{name}: {path} is not a path the pipeline writes"
+    # The page where the report writes it (a former caption said results/report/index.html).
+    assert ("workflow.rst", "results/<experiment>/report/index.html") in found
+
+
+def test_a_caption_names_only_sections_the_page_has():
+    # A section named in a caption ('section "X"') is a heading of the report's page.
+    source = "".join(p.read_text() for p in (SRC / "report").glob("*.py"))
+    headings = set(re.findall(r"<h2 id='\w+'>([^<]+)</h2>", source))
+    assert "Calibration" in headings
+    for name, text in caption_text().items():
+        for title in re.findall(r'section "([^"]+)"', " ".join(text.split())):
+            assert title in headings, f"{name} names a section the page does not have: {title}"
+
+
+def test_the_figures_caption_names_every_figure_the_report_writes():
+    from adloco.report import FIGURE_NAMES, TABLES
+
+    figures = caption_text()["perplexity.rst"]
+    for name in FIGURE_NAMES:
+        assert f"``{name}``" in figures, name
+    tables = caption_text()["summary.rst"]
+    # curves.csv is captioned with the curves it tabulates.
+    for name in (*TABLES, "index.html", "claims.json"):
+        assert f"``{name}``" in (figures if name == "curves.csv" else tables), name

@@ -14,7 +14,11 @@ if USES_BASE:
             # the sha256 of each of its files (a directory output would gain
             # Snakemake's timestamp file, which the checksums would refuse).
             summary=f"{BASE_DIR}/base.json",
-            metrics=f"{BASE_DIR}/metrics.jsonl",
+            metrics=report(
+                f"{BASE_DIR}/metrics.jsonl",
+                caption="../report/pretrain.rst",
+                category="Pretraining",
+            ),
         params:
             config=config_file,
             settings=stage_params("pretrain"),
