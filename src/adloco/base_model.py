@@ -17,7 +17,6 @@ and the stages read it; :mod:`adloco.pretrain` writes the folder it checks.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -68,9 +67,11 @@ def verified_model_dir(base: str | Path) -> tuple[Path, dict]:
     """
     base = Path(base)
     summary_path = paths.base_summary_file(base)
-    if not summary_path.is_file():
-        raise FileNotFoundError(f"{summary_path}: no base model here; run adloco pretrain first")
-    summary = json.loads(summary_path.read_text())
+    summary = read_json_object(
+        summary_path,
+        f"{summary_path}: no base model here; run adloco pretrain first",
+        fix="run adloco pretrain again",
+    )
     folder = base / summary["model_dir"]
     found = model_digests(folder) if folder.is_dir() else {}
     expected = summary["model_sha256"]

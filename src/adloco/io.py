@@ -295,23 +295,38 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+# What to do about a JSON file adloco wrote that no longer reads, unless the caller knows better.
+REWRITE_FIX = "write it again with the adloco stage that made it"
+
+
 def read_json_object(
-    path: str | Path, missing: str | None = None, error: type[ValueError] = ValueError
+    path: str | Path,
+    missing: str | None = None,
+    error: type[ValueError] = ValueError,
+    fix: str = REWRITE_FIX,
 ) -> dict:
-    """A JSON file that must hold an object; clear errors that name the file.
+    """A JSON file that must hold an object; one-line errors that name the file and ``fix``.
 
     ``missing`` is the message when the file does not exist (default: "<path>:
-    not found"); a file that is not JSON or not an object raises ``error``.
+    not found"); a file that is not JSON (truncated, binary, nested too deeply
+    for the parser) or not an object raises ``error``, its message ending in
+    ``fix``: what to do.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(missing or f"{path}: not found")
     try:
-        obj = json.loads(path.read_text())
+        obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise error(f"{path}: not valid JSON: {exc}") from exc
+        raise error(f"{path}: not valid JSON ({exc}); {fix}") from None
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{path}: not a JSON text file (byte {exc.start} is not UTF-8); {fix}"
+        ) from None
+    except RecursionError:
+        raise error(f"{path}: nests too deeply to read as JSON; {fix}") from None
     if not isinstance(obj, dict):
-        raise error(f"{path}: expected a JSON object")
+        raise error(f"{path}: expected a JSON object; {fix}")
     return obj
 
 
