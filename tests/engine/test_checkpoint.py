@@ -193,8 +193,13 @@ def test_an_edited_sha256_in_the_manifest_is_a_corrupt_round(trained, make_confi
 def test_a_manifest_that_is_not_json_is_refused_naming_it(trained, make_config, array_data):
     ckpt, _ = trained
     (ckpt / checkpoint.MANIFEST_NAME).write_text('{"round": 4, "dir": ')
-    with pytest.raises(ValueError, match=f"{ckpt / checkpoint.MANIFEST_NAME}: not valid JSON"):
+    with pytest.raises(checkpoint.CorruptCheckpointError) as caught:
         checkpointed_run(make_config, array_data, ckpt).run()
+    message = str(caught.value)
+    assert message.startswith(f"{ckpt / checkpoint.MANIFEST_NAME}: not valid JSON (")
+    # What to do, and nothing of the user's folder touched.
+    assert message.endswith(f"; move {ckpt} away (or delete it) to train this run from the start")
+    assert (ckpt / checkpoint.MANIFEST_NAME).read_text() == '{"round": 4, "dir": '
 
 
 @pytest.mark.reliability("checkpoints")

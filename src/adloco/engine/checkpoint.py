@@ -440,7 +440,13 @@ def load(
         )
     if not manifest_path.exists():
         return None
-    manifest = read_json_object(manifest_path)
+    # The manifest is replaced atomically, so one that does not read was damaged
+    # afterwards, and it alone says which round folder is whole.
+    manifest = read_json_object(
+        manifest_path,
+        error=CorruptCheckpointError,
+        fix=f"move {directory} away (or delete it) to train this run from the start",
+    )
     if manifest.get("format_version") != FORMAT_VERSION:
         raise StaleCheckpointError(
             f"{manifest_path}: checkpoint format {manifest.get('format_version')} is not "
