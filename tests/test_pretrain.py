@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
+import re
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -16,6 +19,7 @@ from adloco.config import ConfigError, section, validate
 from adloco.data.reader import TokenData
 from adloco.data.tokenize import tokenize_corpus
 from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
+from live_events import read_scalars
 
 SETTINGS = {
     "max_tokens": 6 * 6 * 16 + 5 * 16,  # six full steps of 6 sequences of 16, then 5 sequences
@@ -87,6 +91,29 @@ def test_the_loop_is_plain_adamw_on_the_base_split(based, cfg, tmp_path, one_thr
         tuple(r) for r in based.split("base").get(range(len(based.split("base")))).tolist()
     }
     assert all(tuple(row) in base_rows for b in drawn for row in b.tolist())
+
+
+def test_one_line_and_one_curve_point_per_evaluation_equal_to_the_rows(
+    based, cfg, tmp_path, one_thread, caplog
+):
+    training = pretraining(cfg, based, tmp_path / "ckpt")
+    with caplog.at_level(logging.INFO):
+        history = training.run(progress=True, live_dir=tmp_path / "live")  # stderr: no terminal
+    lines = [r.getMessage() for r in caplog.records if r.name == "adloco.progress"]
+    total = SETTINGS["max_tokens"]
+    pattern = r"base: step (\d+), tokens (\d+) of (\d+) \((\d+)%\), val ppl ([\d.]+), [\d.]+ s"
+    assert [re.fullmatch(pattern, line).groups() for line in lines] == [
+        (str(r["step"]), str(r["tokens"]), str(total), f"{100 * r['tokens'] / total:.0f}",
+         f"{r['val_perplexity']:.2f}")
+        for r in history
+    ]  # fmt: skip
+    assert len(history) == 3
+    keys = {"val/perplexity": "val_perplexity", "val/loss": "val_loss", "train/loss": "train_loss",
+            "train/lr": "lr"}  # fmt: skip
+    assert read_scalars(tmp_path / "live") == {
+        tag: [(r["tokens"], float(np.float32(r[key]))) for r in history]
+        for tag, key in keys.items()
+    }
 
 
 def test_a_killed_pretraining_resumes_to_the_same_bits(based, cfg, tmp_path, one_thread):

@@ -96,8 +96,23 @@ def _pretrain_args(parser: argparse.ArgumentParser) -> None:
         required=True,
         help=f"checkpoint folder, kept when a job fails: {paths.base_checkpoint_dir(EXP)}",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _progress_args(parser, paths.base_live_dir(EXP))
     _threads_arg(parser, "Snakemake passes the job's")
+
+
+def _progress_args(parser: argparse.ArgumentParser, live_example: str) -> None:
+    """What a stage that trains shows as it goes (adloco.progress, adloco.live_curves)."""
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar on a terminal: one log line per round, as in a log file",
+    )
+    parser.add_argument(
+        "--live",
+        default=None,
+        metavar="DIR",
+        help=f"folder for live TensorBoard curves, {live_example}; none without it",
+    )
 
 
 def _seed(text: str) -> int | str:
@@ -146,7 +161,7 @@ def _train_args(parser: argparse.ArgumentParser) -> None:
         required=True,
         help=f"checkpoint folder, kept when a job fails: {paths.checkpoint_dir(EXP, RUN, SEED)}",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _progress_args(parser, f"{paths.live_dir(EXP, RUN, SEED)} (seed<seed>/ of it with --seed all)")
     _threads_arg(parser, "Snakemake passes the job's; per process under torchrun")
     parser.add_argument(
         "--dist-timeout-s",

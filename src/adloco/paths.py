@@ -78,6 +78,20 @@ def base_checkpoint_dir(experiment: str) -> Path:
     return experiment_dir(experiment) / "checkpoints" / BASE_CHECKPOINTS
 
 
+def live_dir(experiment: str, run: str, seed: int | str) -> Path:
+    """A run's seed's live curves (``--live``): under logs/, a view of the run, not a result.
+
+    Outside the run folder, which is written aside and swapped in only at the
+    end, and outside everything DVC hashes.
+    """
+    return logs_dir(experiment) / "live" / run / seed_dir_name(seed)
+
+
+def base_live_dir(experiment: str) -> Path:
+    """The base model's live curves, beside the runs' (``base`` is no run's name)."""
+    return logs_dir(experiment) / "live" / BASE_CHECKPOINTS
+
+
 def report_dir(experiment: str) -> Path:
     return experiment_dir(experiment) / "report"
 

@@ -37,7 +37,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from adloco import paths
 from adloco.algo.schedule import inner_lr
@@ -48,7 +47,9 @@ from adloco.engine import checkpoint
 from adloco.engine.sampler import SubsetSampler
 from adloco.hf_export import Provenance, command_line, save_model_folder
 from adloco.io import atomic_dir, write_json_atomic
+from adloco.live_curves import LiveCurves
 from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
+from adloco.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,6 @@ class Pretraining:
         eval_batch: int,
     ):
         self.settings = settings
-        self.seed = seed
         self.split = data.split(BASE_SPLIT)
         self.eval_seqs = evaluation_sample(data.split("validation"), eval_sequences)
         self.eval_batch = eval_batch
@@ -206,31 +206,44 @@ class Pretraining:
         self.history.append(row)
         return row
 
-    def run(self, progress: bool = True) -> list[dict]:
-        """Train to ``pretrain.max_tokens``, resuming from the checkpoint folder."""
+    def run(self, progress: bool = True, live_dir: str | Path | None = None) -> list[dict]:
+        """Train to ``pretrain.max_tokens``, resuming from the checkpoint folder.
+
+        ``progress``: a bar on a terminal (else one line per evaluation);
+        ``live_dir``: the folder of the live curves (None: none).
+        """
         self.resume()
         s = self.settings
-        bar = tqdm(
-            total=s.max_tokens,
-            initial=min(self.tokens, s.max_tokens),
-            desc="base",
-            unit="tok",
-            unit_scale=True,
-            disable=not progress,
-            dynamic_ncols=True,
-        )
-        with bar:
+        started = time.perf_counter()
+        shown = Progress("base", s.max_tokens, self.tokens, True, progress)
+        curves = LiveCurves(live_dir, [(r["tokens"], eval_scalars(r)) for r in self.history])
+        try:
             while not self.done():
-                before = self.tokens
                 loss = self.train_step()
                 last = self.done()
                 if self.step % s.eval_every_steps == 0 or last:
                     row = self.evaluate(loss)
-                    bar.set_postfix(val_ppl=f"{row['val_perplexity']:.1f}")
+                    fields = {"step": str(self.step), "val_ppl": f"{row['val_perplexity']:.2f}"}
+                    shown.report(self.tokens, fields, time.perf_counter() - started)
+                    curves.add(self.tokens, eval_scalars(row))
+                else:
+                    shown.advance(self.tokens)
                 if self.step % s.checkpoint_every_steps == 0 or last:
                     self.save()
-                bar.update(min(self.tokens, s.max_tokens) - min(before, s.max_tokens))
+        finally:
+            shown.close()
+            curves.close()
         return self.history
+
+
+def eval_scalars(row: dict) -> dict[str, float]:
+    """An evaluation's live curves."""
+    return {
+        "val/perplexity": row["val_perplexity"],
+        "val/loss": row["val_loss"],
+        "train/loss": row["train_loss"],
+        "train/lr": row["lr"],
+    }
 
 
 def write_base(
@@ -274,9 +287,6 @@ def write_base(
             "split_sequences": len(training.split),
             "epochs": training.tokens / (len(training.split) * training.seq_len),
             "train_seconds": seconds,
-            # What made the base, which every stage that starts from it checks
-            # (adloco.base_model.check_made_for; the shape is in model/config.json).
-            "seed": training.seed,
             "settings": {**asdict(training.settings), "betas": list(training.settings.betas)},
             "model_dir": MODEL_DIR,
             "model_sha256": model_digests(tmp / MODEL_DIR),
@@ -305,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
     checkpoint.check_folder(args.checkpoints)
     training = Pretraining.from_config(config, data, args.checkpoints)
     start = time.perf_counter()
-    training.run(progress=not args.no_progress)
+    training.run(progress=not args.no_progress, live_dir=args.live)
     seconds = time.perf_counter() - start
     command = command_line(
         "pretrain",

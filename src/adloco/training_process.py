@@ -4,16 +4,19 @@ Freed memory stays in the process (:mod:`adloco.allocator`), and torch gets the
 threads the command was given (Snakemake passes a job's threads; per process
 under torchrun). Calibration, pretraining, the variance analysis and training
 start the same way, so a calibration times passes as a training process runs them.
+Off a terminal (a job's log file) the transformers library's progress bars
+are switched off (:func:`adloco.progress.quiet_library_bars`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from adloco import allocator
+from adloco import allocator, progress
 
 
 def prepare(threads: int | None) -> None:
     allocator.keep_freed_memory()
+    progress.quiet_library_bars()
     if threads:
         torch.set_num_threads(threads)

@@ -101,11 +101,13 @@ def test_rule_environment_pins_every_package_within_pyprojects_bounds():
 
 
 def test_rule_environment_holds_no_workflow_tool():
-    # Snakemake and DVC run on the host and call `adloco`; a job needs neither.
+    # Snakemake and DVC run on the host and call `adloco`, TensorBoard draws the
+    # jobs' curves there; a job needs none of them (tensorboardX writes the curves).
     tools = project_requirements(["workflow"]).keys() - project_requirements([]).keys()
-    assert tools == {"snakemake", "dvc"}
+    assert tools == {"snakemake", "dvc", "tensorboard"}
     packages, _, _ = conda_env(RULE_ENV)
     assert not [name for name in packages if name.startswith(("snakemake", "dvc"))]
+    assert "tensorboard" not in packages and "tensorboardx" in packages
 
 
 def test_rule_environment_is_what_the_lock_script_writes():

@@ -4,8 +4,10 @@
 the round: ``run()`` creates the trainers of round 0 (``_init_trainers``) or
 resumes from the checkpoint folder, calls
 ``Engine.run_round`` until the run ends, appends each round's metrics rows,
-saves a checkpoint every ``checkpoint_every_rounds`` rounds and shows progress
-in tokens. The replicated state (:meth:`Driver.state_dict`, saved once) and
+saves a checkpoint every ``checkpoint_every_rounds`` rounds, and shows
+progress in tokens (:mod:`adloco.progress`: a bar on a terminal, one line per
+round in a log) and live curves (:mod:`adloco.live_curves`, with a live
+folder). The replicated state (:meth:`Driver.state_dict`, saved once) and
 each process's own (:meth:`Driver.local_state_dict`: its slots' inner
 optimizer states and its RNG) go through :mod:`adloco.engine.checkpoint`;
 every process checks that all hold the same replicated state at the start and
@@ -15,15 +17,15 @@ whenever a checkpoint is saved (:meth:`Driver._agree`). ``best_trainer`` and
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from adloco import paths
 from adloco.algo import merge, outer, trust
@@ -33,7 +35,9 @@ from adloco.engine import checkpoint, ddp
 from adloco.engine.inner import NodeState
 from adloco.engine.sampler import SubsetSampler, draw_subset
 from adloco.engine.trainers import Trainer, copy_inner_state
+from adloco.live_curves import LiveCurves
 from adloco.model import DTYPES, build_model
+from adloco.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +85,21 @@ class Driver:
     """
 
     def __init__(
-        self, checkpoint_dir: str | Path, fingerprint: str, progress: bool, resume_finished: bool
+        self,
+        checkpoint_dir: str | Path,
+        fingerprint: str,
+        progress: bool,
+        resume_finished: bool,
+        live_dir: str | Path | None = None,
     ):
+        """``progress``: a bar on a terminal (else one line per round); ``live_dir``: the
+        folder of the run's live curves (None: none)."""
         self.ckpt_dir = Path(checkpoint_dir)
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = paths.metrics_file(self.ckpt_dir)
         self.fingerprint = fingerprint
         self.progress = progress
+        self.live_dir = live_dir
         # A finished checkpoint of the same fingerprint is resumed (at its last
         # round, so nothing is trained) rather than trained again: how one job
         # of every seed of a run (`adloco train --seed all`) re-writes the
@@ -275,18 +287,23 @@ class Driver:
     def run(self) -> list[dict]:
         """Train to the end, resuming from the checkpoint folder; return all rows."""
         self.start()
+        writer = self.comm.is_writer
         # Progress in tokens: runs end at the token budget, after however many rounds.
-        bar = _progress(
+        shown = Progress(
+            f"{self.settings.name} seed {self.seed}",
             self.settings.max_tokens,
-            min(self.tokens_total, self.settings.max_tokens),
-            f"{self.settings.name} s{self.seed}",
-            self.progress and self.comm.is_writer,
+            self.tokens_total,
+            writer,
+            self.progress,
+        )
+        curves = LiveCurves(
+            self.live_dir if writer else None,
+            [(rows[-1]["tokens_total"], round_scalars(rows)) for rows in rounds(self.history)],
         )
         try:
             while not self._finished(self.round):
-                before = self.tokens_total
                 rows = self.run_round()
-                if self.comm.is_writer:
+                if writer:
                     with open(self.metrics_path, "a") as fh:
                         for row in rows:
                             fh.write(json.dumps(row) + "\n")
@@ -295,12 +312,11 @@ class Driver:
                     self.round
                 ):
                     self.save_checkpoint()
-                bar.update(
-                    min(self.tokens_total, self.settings.max_tokens) - min(before, bar.total)
-                )
-                bar.set_postfix(_postfix(rows))
+                shown.report(self.tokens_total, round_fields(rows), rows[-1]["wall_time_s"])
+                curves.add(rows[-1]["tokens_total"], round_scalars(rows))
         finally:
-            bar.close()
+            shown.close()
+            curves.close()
         return self.history
 
     def save_checkpoint(self) -> None:
@@ -359,23 +375,39 @@ class Driver:
         return self.worker.model.to(dtype)
 
 
-def _progress(total: int, initial: int, desc: str, enabled: bool):
-    return tqdm(
-        total=total,
-        initial=initial,
-        desc=desc,
-        unit="tok",
-        unit_scale=True,
-        disable=not enabled,
-        dynamic_ncols=True,
-    )
+def rounds(rows: list[dict]) -> Iterator[list[dict]]:
+    """The metrics rows grouped by round, in order."""
+    for _, group in itertools.groupby(rows, key=lambda r: r["round"]):
+        yield list(group)
 
 
-def _postfix(rows: list[dict]) -> dict:
-    ppl = [r["val_perplexity"] for r in rows if r["val_perplexity"] is not None]
+def _best(rows: list[dict]) -> dict | None:
+    """The round's row of the trainer with the lowest validation perplexity (None: not measured)."""
+    measured = [r for r in rows if r["val_perplexity"] is not None]
+    return min(measured, key=lambda r: r["val_perplexity"]) if measured else None
+
+
+def round_fields(rows: list[dict]) -> dict[str, str]:
+    """A round as the progress bar's postfix and the log line show it (its tokens aside)."""
+    best = _best(rows)
     return {
-        "round": rows[0]["round"],
-        "trainers": len(rows),
+        "round": str(rows[0]["round"]),
         "batch": ",".join(str(r["requested_batch"]) for r in rows),
-        "val_ppl": f"{min(ppl):.1f}" if ppl else "-",
+        "trainers": str(len(rows)),
+        "val_ppl": "-" if best is None else f"{best['val_perplexity']:.2f}",
+    }
+
+
+def round_scalars(rows: list[dict]) -> dict[str, float | int | None]:
+    """A round's live curves: the best trainer's validation, the trainers' mean train loss,
+    the round, the trainers, their batches added up (sequences) and the simulated time."""
+    best = _best(rows)
+    return {
+        "val/perplexity": None if best is None else best["val_perplexity"],
+        "val/loss": None if best is None else best["val_loss"],
+        "train/loss": sum(r["train_loss"] for r in rows) / len(rows),
+        "run/round": rows[0]["round"],
+        "run/trainers": len(rows),
+        "run/batch_sequences": sum(r["requested_batch"] for r in rows),
+        "run/sim_time_s": rows[-1]["sim_time_s"],
     }

@@ -78,10 +78,12 @@ class Engine(Driver):
         progress: bool = True,
         collective=None,
         resume_finished: bool = False,
+        live_dir: str | Path | None = None,
     ):
         """``model``: a base model resolved (:func:`adloco.base_model.start_model`,
         its ``base_sha256`` in the fingerprint); ``lr_keys``: where the run's
-        inner and outer lr are written, for the message of a diverged round."""
+        inner and outer lr are written, for the message of a diverged round;
+        ``live_dir``: where the run's live curves go (:mod:`adloco.live_curves`)."""
         self.settings = settings
         self.seed = seed
         self.data = data
@@ -95,6 +97,7 @@ class Engine(Driver):
             ),
             progress,
             resume_finished,
+            live_dir,
         )
         self.train_split = data.split("train")
         self.val_split = data.split("validation")

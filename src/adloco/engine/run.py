@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     settings = config.run(args.run)
     # Every run of a base experiment starts from the verified base model.
-    start = start_model(config.model, getattr(args, "base", None), config)
+    start = start_model(config.model, getattr(args, "base", None))
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     # Needs the train split's size, known only now: before any training.
@@ -184,8 +184,17 @@ def make_engine(
             config.setting_key(settings.name, "outer_lr"),
         ),
         progress=not args.no_progress,
+        live_dir=seed_live_dir(args, seed),
         **options,
     )
+
+
+def seed_live_dir(args: argparse.Namespace, seed: int) -> Path | None:
+    """The seed's live curves folder: ``--live``, its ``seed<seed>/`` with ``--seed all``."""
+    live = getattr(args, "live", None)
+    if live is None:
+        return None
+    return Path(live) / paths.seed_dir_name(seed) if args.seed == "all" else Path(live)
 
 
 def train_seed(
