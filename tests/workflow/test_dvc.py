@@ -54,7 +54,7 @@ def dvc_form(command: str) -> str:
         return command
     seed = args[args.index("--seed") + 1]
     args[args.index("--seed") + 1] = "all"
-    for flag in ("--out", "--checkpoints"):
+    for flag in ("--out", "--checkpoints", "--live"):
         folder = args[args.index(flag) + 1]
         assert folder.endswith(f"/{paths.seed_dir_name(seed)}"), folder
         args[args.index(flag) + 1] = folder.rsplit("/", 1)[0]

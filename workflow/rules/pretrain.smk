@@ -25,6 +25,8 @@ if USES_BASE:
             data=input_folder("manifest"),
             out=output_folder("summary"),
             checkpoints=str(paths.base_checkpoint_dir(EXPERIMENT)),
+            # Live TensorBoard curves, written while the job runs: no output.
+            live=str(paths.base_live_dir(EXPERIMENT)),
         log:
             f"{LOG_DIR}/pretrain.log",
         benchmark:
@@ -39,4 +41,5 @@ if USES_BASE:
             "../envs/adloco.yaml"
         shell:
             "adloco pretrain --config {params.config:q} --data {params.data:q} --out {params.out:q}"
-            " --checkpoints {params.checkpoints:q} --threads {threads} > {log:q} 2>&1"
+            " --checkpoints {params.checkpoints:q} --live {params.live:q} --threads {threads}"
+            " > {log:q} 2>&1"

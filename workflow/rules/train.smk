@@ -30,6 +30,8 @@ rule train:
         calibration=input_folder("calibration"),
         base=base_arg(),
         checkpoints=str(paths.checkpoint_dir(EXPERIMENT, "{run}", "{seed}")),
+        # Live TensorBoard curves, written while the job runs: no output.
+        live=str(paths.live_dir(EXPERIMENT, "{run}", "{seed}")),
         launcher=train_launcher,
         threads_per_process=lambda wildcards, threads: max(1, threads // TRAIN_PROCESSES),
     log:
@@ -48,5 +50,5 @@ rule train:
         "{params.launcher}adloco train --config {params.config:q} --run-name {wildcards.run:q}"
         " --seed {wildcards.seed:q} --data {params.data:q} --calibration {params.calibration:q}"
         " {params.base:q}"
-        " --out {params.out:q} --checkpoints {params.checkpoints:q}"
+        " --out {params.out:q} --checkpoints {params.checkpoints:q} --live {params.live:q}"
         " --threads {params.threads_per_process} > {log:q} 2>&1"
