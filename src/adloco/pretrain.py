@@ -79,6 +79,7 @@ class Pretraining:
         eval_batch: int,
     ):
         self.settings = settings
+        self.seed = seed
         self.split = data.split(BASE_SPLIT)
         self.eval_seqs = evaluation_sample(data.split("validation"), eval_sequences)
         self.eval_batch = eval_batch
@@ -287,6 +288,9 @@ def write_base(
             "split_sequences": len(training.split),
             "epochs": training.tokens / (len(training.split) * training.seq_len),
             "train_seconds": seconds,
+            # What made the base, which every stage that starts from it checks
+            # (adloco.base_model.check_made_for; the shape is in model/config.json).
+            "seed": training.seed,
             "settings": {**asdict(training.settings), "betas": list(training.settings.betas)},
             "model_dir": MODEL_DIR,
             "model_sha256": model_digests(tmp / MODEL_DIR),
