@@ -32,7 +32,7 @@ import torch
 from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
 from adloco.config import ClusterConfig, ModelConfig, RunSettings
-from adloco.engine import ddp
+from adloco.engine import ddp, divergence
 from adloco.engine.collective import LocalCollective
 from adloco.engine.driver import Driver, run_fingerprint
 from adloco.engine.inner import NodeState, Worker
@@ -246,11 +246,21 @@ class Engine(Driver):
                 )
             # The samplers have moved past the offending batches, so the retry
             # sees fresh data from the same θ and optimizer states.
-        inner_lr, outer_lr = self.lr_keys
         raise TrainingDiverged(
             f"trainer {trainer.id}: non-finite {failure} in {MAX_NAN_RETRIES + 1} attempts of "
-            f"round {self.round + 1}; lower {inner_lr} (or {outer_lr}) or check the data"
+            f"round {self.round + 1}; {self._divergence_advice(trainer, theta, failure)}"
         )
+
+    def _divergence_advice(self, trainer: Trainer, theta: list[torch.Tensor], failure: str) -> str:
+        """Which lr to lower first (:mod:`adloco.engine.divergence`), from θ's validation loss
+        at the start of the round and the trainer's inner loss in its previous round."""
+        rows = [r for r in self.history if r["trainer"] == trainer.id]
+        start_loss = previous = None
+        if rows and self.settings.method != "ddp":
+            self.worker.load([t.to(self.device) for t in theta])
+            val = evaluate(self.worker.model, self.eval_seqs, self.settings.eval_batch)
+            start_loss, previous = val["loss"], rows[-1]["train_loss"]
+        return divergence.advice(failure, start_loss, previous, self.data.vocab_size, self.lr_keys)
 
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
         """One try at the trainer's round; what turned non-finite, or None."""
