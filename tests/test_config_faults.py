@@ -146,6 +146,11 @@ TEXT_CASES = [
     ),
     ("YAML syntax error", lambda t: t.replace("seeds: [0]", "seeds: [0"), "line"),
     ("not a mapping", lambda t: "- a list\n", "mapping"),
+    (
+        "nested too deeply",
+        lambda t: "experiment: deep\ndata: " + "[" * 200_000 + "]" * 200_000 + "\n",
+        "nests too deeply to read as YAML; start again from a copy of config/config.yaml",
+    ),
 ]
 
 
@@ -198,3 +203,41 @@ def test_the_cases_cover_every_key_of_the_preset():
     }
     assert keys - {k for k, v in leaves(BASE) if v is None} <= covered
     assert len(CASES) + len(TEXT_CASES) >= 100
+
+
+INFINITE = (
+    "is not a finite number (YAML reads .inf, or a number beyond the largest number a float "
+    "holds (1.8e+308), as infinity); write a finite number"
+)
+
+
+@pytest.mark.reliability("configs")
+@pytest.mark.parametrize(
+    ("written", "message"),
+    [
+        # YAML reads 1e400 as a string; its float form 1.0e+400 would be infinite, so the
+        # advice is not to write that.
+        (
+            "1e400",
+            "train.inner_lr: '1e400' is not of type 'number' (YAML reads 1e400 as a string, "
+            "and as a number it is beyond the largest number a float holds (1.8e+308), so "
+            "infinite: write a finite number)",
+        ),
+        ("1.0e+400", f"train.inner_lr: inf {INFINITE}"),
+        ("-.inf", f"train.inner_lr: -inf {INFINITE}"),
+        (".nan", "train.inner_lr: nan is not a finite number; write a finite number"),
+        # A number YAML reads as a string but that fits a float keeps its rewrite.
+        (
+            "1e-4",
+            "train.inner_lr: '1e-4' is not of type 'number' (YAML reads 1e-4 as a string: "
+            "write 1.0e-4, with a dot before the e and a sign after it)",
+        ),
+    ],
+)
+def test_a_number_no_float_holds_is_refused_as_such(tmp_path, written, message):
+    path = tmp_path / "variant.yaml"
+    path.write_text(PRESET.read_text().replace("  inner_lr: 0.003 ", f"  inner_lr: {written} ", 1))
+    refused(path, message)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert "1.0e+400," not in str(err.value)

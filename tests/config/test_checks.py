@@ -94,6 +94,43 @@ def test_a_subset_of_exactly_the_first_batch_passes_and_one_less_is_refused():
     )
 
 
+@pytest.mark.reliability("configs")
+def test_a_first_batch_larger_than_the_whole_split_asks_for_a_smaller_batch():
+    # No subset_fraction (at most 1) can give 400000 sequences from 1373: the advice is
+    # a batch of at most floor(1373 / 4 slots) = 343 per slot, which fits exactly.
+    cfg = config_from_dict(base())  # 4 slots
+    run = dataclasses.replace(cfg.run("diloco"), subset_fraction=1.0)  # 1 trainer, 4 slots
+    with pytest.raises(ConfigError) as err:
+        check_subset_fraction(cfg, run, train_sequences=1373, initial_local_batch=100000)
+    assert str(err.value) == (
+        "train.subset_fraction: 1.0 of the 1373 train sequences leaves 1373 sequences per "
+        "trainer, fewer than run diloco's first batch of 400000 (100000 per node slot x 4 "
+        "slots); even the whole train split is smaller than that batch: lower "
+        "train.initial_batch to at most 343 sequences per node slot, or tokenize more "
+        "documents (data.max_documents)"
+    )
+    check_subset_fraction(cfg, run, train_sequences=1373, initial_local_batch=343)
+    with pytest.raises(ConfigError):
+        check_subset_fraction(cfg, run, train_sequences=1373, initial_local_batch=344)
+
+
+@pytest.mark.parametrize(
+    ("sequences", "local_batch", "advised"),
+    # The first batch (4 slots x local_batch) over the split, rounded up to 3 significant
+    # digits: 8/11 = 0.72727 -> 0.728; 123456/1e6 = 0.123456 -> 0.124, where 0.123
+    # would leave 123000 sequences, fewer than the batch.
+    [(11, 2, "0.728"), (1_000_000, 30_864, "0.124"), (10, 1, "0.4")],
+)
+def test_the_advised_subset_fraction_is_rounded_up_and_suffices(sequences, local_batch, advised):
+    cfg = config_from_dict(base())
+    run = dataclasses.replace(cfg.run("diloco"), subset_fraction=0.01)  # 1 trainer, 4 slots
+    with pytest.raises(ConfigError) as err:
+        check_subset_fraction(cfg, run, sequences, local_batch)
+    assert str(err.value).endswith(f"; raise it to at least {advised} or lower the batch")
+    followed = dataclasses.replace(run, subset_fraction=float(advised))
+    check_subset_fraction(cfg, followed, sequences, local_batch)
+
+
 def test_a_trainer_takes_the_larger_share_of_slots_that_do_not_divide():
     cfg = config_from_dict(base())  # 4 slots
     run = dataclasses.replace(cfg.run("adloco"), initial_trainers=3, subset_fraction=0.1)

@@ -80,10 +80,14 @@ def test_check_finite_names_the_key_at_any_depth():
     check_finite({"a": [1.0, {"b": 2}], "c": "nan"})  # a string "nan" is the schema's business
     with pytest.raises(ConfigError) as err:
         check_finite({"a": [1.0, {"b": float("-inf")}]})
-    assert str(err.value) == "a.1.b: -inf is not a finite number"
-    with pytest.raises(ConfigError, match=r"^train\.0: nan is not a finite number$"):
+    assert str(err.value) == (
+        "a.1.b: -inf is not a finite number (YAML reads .inf, or a number beyond the largest "
+        "number a float holds (1.8e+308), as infinity); write a finite number"
+    )
+    with pytest.raises(ConfigError) as err:
         check_finite([float("nan")], prefix="train")
-    with pytest.raises(ConfigError, match=r"^<root>: inf is not a finite number$"):
+    assert str(err.value) == "train.0: nan is not a finite number; write a finite number"
+    with pytest.raises(ConfigError, match=r"^<root>: inf is not a finite number \(YAML"):
         check_finite(float("inf"))
 
 

@@ -202,11 +202,26 @@ def check_subset_fraction(
     slots = config.cluster.for_run(run).slots()
     share = math.ceil(slots / run.initial_trainers)
     batch = initial_local_batch * share
-    if subset < batch:
-        need = batch / train_sequences
-        raise ConfigError(
-            f"{config.setting_key(name, 'subset_fraction')}: {fraction} of the "
-            f"{train_sequences} train sequences leaves {subset} sequences per trainer, fewer "
-            f"than run {name}'s first batch of {batch} ({initial_local_batch} per node slot x "
-            f"{share} slots); raise it to at least {need:.3g} or lower the batch"
-        )
+    if subset >= batch:
+        return
+    problem = (
+        f"{config.setting_key(name, 'subset_fraction')}: {fraction} of the "
+        f"{train_sequences} train sequences leaves {subset} sequences per trainer, fewer "
+        f"than run {name}'s first batch of {batch} ({initial_local_batch} per node slot x "
+        f"{share} slots)"
+    )
+    if batch <= train_sequences:
+        need = _round_up(batch / train_sequences)
+        raise ConfigError(f"{problem}; raise it to at least {need:g} or lower the batch")
+    # No fraction can help: even the whole split is smaller than the batch.
+    raise ConfigError(
+        f"{problem}; even the whole train split is smaller than that batch: lower "
+        f"{config.setting_key(name, 'initial_batch')} to at most {train_sequences // share} "
+        "sequences per node slot, or tokenize more documents (data.max_documents)"
+    )
+
+
+def _round_up(value: float, digits: int = 3) -> float:
+    """``value`` rounded up to ``digits`` significant digits (a bound a user can write)."""
+    step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return min(1.0, round(math.ceil(value / step - 1e-9) * step, 12))

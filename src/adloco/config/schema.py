@@ -10,6 +10,7 @@ import copy
 import functools
 import math
 import re
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -82,6 +83,8 @@ def _key_path(error: jsonschema.ValidationError, prefix: str = "") -> str:
 # What YAML 1.1 (PyYAML) takes for a float needs a dot in the mantissa and a
 # sign in the exponent: `1e-4` and `1.0e4` are strings, `1.0e-4` is a number.
 _E_NOTATION = re.compile(r"([-+]?)(\d*)(?:\.(\d*))?[eE]([-+]?)(\d+)")
+# A float64 holds magnitudes up to about 1.8e308; YAML reads a larger one (1.0e+400) as infinity.
+_TOO_LARGE = f"beyond the largest number a float holds ({sys.float_info.max:.2g})"
 
 
 def _yaml_float(text: str) -> str | None:
@@ -100,10 +103,17 @@ def _message(error: jsonschema.ValidationError) -> str:
         expected = expected if isinstance(expected, list) else [expected]
         written = _yaml_float(error.instance)
         if written and {"number", "integer"} & set(expected):
-            message += (
-                f" (YAML reads {error.instance} as a string: write {written}, with a dot "
-                "before the e and a sign after it)"
-            )
+            if not math.isfinite(float(written)):
+                # Rewritten, it would read as infinity, which check_finite refuses.
+                message += (
+                    f" (YAML reads {error.instance} as a string, and as a number it is "
+                    f"{_TOO_LARGE}, so infinite: write a finite number)"
+                )
+            else:
+                message += (
+                    f" (YAML reads {error.instance} as a string: write {written}, with a "
+                    "dot before the e and a sign after it)"
+                )
     return message
 
 
@@ -115,7 +125,14 @@ def check_finite(config: object, prefix: str = "") -> None:
         items = ((str(i), v) for i, v in enumerate(config))
     else:
         if isinstance(config, float) and not math.isfinite(config):
-            raise ConfigError(f"{prefix or '<root>'}: {config} is not a finite number")
+            why = (
+                ""
+                if math.isnan(config)
+                else f" (YAML reads .inf, or a number {_TOO_LARGE}, as infinity)"
+            )
+            raise ConfigError(
+                f"{prefix or '<root>'}: {config} is not a finite number{why}; write a finite number"
+            )
         return
     for key, value in items:
         check_finite(value, f"{prefix}.{key}" if prefix else key)

@@ -66,7 +66,8 @@ def read_yaml(path: str | Path) -> dict:
     """The mapping a YAML configuration file holds; a clear one-line error otherwise.
 
     A syntax error names the file, line and column; a key written twice in one
-    mapping names both lines.
+    mapping names both lines; a file that is not text, or nests deeper than the
+    parser goes, is named too.
     """
     path = Path(path)
     if not path.is_file():
@@ -78,6 +79,11 @@ def read_yaml(path: str | Path) -> dict:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{path}: nests too deeply to read as YAML; start again from a copy of "
+            "config/config.yaml"
+        ) from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     return config
