@@ -12,8 +12,13 @@ import sys
 
 import numpy as np
 import pytest
-from array_data import FULL_STATE_RUN, make_engine
+import torch
+import yaml
+from array_data import FULL_STATE_RUN, make_engine, tiny_curves
+from test_train_cli import CONFIG, read_rows
 
+from adloco import cli
+from adloco.engine import run as run_module
 from adloco.engine.driver import rounds
 from adloco.engine.loop import Engine
 from live_events import read_scalars
@@ -150,3 +155,26 @@ def test_curves_that_cannot_be_written_leave_the_run_as_it_was(
     assert strip == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in plain]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.name for r in warnings] == ["adloco.live_curves"]
+
+
+def test_train_seed_all_draws_each_seed_in_its_folder(tmp_path, tiny_tokenized, monkeypatch):
+    # DVC's stage per run: --live names the run's folder, each seed drawn in seed<seed>/.
+    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump({**CONFIG, "runs": {"r": {"method": "diloco", "seeds": [3, 5]}}})
+    )
+    args = ["train", "--config", config, "--run", "r", "--seed", "all", "--data", tiny_tokenized]
+    args += ["--calibration", tmp_path / "calibration", "--out", tmp_path / "out"]
+    args += ["--checkpoints", tmp_path / "ckpt", "--live", tmp_path / "live", "--threads", "1"]
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        assert cli.main([str(a) for a in args]) == 0
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    assert sorted(p.name for p in (tmp_path / "live").iterdir()) == ["seed3", "seed5"]
+    for seed in (3, 5):
+        by_round = list(rounds(read_rows(tmp_path / "out" / f"seed{seed}")))
+        assert read_scalars(tmp_path / "live" / f"seed{seed}")["val/perplexity"] == [
+            (g[-1]["tokens_total"], f32(best_perplexity(g))) for g in by_round
+        ]
