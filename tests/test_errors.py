@@ -18,6 +18,7 @@ import builtins
 import contextlib
 import errno
 import io
+import json
 import os
 import resource
 import signal
@@ -325,3 +326,24 @@ def test_a_read_only_output_is_refused_before_any_work(
     # Before the first step: nothing trained, nothing left.
     assert not (stage.ckpt / "metrics.jsonl").exists()
     assert not leftovers(tmp_path)
+
+
+# ------------------------------------------------------------------ a damaged input
+@pytest.mark.reliability("messages")
+def test_a_truncated_base_json_is_named_with_what_to_do(tmp_path, capsys):
+    # The test preset starts every run from its base; base.json cut at byte 100, as a
+    # copy interrupted part-way would leave it.
+    summary = {"model_dir": "model", "model_sha256": {"model.safetensors": "0" * 64}, "seed": 0}
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "base.json").write_text(json.dumps(summary, indent=2)[:100])
+    preset = Path(__file__).parents[1] / "config" / "test.yaml"
+    args = ["train", "--config", str(preset), "--run", "diloco", "--seed", "0"]
+    args += ["--data", str(tmp_path / "data"), "--calibration", str(tmp_path / "calibration")]
+    args += ["--base", str(base), "--out", str(tmp_path / "out")]
+    args += ["--checkpoints", str(tmp_path / "ckpt")]
+    assert cli.main(args) == 1
+    message = one_line(capsys.readouterr().err, "train")
+    assert message.startswith(f"{base / 'base.json'}: not valid JSON ("), message
+    assert message.endswith("); run adloco pretrain again"), message
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt").exists()

@@ -245,6 +245,10 @@ def test_a_run_that_never_reaches_the_target_is_censored_not_a_ratio_of_0(engine
          "is unknown; time it with `adloco calibrate`"),
         ("no base", "report.targets.relative_to: base needs the base model's perplexity, and "
          "results/default/base/base.json (beside --runs) is not there; pass --base"),
+        ("binary", "my-gpu.json: not a JSON text file (byte 0 is not UTF-8); write it again "
+         "with the adloco stage that made it"),
+        ("nested", "my-gpu.json: nests too deeply to read as JSON; write it again with the "
+         "adloco stage that made it"),
     ],
 )  # fmt: skip
 def test_a_replay_input_that_cannot_be_used_is_refused_in_one_line(
@@ -257,9 +261,13 @@ def test_a_replay_input_that_cannot_be_used_is_refused_in_one_line(
         device["model_parameters"] = 999
     elif fault == "no model":
         del device["model_parameters"]
-    else:
+    elif fault == "no base":
         shutil.rmtree(tmp_path / "results" / "default" / "base")
     (tmp_path / "my-gpu.json").write_text(json.dumps(device))
+    if fault == "binary":
+        (tmp_path / "my-gpu.json").write_bytes(bytes(range(128, 256)))
+    elif fault == "nested":
+        (tmp_path / "my-gpu.json").write_text("[" * 200_000 + "]" * 200_000)
     argv = docs_command("adloco regimes")
     assert main(argv) == 1
     (line,) = capsys.readouterr().err.splitlines()
