@@ -41,8 +41,39 @@ def test_a_syntax_error_stops_with_file_and_line(tmp_path, monkeypatch):
     (tmp_path / "config/config.yaml").write_text("- a list\n")
     with pytest.raises(SystemExit, match="the top level must be a mapping"):
         check_configfiles(["-n"])
-    # A missing file is Snakemake's to report.
-    check_configfiles(["--configfile", str(tmp_path / "missing.yaml")])
+
+
+@pytest.mark.reliability("configs")
+def test_a_missing_configfile_stops_in_one_line_with_what_to_do(tmp_path):
+    # Where Snakemake itself would end in a FileNotFoundError traceback.
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(SystemExit) as stop:
+        check_configfiles(["-n", "--configfile", str(missing), "--cores", "1"])
+    assert str(stop.value) == (
+        f"snakemake: error: --configfile {missing}: no such file; pass the path of a "
+        "configuration file (config/config.yaml, config/test.yaml, or a copy of one), "
+        "relative to the folder Snakemake runs in"
+    )
+
+
+@pytest.mark.reliability("configs")
+@pytest.mark.parametrize("option", ["--configfile", "--configfiles"])
+def test_a_target_after_configfile_stops_saying_to_write_it_first(option):
+    # Snakemake's --configfile takes every word up to the next option: `all` is read as a
+    # second configuration file.
+    preset = str(TEST_PRESET)
+    with pytest.raises(SystemExit) as stop:
+        check_configfiles(["-n", option, preset, "all"])
+    assert str(stop.value) == (
+        f"snakemake: error: --configfile {preset} all: all is no file; Snakemake reads every "
+        "word after --configfile as a configuration file, so a target written after it is "
+        "taken for one: write the targets before --configfile "
+        f"(snakemake all --configfile {preset})"
+    )
+    # Written first, or after an option, the target is no configuration file.
+    check_configfiles(["-n", "all", option, preset])
+    check_configfiles(["-n", f"{option}={preset}", "all"])
+    check_configfiles(["-n", option, preset, "--cores", "1", "all"])
 
 
 @pytest.mark.parametrize(

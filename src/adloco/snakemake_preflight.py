@@ -13,12 +13,15 @@ it parses its own command line, earlier still: their ``__definitions__`` call
 is not one every ``adloco`` command would accept (:func:`adloco.config.load_config`:
 syntax, duplicate keys, a missing ``experiment``, any invalid value, naming the
 file and the key), or when its ``data.raw_dir`` holds files adloco did not
-write. ``workflow/rules/common.smk`` checks the same again for a run without
+write, or when a ``--configfile`` is no file at all (Snakemake's own message
+would be a traceback; often a target written after ``--configfile``, which
+takes it for a second file). ``workflow/rules/common.smk`` checks the same again for a run without
 the profiles (``--workflow-profile none``).
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -32,20 +35,26 @@ OPTIONS = ("--configfile", "--configfiles")
 CONFIG_OPTIONS = ("--config", "-C")
 
 
-def _values(argv: list[str], options: tuple[str, ...]) -> list[str]:
-    """The values given with any of ``options`` (each takes one or more, or ``--opt=value``)."""
-    values: list[str] = []
+def _groups(argv: list[str], options: tuple[str, ...]) -> list[list[str]]:
+    """The values of each use of any of ``options`` (one or more words, or ``--opt=value``)."""
+    groups: list[list[str]] = []
     index = 0
     while index < len(argv):
         arg = argv[index]
         index += 1
         if arg in options:
+            groups.append([])
             while index < len(argv) and not argv[index].startswith("-"):
-                values.append(argv[index])
+                groups[-1].append(argv[index])
                 index += 1
         elif arg.startswith(tuple(f"{option}=" for option in options if option.startswith("--"))):
-            values.append(arg.split("=", 1)[1])
-    return values
+            groups.append([arg.split("=", 1)[1]])
+    return groups
+
+
+def _values(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """The values given with any of ``options``, in order."""
+    return [value for group in _groups(argv, options) for value in group]
 
 
 def configfile_args(argv: list[str]) -> list[str]:
@@ -90,12 +99,35 @@ def _problem(name: str) -> str | None:
     return None
 
 
+def missing_configfile(name: str, before: list[str]) -> str:
+    """The one line for a ``--configfile`` value ``name`` that is no file, after ``before``.
+
+    Snakemake's ``--configfile`` takes every word up to the next option, so a
+    target written after it (``--configfile config/test.yaml all``) is read as
+    a second configuration file.
+    """
+    if before:
+        given = shlex.join([*before, name])
+        return (
+            f"snakemake: error: --configfile {given}: {name} is no file; Snakemake reads every "
+            "word after --configfile as a configuration file, so a target written after it "
+            "is taken for one: write the targets before --configfile (snakemake "
+            f"{shlex.quote(name)} --configfile {shlex.quote(before[0])})"
+        )
+    return (
+        f"snakemake: error: --configfile {shlex.quote(name)}: no such file; pass the path of a "
+        "configuration file (config/config.yaml, config/test.yaml, or a copy of one), "
+        "relative to the folder Snakemake runs in"
+    )
+
+
 def check_configfiles(argv: list[str] | None = None) -> None:
     """Stop with ``snakemake: error: <file>: <what>`` on a configuration adloco refuses.
 
     Checks the ``--configfile`` files of ``argv`` (default: this process's
     arguments), else the workflow's default file, and refuses ``--config``. A
-    missing file is left to Snakemake's own message.
+    ``--configfile`` that is no file is refused too (:func:`missing_configfile`),
+    where Snakemake would end in a traceback.
     """
     argv = sys.argv[1:] if argv is None else argv
     overrides = config_args(argv)
@@ -106,6 +138,10 @@ def check_configfiles(argv: list[str] | None = None) -> None:
             "Snakemake's config); copy config/config.yaml, edit the copy and pass it with "
             "--configfile"
         )
+    for group in _groups(argv, OPTIONS):
+        for position, name in enumerate(group):
+            if not Path(name).is_file():
+                raise SystemExit(missing_configfile(name, group[:position]))
     files = configfile_args(argv) or ([str(DEFAULT)] if DEFAULT.is_file() else [])
     for name in files:
         if not Path(name).is_file():

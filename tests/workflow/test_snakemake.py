@@ -197,6 +197,27 @@ def test_config_on_the_command_line_is_refused_in_one_line():
     assert "Traceback" not in output and 'File "' not in output
 
 
+@pytest.mark.reliability("configs")
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--configfile", "missing.yaml"], "--configfile missing.yaml: no such file; "),
+        (
+            ["--configfile", "config/test.yaml", "all"],
+            "--configfile config/test.yaml all: all is no file; ",
+        ),
+    ],
+    ids=["missing", "target after it"],
+)
+def test_a_configfile_that_is_no_file_is_refused_in_one_line(argv, named):
+    result = snakemake("-n", *argv)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    error = [line for line in output.splitlines() if "error" in line.lower()]
+    assert len(error) == 1 and error[0].startswith(f"snakemake: error: {named}"), output
+    assert "Traceback" not in output and "FileNotFoundError" not in output
+
+
 @pytest.mark.parametrize(
     ("section", "key", "value", "message"),
     [
