@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from adloco.snakemake_preflight import check_configfiles, config_args, configfile_args
+from adloco.snakemake_preflight import (
+    check_configfiles,
+    config_args,
+    configfile_args,
+    put_adloco_on_path,
+)
 
 TEST_PRESET = Path(__file__).parents[1] / "config" / "test.yaml"
 
@@ -150,3 +157,24 @@ def test_a_directory_output_holding_a_users_file_stops_before_snakemake_empties_
     assert "\n" not in message and (tmp_path / folder / "notes.txt").read_text() == "mine"
     (tmp_path / folder / "notes.txt").unlink()
     check_configfiles(["--configfile", str(TEST_PRESET)])  # adloco's own files alone: no stop
+
+
+def test_the_adloco_beside_snakemakes_python_goes_first_on_path_when_missing(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    environ = {"PATH": f"/usr/bin{os.pathsep}/bin"}
+    # No adloco beside that Python (a Snakemake-only host): PATH is left as it is.
+    assert put_adloco_on_path(environ) is None
+    assert environ == {"PATH": f"/usr/bin{os.pathsep}/bin"}
+    (bin_dir / "adloco").write_text("#!/bin/sh\n")
+    (bin_dir / "adloco").chmod(0o755)
+    assert put_adloco_on_path(environ) == str(bin_dir)
+    assert environ["PATH"] == os.pathsep.join([str(bin_dir), "/usr/bin", "/bin"])
+    # Already on PATH, wherever the user put it: left alone.
+    environ = {"PATH": os.pathsep.join(["/opt/other/bin", str(bin_dir)])}
+    assert put_adloco_on_path(environ) is None
+    assert environ["PATH"] == os.pathsep.join(["/opt/other/bin", str(bin_dir)])
+    # No PATH at all: the folder alone.
+    environ = {}
+    assert put_adloco_on_path(environ) == str(bin_dir) and environ["PATH"] == str(bin_dir)

@@ -16,13 +16,16 @@ file and the key), or when its ``data.raw_dir`` holds files adloco did not
 write, or when a ``--configfile`` is no file at all (Snakemake's own message
 would be a traceback; often a target written after ``--configfile``, which
 takes it for a second file). ``workflow/rules/common.smk`` checks the same again for a run without
-the profiles (``--workflow-profile none``).
+the profiles (``--workflow-profile none``), and puts the ``adloco`` beside
+Snakemake's Python on the jobs' PATH (:func:`put_adloco_on_path`).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from adloco import paths
@@ -119,6 +122,26 @@ def missing_configfile(name: str, before: list[str]) -> str:
         "configuration file (config/config.yaml, config/test.yaml, or a copy of one), "
         "relative to the folder Snakemake runs in"
     )
+
+
+def put_adloco_on_path(environ: MutableMapping[str, str] | None = None) -> str | None:
+    """Put the folder of the Python running Snakemake first on the jobs' PATH, when it
+    holds ``adloco`` and PATH lacks it; returns that folder, or None when nothing changed.
+
+    ``.venv/bin/snakemake`` run without the virtual environment on PATH would
+    otherwise start jobs that find no ``adloco`` (or another install's). With
+    ``--use-conda`` each job's shell activates the rule's environment after
+    this, which puts that environment's ``adloco`` before this one.
+    """
+    environ = os.environ if environ is None else environ
+    folder = os.path.dirname(sys.executable)
+    if not os.access(os.path.join(folder, "adloco"), os.X_OK):
+        return None
+    entries = [e for e in environ.get("PATH", "").split(os.pathsep) if e]
+    if folder in entries:
+        return None
+    environ["PATH"] = os.pathsep.join([folder, *entries])
+    return folder
 
 
 def check_configfiles(argv: list[str] | None = None) -> None:

@@ -218,6 +218,30 @@ def test_a_configfile_that_is_no_file_is_refused_in_one_line(argv, named):
     assert "Traceback" not in output and "FileNotFoundError" not in output
 
 
+@pytest.mark.reliability("workflow")
+def test_jobs_find_adloco_beside_snakemake_without_the_venv_on_path(tmp_path):
+    # `.venv/bin/snakemake` with a PATH that lacks .venv/bin: the corpus job (a real
+    # `adloco prepare-corpus`) must find the adloco installed beside Snakemake.
+    from test_pipeline_wiring import make_copy
+
+    work, env = make_copy(tmp_path, fake=False)
+    env["PATH"] = "/usr/bin:/bin"
+    target = "data/raw/test-tiny"
+    result = subprocess.run(
+        [SNAKEMAKE, target, "--cores", "1", "--configfile", "config/test.yaml"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "command not found" not in output
+    assert len(list((work / target).glob("c4-train.*.json.gz"))) >= 1
+
+
 @pytest.mark.parametrize(
     ("section", "key", "value", "message"),
     [

@@ -39,6 +39,11 @@ from adloco import paths
 import adloco.snakemake_lock
 import adloco.snakemake_preflight
 
+# `.venv/bin/snakemake` run without the virtual environment on PATH: the jobs
+# still run the `adloco` installed beside it (with --use-conda, the rule's
+# environment, activated in each job's shell, comes first).
+adloco.snakemake_preflight.put_adloco_on_path()
+
 # A Snakemake killed mid-run leaves its lock (.snakemake/locks) behind. Parsing
 # comes before Snakemake checks the lock, so release it here when no other
 # Snakemake or adloco process can hold it (adloco/snakemake_lock.py): re-running
