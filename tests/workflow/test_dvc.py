@@ -16,6 +16,7 @@ stages become that preset's, with the paths of ``adloco.paths``.
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import os
 import re
@@ -145,6 +146,8 @@ def expected_outputs(config: dict) -> dict[str, list[str]]:
                 OWNED_LIST,
                 "claims.json",
                 "summary.csv",
+                "metrics.json",
+                "median_curves.csv",
             )  # fmt: skip
         ]
         + [report / "curves.csv", report / "figures"],
@@ -365,7 +368,8 @@ def files_under(work: Path, *folders: str) -> set[str]:
 def pipeline(tmp_path_factory) -> Path:
     """The test preset run once by `dvc repro` in a git repository of the pipeline's files.
 
-    dvc.lock is committed after the run, as a DVC user does. The default
+    What git then sees is committed, as a DVC user does: dvc.lock and the
+    files DVC keeps in git (metrics.json, median_curves.csv). The default
     remote of .dvc/config, a folder beside the repository, is the temporary
     folder's. Tests after the first change the repository (experiments), so
     they come in the order of this file.
@@ -373,7 +377,7 @@ def pipeline(tmp_path_factory) -> Path:
     work = dvc_copy(tmp_path_factory.mktemp("pipeline"), "test.yaml")
     commit(work, "the pipeline, the test preset")
     sh(DVC, "repro", cwd=work)
-    commit(work, "a run of the test preset", "dvc.lock")
+    commit(work, "a run of the test preset")
     return work
 
 
@@ -385,6 +389,10 @@ def test_repro_writes_every_output_and_is_then_up_to_date(pipeline):
     for run in config["runs"]:
         assert any((pipeline / paths.checkpoint_dir("test", run, 0)).iterdir())
     assert json.loads(sh(DVC, "status", "--json", cwd=pipeline)) == {}
+    # git keeps the two small files DVC reads at other commits; DVC the rest.
+    report = paths.report_dir("test")
+    tracked = sh("git", "ls-files", "results", "data", cwd=pipeline).split()
+    assert tracked == [str(report / "median_curves.csv"), str(report / "metrics.json")]
     again = sh(DVC, "repro", cwd=pipeline)
     assert "Running stage" not in again and "didn't change, skipping" in again
 
@@ -405,3 +413,41 @@ def test_a_pulled_clone_is_the_repository_it_was_pushed_from(pipeline):
     variance = paths.variance_dir("test")
     assert {str(variance / "draws.csv"), str(variance / OWNED_LIST)} <= pulled
     assert (clone / variance / "draws.csv").read_text().startswith("draw,")
+
+
+@pytest.mark.slow
+def test_metrics_read_as_one_table_and_the_plots_draw_one_line_per_run(pipeline):
+    config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
+    report = paths.report_dir("test")
+    doc = json.loads((pipeline / report / "metrics.json").read_text())
+    shown = json.loads(sh(DVC, "metrics", "show", "--json", cwd=pipeline))
+    # The one metrics file of the pipeline, and DVC reads it as written.
+    assert shown == {"": {"data": {str(report / "metrics.json"): {"data": doc}}}}
+    summaries = {
+        run: json.loads((pipeline / paths.run_dir("test", run, 0) / "summary.json").read_text())
+        for run in config["runs"]
+    }
+    # One seed per run: its median is that seed's final perplexity.
+    assert doc["ppl"] == {run: s["final_val_perplexity"] for run, s in summaries.items()}
+    assert doc["seeds"] == {run: 1 for run in config["runs"]}
+    table = sh(DVC, "metrics", "show", cwd=pipeline).splitlines()
+    assert {"ppl.diloco", "seeds.adloco", "target"} <= set(table[0].split())
+    assert len(table) == 2 and max(map(len, table)) < 160
+
+    plots = json.loads(sh(DVC, "plots", "show", "--json", cwd=pipeline))["data"]
+    with open(pipeline / report / "median_curves.csv", newline="") as fh:
+        curves = list(csv.DictReader(fh))
+    for plot, x in (("perplexity-by-tokens", "tokens_total"),
+                    ("perplexity-by-simulated-time", "sim_time_s")):  # fmt: skip
+        (shown,) = plots[plot]
+        encoding = shown["content"]["encoding"]
+        assert (encoding["x"]["field"], encoding["y"]["field"]) == (x, "val_perplexity")
+        assert encoding["color"]["field"] == "run"  # a line per run, not one zig-zag
+        values = shown["content"]["data"]["values"]
+        assert [(v["run"], v[x], v["val_perplexity"]) for v in values] == [
+            (r["run"], r[x], r["val_perplexity"]) for r in curves
+        ]
+    # Three evaluated rounds of each run (train.max_rounds), each of its one seed.
+    assert sorted((r["run"], r["round"], r["seeds"]) for r in curves) == sorted(
+        (run, str(k), "1") for run in config["runs"] for k in (1, 2, 3)
+    )

@@ -103,6 +103,9 @@ elif stage == "report":
     (out / "figures").mkdir(exist_ok=True)
     (out / "figures" / "perplexity.png").write_bytes(b"png")
     (out / ".adloco-output.json").write_text('{{"files": ["index.html"]}}')
+    (out / "metrics.json").write_text(json.dumps({{"target": 12.5, "ppl": {{"diloco": 12.5}}}}))
+    (out / "median_curves.csv").write_text("run,round,seeds,tokens_total,sim_time_s,"
+                                           "val_perplexity\\ndiloco,1,1,1000,1.0,12.5\\n")
 """
 
 
@@ -237,12 +240,17 @@ def test_dvc_repro_push_pull_then_snakemake_touch_is_up_to_date(tmp_path):
     status = run([DVC, "status"], work, env)
     assert "up to date" in status.stdout
     metrics = run([DVC, "metrics", "show"], work, env)
-    assert "12.5" in metrics.stdout  # target_perplexity of claims.json
+    assert "12.5" in metrics.stdout  # the target of metrics.json
     run([DVC, "push"], work, env)
+    # What a DVC user commits: dvc.lock and the files DVC keeps in git (cache: false).
+    run(["git", "add", "-A"], work, env)
+    identity = ["-c", "user.name=tests", "-c", "user.email=tests@adloco.invalid"]
+    run(["git", *identity, "commit", "-q", "-m", "run"], work, env)
 
     # A fresh clone: no outputs, no Snakemake metadata, then `dvc pull`.
     for folder in ("data", "results", ".snakemake"):
         shutil.rmtree(work / folder, ignore_errors=True)
+    run(["git", "checkout", "--", "."], work, env)  # the committed files of a clone
     run([DVC, "pull"], work, env)
     assert not [p for p in outputs_of(config) if not (work / p).exists()]
     # Pulled files get arbitrary times; make the tokenized data the newest.

@@ -59,6 +59,9 @@ rule report:
             caption="../report/summary.rst",
             category="Report",
         ),
+        # The numbers and curves DVC's commands show (dvc.yaml: metrics, plots).
+        metrics=f"{REPORT_DIR}/metrics.json",
+        median_curves=f"{REPORT_DIR}/median_curves.csv",
         tuning=report_tuning_output(),
         # A figure without data is left out, hence a folder, not a file list.
         figures=report(

@@ -17,6 +17,8 @@ model's folder, and writes into ``--out`` (``results/<experiment>/report``;
   ``regimes.csv`` (time-to-target ratios across clocks and bandwidths),
   ``noise_scale.csv`` (B_simple along the AdLoCo runs), ``tuning.json`` (a
   tuning experiment only);
+- ``metrics.json`` and ``median_curves.csv``: the numbers and curves DVC's
+  commands show (:mod:`adloco.report.dvc_files`);
 - ``figures/*.png``.
 
 Submodules, in the order they run: ``settings`` (roles, the ``report``
@@ -43,6 +45,7 @@ from adloco.io import atomic_dir, check_replaceable, write_json_atomic, write_te
 from adloco.records import finite_or_none
 from adloco.report.about import about_rows
 from adloco.report.claims import Claim, Context, evaluate_claims
+from adloco.report.dvc_files import MEDIAN_CURVES_FILE, METRICS_FILE, write_dvc_files
 from adloco.report.figures import write_figures
 from adloco.report.figures_headline import headline_figure
 from adloco.report.figures_noise import noise_figure, variance_figure
@@ -110,6 +113,8 @@ TABLES = ("summary.csv", "curves.csv", "ladder.csv", "regimes.csv", "noise_scale
 REPORT_FILES = (
     "index.html",
     "claims.json",
+    METRICS_FILE,
+    MEDIAN_CURVES_FILE,
     "tuning.json",
     "regimes.json",
     *TABLES,
@@ -442,6 +447,8 @@ def build_report(
     with atomic_dir(out_dir, REPORT_FILES, "--out") as out:
         write_tables(out, inputs, found)
         write_json_atomic(out / "claims.json", doc)
+        curves = curve_rows(inputs.runs)
+        write_dvc_files(out, found.summary, found.claims, found.ladder.main, curves)
         write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
         write_text_atomic(out / "index.html", render_page(page))
     for c in found.claims:
