@@ -15,7 +15,7 @@ nature, calls :func:`validate` on that dict (the same checks) and reads it.
 
 from __future__ import annotations
 
-from adloco.config.checks import REPORT_ROLES, check_subset_fraction
+from adloco.config.checks import REPORT_ROLES, check_dvc_raw_dir, check_subset_fraction
 from adloco.config.loading import config_from_dict, load_config, section, validate
 from adloco.config.runs import METHOD_RULES, RUN_ONLY_KEYS, RunSettings, resolve_run
 from adloco.config.schema import (
@@ -64,6 +64,7 @@ __all__ = [
     "TokenizerConfig",
     "VarianceConfig",
     "check_experiment_named",
+    "check_dvc_raw_dir",
     "check_finite",
     "check_subset_fraction",
     "config_from_dict",

@@ -7,6 +7,7 @@ load, so that a mistake fails before any job starts rather than after hours.
 from __future__ import annotations
 
 import math
+import os
 
 from adloco import model_size, paths
 from adloco.config.runs import RunSettings
@@ -225,3 +226,28 @@ def _round_up(value: float, digits: int = 3) -> float:
     """``value`` rounded up to ``digits`` significant digits (a bound a user can write)."""
     step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
     return min(1.0, round(math.ceil(value / step - 1e-9) * step, 12))
+
+
+def check_dvc_raw_dir(config: Config, dvc_root: str) -> None:
+    """Refuse a ``data.raw_dir`` that ``dvc repro`` cannot keep (the repository at ``dvc_root``).
+
+    dvc.yaml's prepare-corpus stage declares the folder as its output, and DVC 3
+    keeps (caches) outputs only inside the repository, written relative to it:
+    an absolute path, even one inside, or a path out of it ends in DVC's
+    "failed to reproduce 'prepare-corpus'" with no reason. Run by DVC, the
+    stage's command checks it first (:func:`adloco.data.corpus.run`).
+    """
+    raw_dir = config.data.raw_dir
+    root = os.path.normpath(dvc_root)
+    if os.path.isabs(raw_dir):
+        where = "an absolute path"
+    elif not os.path.normpath(os.path.join(root, raw_dir)).startswith(root + os.sep):
+        where = "outside the repository"
+    else:
+        return
+    raise ConfigError(
+        f"data.raw_dir: {raw_dir} is {where}; dvc.yaml's prepare-corpus stage writes it, and "
+        "DVC keeps a stage's outputs only inside the repository, written relative to it: set "
+        f"data.raw_dir to a folder such as data/raw/{config.data.dataset}, or run the pipeline "
+        "with Snakemake, which takes any folder"
+    )

