@@ -58,9 +58,7 @@ def test_the_advice_names_the_likely_key_first_with_the_numbers():
 
 
 @pytest.mark.reliability("messages")
-def test_a_run_broken_by_its_outer_lr_names_the_outer_lr_first(
-    array_data, make_config, tmp_path
-):
+def test_a_run_broken_by_its_outer_lr_names_the_outer_lr_first(array_data, make_config, tmp_path):
     cfg, run = make_config({"method": "diloco", "max_rounds": 3}, train={"outer_lr": 1.0e30})
     engine = make_engine(cfg, run, array_data, tmp_path)
     with pytest.raises(TrainingDiverged) as caught:

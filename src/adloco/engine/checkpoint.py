@@ -416,6 +416,19 @@ def _open_round(directory: Path, entry: dict, expected_fingerprint: str) -> Chec
     return Checkpoint(entry["round"], expected_fingerprint, shared, paths[1:])
 
 
+def _read_manifest(directory: Path) -> dict:
+    """The manifest of ``directory``; one that does not read is refused saying what to do.
+
+    It is replaced atomically, so one that does not read was damaged afterwards,
+    and it alone says which round folder is whole.
+    """
+    return read_json_object(
+        directory / MANIFEST_NAME,
+        error=CorruptCheckpointError,
+        fix=f"move {directory} away (or delete it) to train this run from the start",
+    )
+
+
 def load(
     directory: str | Path, expected_fingerprint: str, finished_ok: bool = False
 ) -> Checkpoint | None:
@@ -440,13 +453,7 @@ def load(
         )
     if not manifest_path.exists():
         return None
-    # The manifest is replaced atomically, so one that does not read was damaged
-    # afterwards, and it alone says which round folder is whole.
-    manifest = read_json_object(
-        manifest_path,
-        error=CorruptCheckpointError,
-        fix=f"move {directory} away (or delete it) to train this run from the start",
-    )
+    manifest = _read_manifest(directory)
     if manifest.get("format_version") != FORMAT_VERSION:
         raise StaleCheckpointError(
             f"{manifest_path}: checkpoint format {manifest.get('format_version')} is not "
