@@ -241,6 +241,17 @@ def _regimes_args(parser: argparse.ArgumentParser) -> None:
     _brought_args(parser)
 
 
+def _dvc_params_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--preset",
+        default="config/config.yaml",
+        help="the configuration DVC runs (default: config/config.yaml)",
+    )
+    parser.add_argument(
+        "--out", default="params.yaml", help="the file dvc.yaml reads (default: params.yaml)"
+    )
+
+
 @dataclass(frozen=True)
 class Stage:
     module: str  # imported only when the stage runs; exposes run(args) -> int
@@ -341,6 +352,16 @@ STAGES: dict[str, Stage] = {
         "baseline, in the report's words. A device file of another model, or whose curve "
         "does not cover the pass sizes the runs logged, is refused.",
         _regimes_args,
+    ),
+    "dvc-params": Stage(
+        "adloco.dvc_params",
+        "choose the preset `dvc repro` and `dvc exp run` use: write params.yaml from it",
+        "Write params.yaml, the file dvc.yaml reads and `dvc exp run -S` edits, as a plain "
+        "copy of a preset of config/ with every default filled in, after checking the "
+        "preset as every stage does. Commit it with dvc.lock. A params.yaml this command "
+        "did not write is refused, never replaced.",
+        _dvc_params_args,
+        out_files=("out",),
     ),
 }
 

@@ -16,6 +16,7 @@ stages become that preset's, with the paths of ``adloco.paths``.
 from __future__ import annotations
 
 import ast
+import copy
 import csv
 import json
 import os
@@ -31,6 +32,8 @@ import yaml
 from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
 from adloco import paths
+from adloco.config import validate
+from adloco.dvc_params import MARK, params_text
 from adloco.io import OWNED_LIST
 from config_edits import shipped_configs
 
@@ -239,10 +242,15 @@ def test_stages_depend_on_the_same_config_keys(snakemake_jobs, dvc_stages):
         assert f"--config {CONFIG_FILE} " in command
 
 
-def test_params_file_is_a_link_to_the_default_config():
-    # `dvc repro` and `snakemake` run the same default out of the box.
-    assert (ROOT / CONFIG_FILE).is_symlink()
-    assert os.readlink(ROOT / CONFIG_FILE) == "config/config.yaml"
+def test_params_file_is_the_default_preset_made_for_dvc(monkeypatch):
+    # `dvc repro` and `snakemake` run the same default out of the box: the
+    # tracked params.yaml is what `adloco dvc-params` makes of config/config.yaml.
+    monkeypatch.chdir(ROOT)
+    assert not (ROOT / CONFIG_FILE).is_symlink()
+    expected = params_text("config/config.yaml")
+    assert (ROOT / CONFIG_FILE).read_text() == expected, (
+        "params.yaml is not config/config.yaml's copy for DVC: run `adloco dvc-params`"
+    )
 
 
 def test_stages_write_the_paths_of_the_package(dvc_stages):
@@ -255,16 +263,43 @@ def test_stages_write_the_paths_of_the_package(dvc_stages):
             assert stage["persist"] == [str(seed_folder.parent)]
 
 
+BIN = Path(sys.executable).parent
+DVC = str(BIN / "dvc")
+# The tools of the virtual environment first; no usage reports; a git identity
+# for the commits of the temporary repositories.
+TOOLS_ENV = {
+    **os.environ,
+    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    "DVC_NO_ANALYTICS": "1",
+    **{f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+       for what, value in (("NAME", "adloco tests"), ("EMAIL", "tests@adloco.invalid"))},
+}  # fmt: skip
+
+
+def sh(*cmd: str, cwd: Path) -> str:
+    """Run a command of the pipeline's tools in ``cwd``; its output, which must be a success."""
+    result = subprocess.run(
+        cmd, cwd=cwd, env=TOOLS_ENV, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, f"{cmd}\n{result.stdout}\n{result.stderr}"
+    return result.stdout + result.stderr
+
+
+def commit(work: Path, message: str, *files: str) -> None:
+    sh("git", "add", *(files or ["-A"]), cwd=work)
+    sh("git", "commit", "-q", "-m", message, cwd=work)
+
+
 def dvc_copy(root: Path, preset: str) -> Path:
-    """A git repository with the pipeline's DVC files, params.yaml pointing at ``preset``."""
+    """A git repository with the pipeline's DVC files, ``preset`` chosen as documented."""
     work = root / "repo"
     work.mkdir()
     for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
         shutil.copy2(ROOT / name, work / name)
     for name in ("config", ".dvc"):
         shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("cache", "tmp"))
-    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
-    (work / CONFIG_FILE).symlink_to(f"config/{preset}")
+    sh("git", "init", "-q", cwd=work)
+    sh("adloco", "dvc-params", "--preset", f"config/{preset}", cwd=work)
     return work
 
 
@@ -294,10 +329,19 @@ def test_dvc_repro_dry_plans_every_shipped_config(tmp_path, preset):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "ERROR" not in output and "Running stage 'report'" in output, output
+    # DVC reads params.yaml at another revision too (`dvc params diff`, `dvc exp
+    # show`): committed, then another preset chosen, the difference is the presets'.
+    commit(work, f"the pipeline, {preset}")
+    other = "config.yaml" if preset == "test.yaml" else "test.yaml"
+    sh("adloco", "dvc-params", "--preset", f"config/{other}", cwd=work)
+    diff = json.loads(sh(DVC, "params", "diff", "HEAD", "--json", cwd=work))[CONFIG_FILE]
+    experiments = [yaml.safe_load((ROOT / "config" / p).read_text())["experiment"]
+                   for p in (preset, other)]  # fmt: skip
+    assert (diff["experiment"]["old"], diff["experiment"]["new"]) == tuple(experiments)
 
 
-def test_another_preset_by_pointing_params_at_it(tmp_path):
-    # The documented way: `ln -sfn config/test.yaml params.yaml && dvc repro`.
+def test_another_preset_chosen_by_adloco_dvc_params(tmp_path):
+    # The documented way: `adloco dvc-params --preset config/test.yaml && dvc repro`.
     work = dvc_copy(tmp_path, "test.yaml")
     config = yaml.safe_load((ROOT / "config/test.yaml").read_text())
     assert config["experiment"] != "default"
@@ -306,14 +350,19 @@ def test_another_preset_by_pointing_params_at_it(tmp_path):
     for command, stage in stages.items():
         assert f"--config {CONFIG_FILE} " in command
         assert list(stage["params"]) == [CONFIG_FILE]
-    # The preset's own values, read through the link.
+    # The preset's own values, with the defaults it leaves out.
     from dvc.repo import Repo
 
     with Repo(str(work)) as repo:
         train = next(s for s in repo.index.stages if s.name == "train@diloco")
         (params,) = [d for d in train.deps if d.def_path == CONFIG_FILE]
-        assert params.read_params()["seed"] == config["seed"]
-        assert params.read_params()["model"] == config["model"]
+        read = params.read_params()
+    filled = validate(copy.deepcopy(config))
+    assert yaml.safe_load((work / CONFIG_FILE).read_text()) == filled
+    assert read == {k: filled[k] for k in ("seed", "seeds", "model", "cluster", "train")} | {
+        "runs.diloco": filled["runs"]["diloco"]
+    }
+    assert "grad_clip_norm" not in config["train"]  # a default, written out for DVC
 
 
 def test_default_remote_is_a_folder_beside_the_repository():
@@ -326,33 +375,6 @@ def test_default_remote_is_a_folder_beside_the_repository():
     assert name == "local"
     # Outside the work tree, so neither git nor `make clean-results` touches it.
     assert ROOT not in store.parents and store.parent == ROOT.parent
-
-
-BIN = Path(sys.executable).parent
-DVC = str(BIN / "dvc")
-# The tools of the virtual environment first; no usage reports; a git identity
-# for the commits of the temporary repositories.
-TOOLS_ENV = {
-    **os.environ,
-    "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    "DVC_NO_ANALYTICS": "1",
-    **{f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
-       for what, value in (("NAME", "adloco tests"), ("EMAIL", "tests@adloco.invalid"))},
-}  # fmt: skip
-
-
-def sh(*cmd: str, cwd: Path) -> str:
-    """Run a command of the pipeline's tools in ``cwd``; its output, which must be a success."""
-    result = subprocess.run(
-        cmd, cwd=cwd, env=TOOLS_ENV, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert result.returncode == 0, f"{cmd}\n{result.stdout}\n{result.stderr}"
-    return result.stdout + result.stderr
-
-
-def commit(work: Path, message: str, *files: str) -> None:
-    sh("git", "add", *(files or ["-A"]), cwd=work)
-    sh("git", "commit", "-q", "-m", message, cwd=work)
 
 
 def files_under(work: Path, *folders: str) -> set[str]:
@@ -451,3 +473,49 @@ def test_metrics_read_as_one_table_and_the_plots_draw_one_line_per_run(pipeline)
     assert sorted((r["run"], r["round"], r["seeds"]) for r in curves) == sorted(
         (run, str(k), "1") for run in config["runs"] for k in (1, 2, 3)
     )
+
+
+def experiments(shown: list[dict]) -> dict[str, dict]:
+    """`dvc exp show --json`'s rows by name: the workspace, the commit, its experiments."""
+    rows = {}
+    for entry in shown:
+        rows["workspace" if entry["rev"] == "workspace" else "commit"] = entry["data"]
+        for experiment in entry.get("experiments") or []:
+            for rev in experiment["revs"]:
+                rows[rev["name"]] = rev["data"]
+    return rows
+
+
+@pytest.mark.slow
+def test_experiments_rerun_only_the_stages_their_settings_reach(pipeline):
+    preset = (pipeline / "config/test.yaml").read_text()
+    # Queued: DVC runs it in a copy of the repository, from the commit's
+    # dvc.lock and cache; a report setting re-runs the report alone.
+    sh(DVC, "exp", "run", "--queue", "-n", "queued", "-S", "report.confidence=0.9", cwd=pipeline)
+    queued = sh(DVC, "exp", "run", "--run-all", cwd=pipeline)
+    # In the workspace: one run's setting re-runs that run's training and the report.
+    here = sh(DVC, "exp", "run", "-n", "diloco-lr", "-S", "+runs.diloco.inner_lr=0.001",
+              cwd=pipeline)  # fmt: skip
+    ran = [set(re.findall(r"Running stage '([^']+)'", log)) for log in (queued, here)]
+    assert ran == [{"report"}, {"train@diloco", "report"}]
+    # -S edits params.yaml, made for DVC, never the preset (and keeps its first line).
+    assert (pipeline / "config/test.yaml").read_text() == preset
+    assert (pipeline / CONFIG_FILE).read_text().startswith(MARK)
+    diff = json.loads(sh(DVC, "params", "diff", "HEAD", "--json", cwd=pipeline))
+    assert diff == {CONFIG_FILE: {"runs.diloco.inner_lr": {"old": None, "new": 0.001}}}
+
+    # Every row of `dvc exp show` has its settings and its metrics.
+    rows = experiments(json.loads(sh(DVC, "exp", "show", "--json", cwd=pipeline)))
+    assert set(rows) == {"workspace", "commit", "queued", "diloco-lr"}
+    metrics = str(paths.report_dir("test") / "metrics.json")
+    for name, row in rows.items():
+        assert set(row["metrics"][metrics]["data"]["ppl"]) == {"diloco", "adloco"}, name
+    settings = {n: row["params"][CONFIG_FILE]["data"] for n, row in rows.items()}
+    assert settings["queued"]["report"]["confidence"] == 0.9
+    assert settings["diloco-lr"]["runs"]["diloco"]["inner_lr"] == 0.001
+    assert "inner_lr" not in settings["commit"]["runs"]["diloco"]
+    # The plots of two revisions: a line per run of each.
+    plots = json.loads(sh(DVC, "plots", "diff", "HEAD", "diloco-lr", "--json", cwd=pipeline))
+    (shown,) = plots["data"]["perplexity-by-tokens"]
+    lines = {(v["rev"], v["run"]) for v in shown["content"]["data"]["values"]}
+    assert lines == {(rev, run) for rev in ("HEAD", "diloco-lr") for run in ("diloco", "adloco")}

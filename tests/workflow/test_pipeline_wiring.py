@@ -25,6 +25,8 @@ import pytest
 import yaml
 from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
+from adloco.dvc_params import params_text
+
 BIN = Path(sys.executable).parent
 DVC = str(BIN / "dvc")
 
@@ -119,10 +121,10 @@ def make_copy(
         shutil.copy2(ROOT / name, work / name)
     for name in ("workflow", "profiles", "config", "src/adloco/schemas"):
         shutil.copytree(ROOT / name, work / name, symlinks=True)
-    # dvc.yaml reads params.yaml, a link to config/config.yaml.
-    (work / "params.yaml").symlink_to(os.readlink(ROOT / "params.yaml"))
     if config is not None:
         (work / "config/config.yaml").write_text(yaml.safe_dump(config))
+    # dvc.yaml reads params.yaml, config/config.yaml's copy for DVC (adloco dvc-params).
+    (work / "params.yaml").write_text(params_text(work / "config/config.yaml"))
     # No usage reports from the dvc commands of the tests.
     base_env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     if not fake:

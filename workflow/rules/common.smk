@@ -63,7 +63,15 @@ STAGE_PARAMS = {
     "prepare-corpus": ["data.source", "data.raw_dir", "data.max_documents"],
     "tokenize": ["seed", "data"],
     "pretrain": ["seed", "model", "pretrain", "train.eval_sequences", "train.eval_batch"],
-    "calibrate": ["seed", "model", "cluster", "calibration"],
+    # The step it times is a training step: the inner optimizer, and clipping.
+    "calibrate": [
+        "seed",
+        "model",
+        "cluster",
+        "calibration",
+        "train.inner_optimizer",
+        "train.grad_clip_norm",
+    ],
     # The scalar-vs-pooled comparison splits groups over the cluster's slots.
     "variance": [
         "seed",
