@@ -31,6 +31,7 @@ import yaml
 from adloco import cli, errors
 from adloco.clock import StepTimeCurve
 from adloco.config import thaw
+from disk_faults import full_disk
 
 MODEL = {
     "hidden_size": 16,
@@ -124,47 +125,6 @@ def file_size_limit(limit_bytes: int):
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, handler)
-
-
-class _FullFile:
-    """A file whose writes fail with ENOSPC, as on a full disk; the rest is the real file's."""
-
-    def __init__(self, fh):
-        self._fh = fh
-
-    def write(self, data):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    def __getattr__(self, name):
-        return getattr(self._fh, name)
-
-    def __iter__(self):
-        return iter(self._fh)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._fh.close()
-
-
-@contextlib.contextmanager
-def full_disk(folder: Path, names: tuple[str, ...], monkeypatch):
-    """Files opened for writing under ``folder`` whose name holds one of ``names``: ENOSPC."""
-    real_open = builtins.open
-
-    def fake_open(file, mode="r", *args, **kwargs):
-        fh = real_open(file, mode, *args, **kwargs)
-        path = os.fspath(file) if isinstance(file, (str, os.PathLike)) else ""
-        writing = any(c in mode for c in "wax+")
-        if writing and str(path).startswith(str(folder)) and any(n in path for n in names):
-            return _FullFile(fh)
-        return fh
-
-    with monkeypatch.context() as patch:
-        patch.setattr(builtins, "open", fake_open)
-        patch.setattr(io, "open", fake_open)
-        yield
 
 
 # Stage, what its output is, the file size limit that stops it, and the file

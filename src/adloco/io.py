@@ -178,6 +178,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def _temporary_beside(path: Path) -> Path:
+    """A new temporary folder beside ``path`` (a killed run's old ones removed first)."""
+    with naming_output(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(path)
+        return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+
+
 @contextmanager
 def atomic_dir(path: str | Path, own: Iterable[str] = (), what: str = "") -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; swap it into place on success.
@@ -188,10 +196,7 @@ def atomic_dir(path: str | Path, own: Iterable[str] = (), what: str = "") -> Ite
     """
     path = Path(path)
     check_replaceable(path, own, what)
-    with naming_output(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temporaries(path)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = _temporary_beside(path)
     try:
         with naming_output(path, tmp):
             yield tmp
@@ -227,10 +232,7 @@ def atomic_files(folder: str | Path, names: Iterable[str]) -> Iterator[Path]:
     system, which need no space.
     """
     folder, names = Path(folder), list(names)
-    with naming_output(folder):
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temporaries(folder)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    tmp = _temporary_beside(folder)
     try:
         with naming_output(folder, tmp):
             yield tmp

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import builtins
-import errno
-import io
-import os
-
 import pytest
 
 from adloco.cli import main
+from disk_faults import full_disk
 
 WRITTEN = ["regimes.csv", "regimes.json", "figures/regimes.png", "figures/regime_map.png"]
 
@@ -27,25 +23,6 @@ def regimes(engine_fixture, out, roofline: str) -> int:
     return main(["regimes", *args, "--out", str(out)])
 
 
-class _FullFile:
-    """A file whose writes fail with ENOSPC, as on a full disk."""
-
-    def __init__(self, fh):
-        self._fh = fh
-
-    def write(self, data):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    def __getattr__(self, name):
-        return getattr(self._fh, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._fh.close()
-
-
 @pytest.mark.reliability("disk-full")
 def test_a_full_disk_at_the_last_figure_leaves_the_previous_files_whole(
     engine_fixture, tmp_path, monkeypatch, capsys
@@ -56,16 +33,8 @@ def test_a_full_disk_at_the_last_figure_leaves_the_previous_files_whole(
     before = contents(out)
     assert sorted(before) == sorted([*WRITTEN, "calibrate.yaml"])
     capsys.readouterr()
-    real_open = builtins.open
-
-    def full_at_the_map(file, mode="r", *args, **kwargs):
-        fh = real_open(file, mode, *args, **kwargs)
-        writing = any(c in mode for c in "wax+")
-        return _FullFile(fh) if writing and "regime_map.png" in os.fspath(file) else fh
-
-    with monkeypatch.context() as patch:
-        patch.setattr(builtins, "open", full_at_the_map)
-        patch.setattr(io, "open", full_at_the_map)
+    # The map is written last, into a temporary folder beside --out.
+    with full_disk(out.parent, ("regime_map.png",), monkeypatch):
         # Another device: every file would change; the map, written last, fails.
         assert regimes(engine_fixture, out, "slow=0.01,2") == 1
     err = capsys.readouterr().err
