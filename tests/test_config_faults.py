@@ -133,7 +133,6 @@ CASES += [
     ("infinite bandwidth", ("cluster.network.bandwidth_gbit_s", float("inf")), "cluster.network"),
     ("no seeds", ("seeds", []), "seeds"),
     ("repeated seeds", ("seeds", [0, 0]), "seeds"),
-    ("1e-4 read as a string", ("train.inner_lr", "1e-4"), "train.inner_lr"),
 ]
 
 # Faults in the text of the file rather than in its values.
@@ -215,23 +214,11 @@ INFINITE = (
 @pytest.mark.parametrize(
     ("written", "message"),
     [
-        # YAML reads 1e400 as a string; its float form 1.0e+400 would be infinite, so the
-        # advice is not to write that.
-        (
-            "1e400",
-            "train.inner_lr: '1e400' is not of type 'number' (YAML reads 1e400 as a string, "
-            "and as a number it is beyond the largest number a float holds (1.8e+308), so "
-            "infinite: write a finite number)",
-        ),
+        # YAML 1.1 reads 1e400 as a string; the number it writes is infinite, refused as such.
+        ("1e400", f"train.inner_lr: inf {INFINITE}"),
         ("1.0e+400", f"train.inner_lr: inf {INFINITE}"),
         ("-.inf", f"train.inner_lr: -inf {INFINITE}"),
         (".nan", "train.inner_lr: nan is not a finite number; write a finite number"),
-        # A number YAML reads as a string but that fits a float keeps its rewrite.
-        (
-            "1e-4",
-            "train.inner_lr: '1e-4' is not of type 'number' (YAML reads 1e-4 as a string: "
-            "write 1.0e-4, with a dot before the e and a sign after it)",
-        ),
     ],
 )
 def test_a_number_no_float_holds_is_refused_as_such(tmp_path, written, message):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from adloco.config import ConfigError, check_finite, load_config, validate
+from adloco.config import ConfigError, check_finite, config_from_dict, load_config, validate
 from adloco.config.schema import check_run_names, fill_and_check
 from config_edits import PRESET, base
 
@@ -57,17 +58,17 @@ def test_every_problem_is_one_line_naming_its_key_under_the_prefix():
 @pytest.mark.parametrize(
     ("written", "hint"), [("5e3", "5.0e+3"), (".5E3", "0.5e+3"), ("-2.e7", "-2.0e+7")]
 )
-def test_the_e_notation_hint_is_what_yaml_reads_as_a_float(written, hint):
-    import yaml
-
+def test_e_notation_yaml_reads_as_text_is_the_number_or_gets_a_hint(written, hint):
     assert yaml.safe_load(f"x: {hint}")["x"] == float(written)
     assert isinstance(yaml.safe_load(f"x: {written}")["x"], str)
+    # Where a number is wanted, the text is read as the number it writes.
+    assert fill_and_check({"b": {"d": written}}, SMALL)["b"]["d"] == float(written)
+    # Where an integer is wanted, it is refused with the YAML 1.1 way of writing it.
     with pytest.raises(ConfigError) as err:
-        fill_and_check({"b": {"d": written}}, SMALL)
-    assert f"b.d: '{written}' is not of type 'number' (YAML reads {written} as a string: " in str(
-        err.value
-    )
-    assert f"write {hint}, with a dot" in str(err.value)
+        fill_and_check({"a": written}, SMALL)
+    message = str(err.value)
+    assert f"a: '{written}' is not of type 'integer' (YAML reads {written} as a string: " in message
+    assert f"write {hint}, with a dot" in message
 
 
 def test_a_string_that_is_no_number_gets_no_hint():
@@ -137,14 +138,24 @@ def test_yaml_nan_and_infinity_are_refused(tmp_path, line, named):
 
 
 @pytest.mark.parametrize(
-    ("written", "hint"), [("1e-4", "1.0e-4"), ("3E5", "3.0e+5"), ("2.5e3", "2.5e+3")]
+    ("written", "number"), [("1e-4", 1e-4), ("3E5", 3e5), ("2.5e3", 2500.0), ("1e-05", 1e-5)]
 )
-def test_a_number_yaml_reads_as_a_string_gets_a_hint(tmp_path, written, hint):
+def test_e_notation_yaml_1_1_reads_as_text_is_the_number_where_one_is_wanted(
+    tmp_path, written, number
+):
+    """PyYAML reads these as strings; DVC's -S writes 1e-05. The schema wants a number there."""
     path = tmp_path / "c.yaml"
     text = PRESET.read_text()
     path.write_text(text.replace("  inner_lr: 0.003 ", f"  inner_lr: {written} "))
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    message = str(err.value)
-    assert f"train.inner_lr: '{written}' is not of type 'number'" in message
-    assert f"write {hint}" in message
+    assert yaml.safe_load(path.read_text())["train"]["inner_lr"] == written  # text to YAML 1.1
+    assert load_config(path).train.inner_lr == number
+    # The same from a mapping, as the Snakefile validates Snakemake's own reading of the file.
+    mapping = yaml.safe_load(path.read_text())
+    assert config_from_dict(mapping).train.inner_lr == number
+
+
+def test_e_notation_where_text_is_wanted_stays_text(tmp_path):
+    path = tmp_path / "c.yaml"
+    text = PRESET.read_text()
+    path.write_text(text.replace("experiment: test ", "experiment: 1e5 ", 1))
+    assert load_config(path).experiment == "1e5"  # a name, not the number 100000.0

@@ -82,6 +82,9 @@ def _key_path(error: jsonschema.ValidationError, prefix: str = "") -> str:
 
 # What YAML 1.1 (PyYAML) takes for a float needs a dot in the mantissa and a
 # sign in the exponent: `1e-4` and `1.0e4` are strings, `1.0e-4` is a number.
+# Where the schema wants a number, such a string is read as the number it
+# writes (_read_e_notation); the hint below remains for a field that wants an
+# integer.
 _E_NOTATION = re.compile(r"([-+]?)(\d*)(?:\.(\d*))?[eE]([-+]?)(\d+)")
 # A float64 holds magnitudes up to about 1.8e308; YAML reads a larger one (1.0e+400) as infinity.
 _TOO_LARGE = f"beyond the largest number a float holds ({sys.float_info.max:.2g})"
@@ -138,11 +141,38 @@ def check_finite(config: object, prefix: str = "") -> None:
         check_finite(value, f"{prefix}.{key}" if prefix else key)
 
 
+def _read_e_notation(config: dict, errors: list[jsonschema.ValidationError]) -> bool:
+    """Where a number is expected and YAML 1.1 read e-notation as text, put the number.
+
+    PyYAML (YAML 1.1) reads ``1e-4`` or ``3E5`` (no dot, or no exponent sign)
+    as strings; YAML 1.2 tools such as DVC's ``-S`` write small values that
+    way, and the value meant is not in doubt where the schema wants a number.
+    Returns whether anything was replaced (the mapping is then checked again).
+    """
+    replaced = False
+    for error in errors:
+        expected = error.validator_value if error.validator == "type" else ()
+        expected = expected if isinstance(expected, list) else [expected]
+        path = list(error.absolute_path)
+        if not (path and "number" in expected and isinstance(error.instance, str)):
+            continue
+        if _E_NOTATION.fullmatch(error.instance.strip()) and _yaml_float(error.instance):
+            parent = config
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = float(error.instance)
+            replaced = True
+    return replaced
+
+
 def fill_and_check(config: dict, schema: dict, prefix: str = "") -> dict:
     """Fill ``schema``'s defaults into ``config`` in place and check it against ``schema``."""
     check_finite(config, prefix)
     validator = _DefaultFillingValidator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors and _read_e_notation(config, errors):
+        check_finite(config, prefix)  # 1e400 is a number no float holds
+        errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         lines = [f"{_key_path(e, prefix)}: {_message(e)}" for e in errors]
         # One line, every problem in it: what `adloco <stage>: error:` prints.
