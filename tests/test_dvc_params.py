@@ -70,3 +70,19 @@ def test_a_bad_preset_is_named_and_nothing_is_written(work, capsys):
     assert err.startswith(
         "adloco dvc-params: error: config/bad.yaml: invalid configuration: seed: -1 is less than"
     )
+
+
+@pytest.mark.reliability("configs")
+@pytest.mark.parametrize("raw_dir", ["/data/c4", "../c4"])
+def test_a_raw_dir_dvc_cannot_keep_is_refused_when_the_preset_is_chosen(work, capsys, raw_dir):
+    text = (work / "config/test.yaml").read_text()
+    text = text.replace("raw_dir: data/raw/test-tiny ", f"raw_dir: {raw_dir} ", 1)
+    assert f"raw_dir: {raw_dir} " in text
+    (work / "config/outside.yaml").write_text(text)
+    assert main(["dvc-params", "--preset", "config/outside.yaml"]) == 2
+    assert (work / "params.yaml").is_symlink()  # nothing written
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"adloco dvc-params: error: data.raw_dir: {raw_dir} is "
+    )
+    assert "set data.raw_dir to a folder such as data/raw/test-tiny" in err

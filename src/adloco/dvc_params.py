@@ -10,8 +10,10 @@ is a changed parameter), the preset's comments left in the preset. Its first
 line names the preset and this command. Choosing a preset is running the
 command again; the stages then read ``--config params.yaml`` and write under
 that preset's ``results/<experiment>/``. The preset is validated first, with
-the messages every stage gives, and a ``params.yaml`` this command did not
-write (a file of the user's) is refused, never replaced.
+the messages every stage gives, a ``data.raw_dir`` DVC cannot keep as an
+output (absolute, or outside the repository) is refused then, and a
+``params.yaml`` this command did not write (a file of the user's) is
+refused, never replaced.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from adloco.config import ConfigError, read_yaml, validate
+from adloco.config import ConfigError, check_dvc_raw_dir, load_config, read_yaml, validate
 from adloco.config.yaml_file import check_experiment_named
 from adloco.io import write_text_atomic
 
@@ -79,6 +81,8 @@ def check_replaceable(out: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     text = params_text(args.preset)  # a bad preset fails before anything is written
+    # A raw_dir DVC cannot keep fails here, not at dvc repro with DVC's reasonless error.
+    check_dvc_raw_dir(load_config(args.preset), str(out.resolve().parent))
     check_replaceable(out)
     # Replaces the file (or a link) by a new one: never writes through a link.
     write_text_atomic(out, text)
