@@ -283,11 +283,15 @@ def compute_findings(
     )
 
 
-def write_tables(out: Path, inputs: Inputs, found: Findings) -> None:
-    """summary.csv, curves.csv, ladder.csv, regimes.csv, noise_scale.csv and tuning.json."""
+def write_tables(out: Path, inputs: Inputs, found: Findings) -> list[dict]:
+    """summary.csv, curves.csv, ladder.csv, regimes.csv, noise_scale.csv and tuning.json.
+
+    Returns curves.csv's rows (the medians for DVC are taken from them).
+    """
     settings = inputs.settings
     write_csv(out / "summary.csv", SUMMARY_COLUMNS, found.summary)
-    write_csv(out / "curves.csv", CURVE_COLUMNS, curve_rows(inputs.runs))
+    curves = curve_rows(inputs.runs)
+    write_csv(out / "curves.csv", CURVE_COLUMNS, curves)
     rows = ladder_rows(found.ladder_table, found.ladder, settings.reach_rule)
     write_csv(out / "ladder.csv", LADDER_COLUMNS, rows)
     write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(found.regimes))
@@ -296,6 +300,7 @@ def write_tables(out: Path, inputs: Inputs, found: Findings) -> None:
         base = inputs.base.val_perplexity if inputs.base else None
         record = tuning_record(inputs.config, inputs.runs, settings.tuning_groups, base)
         write_json_atomic(out / "tuning.json", record)
+    return curves
 
 
 LADDER_QUANTITY_LABELS = {
@@ -336,11 +341,12 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
     runs, names, settings = inputs.runs, found.names, inputs.settings
     deviations = inputs.variance.deviations_png
     configured = {r.run: {k: getattr(r.settings, k) for k in TUNED} for r in runs}
+    seeds = {n: sorted(r.seed for r in runs if r.run == n) for n in names}
     return Page(
         config_path=inputs.config_path,
         version=__version__,
         run_names=names,
-        seeds={n: sorted(r.seed for r in runs if r.run == n) for n in names},
+        seeds=seeds,
         roles=found.roles,
         settings=settings,
         ladder=found.ladder,
@@ -372,7 +378,7 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
             runs,
             inputs.references,
             inputs.base,
-            {n: sorted(r.seed for r in runs if r.run == n) for n in names},
+            seeds,
         ),
     )
 
@@ -445,9 +451,8 @@ def build_report(
     # All or nothing: the folder is written beside the old one and swapped in at
     # the end, so a failure (a full disk) leaves the previous report whole.
     with atomic_dir(out_dir, REPORT_FILES, "--out") as out:
-        write_tables(out, inputs, found)
+        curves = write_tables(out, inputs, found)
         write_json_atomic(out / "claims.json", doc)
-        curves = curve_rows(inputs.runs)
         write_dvc_files(out, found.summary, found.claims, found.ladder.main, curves)
         write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
         write_text_atomic(out / "index.html", render_page(page))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.io import write_json_atomic
+from adloco.records import is_number
 from adloco.report.claims import NOT_TESTABLE, Claim, Comparison
 from adloco.report.stats import median
 from adloco.report.summary import write_csv
@@ -34,7 +35,7 @@ CLAIM_KEYS = {1: "time", 2: "comms"}
 
 def number(value: Any) -> float | None:
     """``value`` when it is a finite number, else None (left out of metrics.json)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_number(value) or not math.isfinite(value):
         return None
     return value
 
