@@ -1,0 +1,68 @@
+"""The page's templates: HTML files in ``report/templates/`` filled by :class:`string.Template`.
+
+Part of ``adloco report``'s page: the Python side (:mod:`adloco.report.html`
+and the ``html_*`` modules) computes the numbers and the escaped HTML pieces;
+a template holds the page's structure, its sections, headings and fixed
+prose. A template is written for people, indented and wrapped; :func:`load`
+compacts it into the single line of HTML the page is made of:
+
+- a line whose text starts with ``##`` is a comment and is dropped;
+- every line loses its indentation and its line break;
+- two lines are joined by one space where both sides are prose, else
+  directly: a line ending with ``>``, a line starting with ``<`` and a line
+  holding one field alone (a block of HTML, such as a section) join directly.
+
+So wrapped prose keeps its spaces, provided it is wrapped between two words,
+and a break beside a tag or a block adds nothing. ``$name`` is a field (``$$`` a dollar
+sign); :func:`render` refuses a field the template lacks or one left unfilled,
+so a renamed field fails in the tests instead of on the page.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import string
+from importlib import resources
+
+TEMPLATE_DIR = "templates"  # folder of the templates inside the adloco.report package
+BLOCK = re.compile(r"\$(\w+|\{\w+\})")  # a line holding only this is a block of HTML
+
+
+def compact(text: str) -> str:
+    """A template's text as one line of HTML, by the rules of this module's docstring."""
+    out, prose_before = "", False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("##"):
+            continue
+        block = BLOCK.fullmatch(line) is not None
+        prose_after = not block and not line.startswith("<")
+        out += (" " if prose_before and prose_after else "") + line
+        prose_before = not block and not line.endswith(">")
+    return out
+
+
+@functools.cache
+def load(name: str) -> string.Template:
+    """The template ``templates/<name>.html``, compacted; read once per process."""
+    path = resources.files("adloco.report").joinpath(TEMPLATE_DIR, f"{name}.html")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"page template {name}.html not found, {path}, reinstall adloco: its package "
+            "ships adloco/report/templates/*.html (pyproject.toml: package-data)"
+        ) from None
+    return string.Template(compact(text))
+
+
+def render(name: str, **fields: str) -> str:
+    """Template ``name`` with its ``$fields`` filled; every field given and every one used."""
+    template = load(name)
+    wanted = set(template.get_identifiers())
+    if wanted != set(fields):
+        missing = sorted(wanted - set(fields))
+        unused = sorted(set(fields) - wanted)
+        raise KeyError(f"template {name}.html: fields missing {missing}, not in it {unused}")
+    return template.substitute(fields)

@@ -1,0 +1,90 @@
+"""The page's templates: compaction by hand-worked cases, fields checked, every template shipped."""
+
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+from adloco.errors import describe
+from adloco.report import template
+from adloco.report.template import compact, load, render
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "src" / "adloco" / "report"
+TEMPLATES = sorted((REPORT / "templates").glob("*.html"))
+
+
+def test_compact_joins_prose_with_a_space_and_tags_and_blocks_directly():
+    text = """
+    ## a comment, dropped
+    <h2 id='x'>Title</h2>
+    <p class='note'>wrapped
+      prose, then <code>code</code> and
+      more</p>
+    $section
+    $other
+    <p>tail $value
+      ends.</p>
+    """
+    assert compact(text) == (
+        "<h2 id='x'>Title</h2><p class='note'>wrapped prose, then <code>code</code> and more</p>"
+        "$section$other<p>tail $value ends.</p>"
+    )
+
+
+def test_method_template_gives_the_page_text_written_out_by_hand():
+    got = render("method", version="0.1.0", config_path="config/test.yaml", roles="AdLoCo a")
+    assert got == (
+        "<h2 id='method'>How this page is made</h2><p class='note'>adloco 0.1.0, configuration "
+        "config/test.yaml. Roles: AdLoCo a. docs/report.md states how every table and figure is "
+        "computed; <code>adloco report</code> rebuilds this page from the results, "
+        "<code>scripts/render-report.py</code> renders it to PNG.</p>"
+    )
+
+
+def test_render_refuses_a_missing_or_an_unknown_field():
+    with pytest.raises(KeyError, match=r"missing \['roles'\], not in it \[\]"):
+        render("method", version="1", config_path="c")
+    with pytest.raises(KeyError, match=r"missing \[\], not in it \['typo'\]"):
+        render("method", version="1", config_path="c", roles="r", typo="t")
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
+def test_every_template_is_one_line_and_used_by_the_page(path):
+    assert "\n" not in load(path.stem).template
+    callers = "".join(p.read_text(encoding="utf-8") for p in REPORT.glob("html*.py"))
+    assert re.search(rf"render\(\s*\"{path.stem}\"", callers), f"{path.name} is never rendered"
+
+
+def test_the_package_data_ships_every_template():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = meta["tool"]["setuptools"]["package-data"]["adloco"]
+    assert TEMPLATES
+    for path in TEMPLATES:
+        inside = path.relative_to(ROOT / "src" / "adloco").as_posix()
+        assert any(fnmatch(inside, pattern) for pattern in patterns), inside
+
+
+@pytest.mark.reliability("install")
+def test_a_missing_template_is_one_line_saying_to_reinstall(monkeypatch):
+    monkeypatch.setattr(template, "TEMPLATE_DIR", "no-such-folder")
+    load.cache_clear()
+    try:
+        with pytest.raises(FileNotFoundError) as caught:
+            render("method", version="1", config_path="c", roles="r")
+    finally:
+        load.cache_clear()
+    message = describe(caught.value)
+    assert message.startswith("page template method.html not found, ")
+    assert message.endswith(
+        "reinstall adloco: its package ships "
+        "adloco/report/templates/*.html (pyproject.toml: package-data)"
+    )
+    assert "\n" not in message
