@@ -14,6 +14,7 @@ from adloco.config import (
     config_from_dict,
     load_schema,
     resolve_run,
+    train_settings,
     validate,
 )
 from config_edits import base
@@ -128,4 +129,37 @@ def test_an_unknown_run_or_method_and_a_bad_merged_value_are_named():
     with pytest.raises(
         ConfigError, match=r"^invalid configuration: runs\.r\.inner_steps: 0 is less"
     ):
+        resolve_run(mapping, "r")
+
+
+def test_train_is_built_once_and_each_run_is_a_replace_of_it():
+    train = train_settings(MAPPING["train"])
+    assert train.name == "train" and (train.inner_lr, train.inner_steps) == (0.01, 10)
+    assert train.max_rounds == 20 and train.betas == (0.9, 0.95)  # declared defaults
+    # Given the train settings, a run starts from them, not from the mapping's train.
+    given = dataclasses.replace(train, max_rounds=7)
+    local = resolve_run(MAPPING, "local", given)
+    assert local.max_rounds == 7
+    rules = METHOD_RULES["localsgd"]
+    expected = dataclasses.replace(given, name="local", method="localsgd", inner_steps=5, **rules)
+    assert local == expected
+    assert resolve_run(MAPPING, "local") == dataclasses.replace(local, max_rounds=20)
+
+
+def test_a_run_is_checked_merged_and_its_e_notation_read_as_a_number():
+    mapping = {
+        "train": {"inner_lr": "2e-4"},
+        "runs": {"r": {"method": "adloco", "outer_lr": "5e-1", "betas": [0.8, 0.9]}},
+    }
+    run = resolve_run(mapping, "r")
+    assert (run.inner_lr, run.outer_lr, run.betas) == (0.0002, 0.5, (0.8, 0.9))
+    mapping["runs"]["r"]["colour"] = "red"
+    with pytest.raises(ConfigError) as err:
+        resolve_run(mapping, "r")
+    assert str(err.value) == (
+        "invalid configuration: runs.r.colour: Additional properties are not allowed "
+        "('colour' was unexpected)"
+    )
+    mapping = {"train": {"colour": "red"}, "runs": {"r": {"method": "adloco"}}}
+    with pytest.raises(ConfigError, match=r"^invalid configuration: runs\.r\.colour: Additional"):
         resolve_run(mapping, "r")

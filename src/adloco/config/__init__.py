@@ -8,8 +8,13 @@ nature, calls :func:`validate` on that dict (the same checks) and reads it.
 - :mod:`~adloco.config.loading`: :func:`validate`, :func:`load_config`;
 - :mod:`~adloco.config.schema`: the schema, its defaults and its messages;
 - :mod:`~adloco.config.yaml_file`: reading the file;
+- :mod:`~adloco.config.fields`: :func:`~adloco.config.fields.setting`, how each
+  setting declares its schema, default and description on its dataclass field;
+- :mod:`~adloco.config.generate`: the schema file, generated from those declarations;
 - :mod:`~adloco.config.runs`: a run's settings (``train`` + method + run);
-- :mod:`~adloco.config.types`: the typed sections and :class:`Config`;
+- :mod:`~adloco.config.types`: :class:`Config`, gathering the typed sections of
+  :mod:`~adloco.config.sections`, :mod:`~adloco.config.cluster` and
+  :mod:`~adloco.config.report_section`;
 - :mod:`~adloco.config.checks`: rules between fields.
 """
 
@@ -17,7 +22,13 @@ from __future__ import annotations
 
 from adloco.config.checks import REPORT_ROLES, check_dvc_raw_dir, check_subset_fraction
 from adloco.config.loading import config_from_dict, load_config, section, validate
-from adloco.config.runs import METHOD_RULES, RUN_ONLY_KEYS, RunSettings, resolve_run
+from adloco.config.runs import (
+    METHOD_RULES,
+    RUN_ONLY_KEYS,
+    RunSettings,
+    resolve_run,
+    train_settings,
+)
 from adloco.config.schema import (
     RUN_NAME,
     ConfigError,
@@ -75,5 +86,6 @@ __all__ = [
     "schema_path",
     "section",
     "thaw",
+    "train_settings",
     "validate",
 ]

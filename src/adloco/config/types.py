@@ -1,13 +1,18 @@
-"""The typed configuration: one frozen dataclass per section of the schema.
+"""The typed configuration: :class:`Config`, gathering one frozen dataclass per section.
 
 :func:`adloco.config.load_config` validates a file against the schema, which
-fills every default, and builds a :class:`Config` from the filled mapping. No
-dataclass here has a default of its own: each default is written once, in the
-schema (``src/adloco/schemas/config.schema.yaml``), and a test keeps the field
-names of every class equal to the properties of its section. Lists become
-tuples and mappings read-only, so that a configuration cannot change after it
-was checked. Derived values (the cluster's node slots, a device by name) are
-methods, next to the fields they come from.
+fills every default, and builds a :class:`Config` from the filled mapping.
+Each setting is declared once, on its dataclass field
+(:func:`~adloco.config.fields.setting`: its schema, default and description);
+the sections live in :mod:`~adloco.config.sections`,
+:mod:`~adloco.config.cluster` and :mod:`~adloco.config.report_section`, the
+``train`` settings in :class:`~adloco.config.runs.RunSettings`, and the schema
+file (``src/adloco/schemas/config.schema.yaml``) is generated from them
+(:mod:`adloco.config.generate`). No dataclass has a Python default: a field is
+filled from the validated mapping. Lists become tuples and mappings read-only,
+so that a configuration cannot change after it was checked. Derived values
+(the cluster's node slots, a device by name) are methods, next to the fields
+they come from.
 """
 
 from __future__ import annotations
@@ -18,8 +23,40 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from adloco.config.runs import RUN_ONLY_KEYS, RunSettings, resolve_run
-from adloco.config.schema import ConfigError
+from adloco.config.cluster import ClusterConfig, DeviceConfig, NetworkConfig, StepTimeConfig
+from adloco.config.fields import OPTIONAL, REQUIRED, setting
+from adloco.config.report_section import ReportConfig, TargetsConfig
+from adloco.config.runs import RUN_ONLY_KEYS, RunSettings, resolve_run, train_settings
+from adloco.config.schema import RUN_NAME, ConfigError
+from adloco.config.sections import (
+    CalibrationConfig,
+    DataConfig,
+    ModelConfig,
+    PretrainConfig,
+    TokenizerConfig,
+    VarianceConfig,
+)
+
+# The sections, gathered here for the modules that import them from types.
+__all__ = [
+    "CalibrationConfig",
+    "ClusterConfig",
+    "Config",
+    "DataConfig",
+    "DeviceConfig",
+    "ModelConfig",
+    "NetworkConfig",
+    "PretrainConfig",
+    "ReportConfig",
+    "RunEntry",
+    "StepTimeConfig",
+    "TargetsConfig",
+    "TokenizerConfig",
+    "VarianceConfig",
+    "build",
+    "freeze",
+    "thaw",
+]
 
 
 def freeze(value: Any) -> Any:
@@ -74,193 +111,6 @@ def build(cls: type, mapping: Mapping) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class TokenizerConfig:
-    """``data.tokenizer``."""
-
-    kind: str
-    """bpe (trained on the train split) or pretrained (loaded by name)"""
-    name: str | None
-    """Hugging Face name or local folder of a pretrained tokenizer"""
-    vocab_size: int
-    """vocabulary of a trained BPE"""
-
-
-@dataclasses.dataclass(frozen=True)
-class DataConfig:
-    """``data``: the corpus, its splits and its tokenization."""
-
-    dataset: str
-    source: str
-    raw_dir: str
-    hub_path: str
-    hub_name: str
-    max_documents: int | None
-    validation_fraction: float
-    base_fraction: float
-    seq_len_tokens: int
-    num_proc: int
-    on_bad_record: str
-    tokenizer: TokenizerConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    """``model``: a Llama built from these sizes, a pretrained name, or the base."""
-
-    source: str
-    name: str | None
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    tie_word_embeddings: bool
-    dtype: str
-
-
-@dataclasses.dataclass(frozen=True)
-class PretrainConfig:
-    """``pretrain``: the base model's own loop (plain AdamW, cosine schedule)."""
-
-    max_tokens: int
-    batch_size: int
-    lr: float
-    min_lr_ratio: float
-    warmup_fraction: float
-    weight_decay: float
-    betas: tuple[float, float]
-    grad_clip_norm: float | None
-    eval_every_steps: int
-    checkpoint_every_steps: int
-
-
-@dataclasses.dataclass(frozen=True)
-class StepTimeConfig:
-    """``cluster.devices[].step_time``: how a device's step time is modelled."""
-
-    model: str
-    saturation_batch: int
-    update_s: float
-    scale: float
-
-
-@dataclasses.dataclass(frozen=True)
-class DeviceConfig:
-    """One entry of ``cluster.devices``: ``count`` identical devices."""
-
-    name: str
-    count: int
-    kind: str
-    memory_gib: float
-    speed_tflops: float
-    max_batch: int | None
-    gpu_model: str | None
-    step_time: StepTimeConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class NetworkConfig:
-    """``cluster.network``: the link between node slots."""
-
-    bandwidth_gbit_s: float
-    latency_s: float
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterConfig:
-    """``cluster``: the devices, their node slots and the network."""
-
-    nodes_per_device: int
-    slot_sharing: str
-    processes_per_machine: int
-    devices: tuple[DeviceConfig, ...]
-    network: NetworkConfig
-
-    def device_count(self) -> int:
-        """Devices of the cluster, every entry's ``count`` summed."""
-        return sum(d.count for d in self.devices)
-
-    def for_run(self, run: RunSettings) -> ClusterConfig:
-        """The cluster a run trains on: its own nodes_per_device where it sets one."""
-        if run.nodes_per_device is None:
-            return self
-        return dataclasses.replace(self, nodes_per_device=run.nodes_per_device)
-
-    def slots(self) -> int:
-        """Node slots of the cluster: devices x nodes_per_device."""
-        return self.device_count() * self.nodes_per_device
-
-    def device(self, name: str) -> DeviceConfig:
-        """The entry of ``devices`` called ``name``."""
-        for device in self.devices:
-            if device.name == name:
-                return device
-        known = ", ".join(d.name for d in self.devices)
-        raise ConfigError(f"cluster.devices: no device named {name} (devices: {known})")
-
-    def per_device(self) -> list[DeviceConfig]:
-        """One entry per device (an entry of count n n times), in order."""
-        return [device for device in self.devices for _ in range(device.count)]
-
-
-@dataclasses.dataclass(frozen=True)
-class CalibrationConfig:
-    """``calibration``: the max-batch search and the step timing."""
-
-    margin: float
-    steps_per_trial: int
-    max_batch_limit: int
-    dtype: str
-    timing_repeats: int
-    timing_warmup: int
-
-
-@dataclasses.dataclass(frozen=True)
-class VarianceConfig:
-    """``variance``: the gradient-variance analysis of the start model."""
-
-    num_batches: int
-    batch_size: int
-    eval_sequences: int
-    eta: float
-
-
-@dataclasses.dataclass(frozen=True)
-class TargetsConfig:
-    """``report.targets``: the perplexity targets of the verdicts."""
-
-    relative_to: str
-    levels: tuple[float, ...]
-    main: float | None
-    derived_levels: int
-    derived_runs: tuple[str, ...] | None
-
-
-@dataclasses.dataclass(frozen=True)
-class ReportConfig:
-    """``report``: the runs' roles, the targets and the rules of the verdicts."""
-
-    adloco: str | None
-    diloco: str | None
-    ddp: str | None
-    baselines: tuple[str, ...] | None
-    ablations: tuple[str, ...] | None
-    targets: TargetsConfig
-    reached: str
-    between: str
-    pairing: str
-    paired_test: str
-    equal_time: str
-    test_level: float
-    confidence: float
-    tuning: str | None
-    tuning_groups: Mapping[str, tuple[str, ...]] | None
-    tuning_max_climb: float | None
-    bandwidths_gbit_s: tuple[float, ...] | None
-    saturation_batches: tuple[int, ...] | None
-
-
-@dataclasses.dataclass(frozen=True)
 class RunEntry:
     """One entry of ``runs``: its resolved settings, its seeds, and the keys it writes itself."""
 
@@ -274,19 +124,62 @@ class RunEntry:
 class Config:
     """A whole configuration, validated and default-filled (:func:`adloco.config.load_config`)."""
 
-    experiment: str
-    seed: int
-    seeds: tuple[int, ...]
-    data: DataConfig
-    model: ModelConfig
-    pretrain: PretrainConfig | None
-    cluster: ClusterConfig
-    calibration: CalibrationConfig
-    variance: VarianceConfig
-    train: RunSettings
-    """``train``: the settings every run starts from (named ``train``)"""
-    runs: Mapping[str, RunEntry]
-    report: ReportConfig
+    experiment: str = setting(
+        "default",
+        (
+            "name of this configuration's results folder, results/<experiment>/ (calibration,"
+            " variance, runs, checkpoints, report)"
+        ),
+        type="string",
+        pattern="^[A-Za-z0-9][A-Za-z0-9._-]*$",
+    )
+    seed: int = setting(0, "base seed", type="integer", minimum=0)
+    seeds: tuple[int, ...] = setting(
+        [0],
+        "training seeds run for every entry of runs",
+        type="array",
+        items={"type": "integer", "minimum": 0},
+        minItems=1,
+        uniqueItems=True,
+    )
+    data: DataConfig = setting(REQUIRED)
+    model: ModelConfig = setting(REQUIRED)
+    pretrain: PretrainConfig | None = setting(
+        OPTIONAL,
+        ("the base model's plain AdamW loop (adloco pretrain), used when model.source is base"),
+    )
+    cluster: ClusterConfig = setting(REQUIRED)
+    calibration: CalibrationConfig = setting({})
+    variance: VarianceConfig = setting({})
+    train: RunSettings = setting(
+        REQUIRED, "the settings every run starts from, each run's fields over them"
+    )
+    runs: Mapping[str, RunEntry] = setting(
+        REQUIRED,
+        "named runs; each overrides train",
+        # Every other key of a run is a field of train: resolve_run checks the
+        # merged run against train's schema, naming the run and the key.
+        type="object",
+        minProperties=1,
+        propertyNames={"pattern": f"^{RUN_NAME.pattern}$"},
+        additionalProperties={
+            "type": "object",
+            "required": ["method"],
+            "properties": {
+                "seeds": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 0},
+                    "minItems": 1,
+                    "uniqueItems": True,
+                    "description": "this run's training seeds (default: the top-level seeds)",
+                }
+            },
+        },
+    )
+    report: ReportConfig = setting(
+        {},
+        "what adloco report compares, and the stated rules its verdicts rest on (docs/report.md)",
+    )
 
     SECTIONS: typing.ClassVar[tuple[str, ...]] = (
         "data",
@@ -309,9 +202,10 @@ class Config:
             for name in cls.SECTIONS
         }
         top_seeds = tuple(mapping["seeds"])
+        train = train_settings(mapping["train"])
         runs = {
             name: RunEntry(
-                settings=resolve_run(mapping, name),
+                settings=resolve_run(mapping, name, train),
                 seeds=tuple(fields.get("seeds", top_seeds)),
                 written=frozenset(k for k in fields if k not in RUN_ONLY_KEYS),
             )
@@ -321,7 +215,7 @@ class Config:
             experiment=mapping["experiment"],
             seed=mapping["seed"],
             seeds=top_seeds,
-            train=RunSettings.from_dict({**mapping["train"], "name": "train"}),
+            train=train,
             runs=types.MappingProxyType(runs),
             **sections,
         )

@@ -1,0 +1,241 @@
+"""The ``report`` section: which runs ``adloco report`` compares and the rules of its verdicts.
+
+Each field is declared once with :func:`~adloco.config.fields.setting` (its
+schema, default and description); :mod:`adloco.report.settings` reads the
+typed section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from adloco.config.fields import setting
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetsConfig:
+    """``report.targets``: the perplexity targets of the verdicts."""
+
+    relative_to: str = setting(
+        "base",
+        (
+            "base: levels are fractions of the base model's validation perplexity "
+            "(results/<experiment>/base/base.json); absolute: levels are perplexities; "
+            "derived: derived_levels levels read off the runs after the fact (for experiments"
+            " without a base model; the page says the targets were not fixed before the runs)"
+        ),
+        type="string",
+        enum=["base", "absolute", "derived"],
+    )
+    levels: tuple[float, ...] = setting(
+        [0.95, 0.9, 0.85],
+        (
+            "the target levels: fractions in (0, 1) of the base perplexity (relative_to base)"
+            " or perplexities (absolute)"
+        ),
+        type="array",
+        items={"type": "number", "exclusiveMinimum": 0},
+        minItems=1,
+    )
+    main: float | None = setting(
+        None,
+        (
+            "the headline level, one of levels (a fraction or a perplexity as levels are); "
+            "null: the hardest (lowest) level"
+        ),
+        type=["number", "null"],
+        exclusiveMinimum=0,
+    )
+    derived_levels: int = setting(
+        4,
+        (
+            "relative_to derived: levels of the derived ladder (the hardest is the highest "
+            "best perplexity of any seed of derived_runs; the headline is the hardest)"
+        ),
+        type="integer",
+        minimum=1,
+    )
+    derived_runs: tuple[str, ...] | None = setting(
+        None,
+        (
+            "relative_to derived: runs every seed of which must reach every derived level; "
+            "null: the AdLoCo run and the DiLoCo baseline"
+        ),
+        type=["array", "null"],
+        items={"type": "string"},
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportConfig:
+    """``report``: the runs' roles, the targets and the rules of the verdicts."""
+
+    adloco: str | None = setting(
+        None,
+        (
+            "the AdLoCo run the paper's claims are tested on; null: the run named adloco, "
+            "else the first adloco run with batch test, merging and switch mode on"
+        ),
+        type=["string", "null"],
+    )
+    diloco: str | None = setting(
+        None,
+        (
+            "the DiLoCo baseline of the claims; null: the run named diloco, else the first "
+            "diloco run"
+        ),
+        type=["string", "null"],
+    )
+    ddp: str | None = setting(
+        None,
+        (
+            "the synchronous data-parallel anchor (all-reduce every step): shown in the "
+            "headline table and compared, not a baseline of the claims; null: the run named "
+            "ddp, else the first ddp run"
+        ),
+        type=["string", "null"],
+    )
+    baselines: tuple[str, ...] | None = setting(
+        None,
+        (
+            "other baselines (diloco or localsgd runs) compared too, alone and as the best "
+            "baseline; null: every other diloco and localsgd run"
+        ),
+        type=["array", "null"],
+        items={"type": "string"},
+    )
+    ablations: tuple[str, ...] | None = setting(
+        None,
+        (
+            "adloco runs that each turn off one component; null: every other adloco run that "
+            "turns off the batch test, merging or switch mode of the AdLoCo run (other adloco"
+            " runs are shown as variants)"
+        ),
+        type=["array", "null"],
+        items={"type": "string"},
+    )
+    targets: TargetsConfig = setting(
+        {}, ("the validation perplexities at which runs are compared, fixed before the runs")
+    )
+    reached: str = setting(
+        "stays",
+        (
+            "when a run reaches a target: stays: at the first evaluation from which every "
+            "later evaluation is at or below it; first: at the first evaluation at or below "
+            "it"
+        ),
+        type="string",
+        enum=["stays", "first"],
+    )
+    between: str = setting(
+        "interpolated",
+        (
+            "how the tokens, communications, bytes and simulated time to a target are read: "
+            "interpolated: linear in log-perplexity between the evaluation before the one "
+            "that reaches it (above the target) and that one; round: the run's values at the "
+            "end of the round that reaches it"
+        ),
+        type="string",
+        enum=["interpolated", "round"],
+    )
+    pairing: str = setting(
+        "seed",
+        (
+            "seed: compare runs seed by seed on the seeds both have (exact sign-flip test of "
+            "the per-seed log ratios, median paired ratio); none: as independent samples "
+            "(exact two-sample permutation test, ratio of medians)"
+        ),
+        type="string",
+        enum=["seed", "none"],
+    )
+    paired_test: str = setting(
+        "signed_rank",
+        (
+            "statistic of the exact sign-flip test over all 2^n sign patterns: signed_rank "
+            "(Wilcoxon: signed ranks of the per-seed log ratios) or sign (the count of seeds "
+            "on each side)"
+        ),
+        type="string",
+        enum=["signed_rank", "sign"],
+    )
+    equal_time: str = setting(
+        "fastest",
+        (
+            "simulated time at which the headline runs' perplexities are compared: fastest: "
+            "when the first seed of the headline runs finishes (every run still holds the "
+            "model it has then); slowest: when the last one finishes (with equal token "
+            "budgets, every run's final model)"
+        ),
+        type="string",
+        enum=["fastest", "slowest"],
+    )
+    test_level: float = setting(
+        0.05,
+        (
+            "one-sided level of the exact test: supported when p <= test_level in AdLoCo's "
+            "favour, not supported when p <= test_level against it"
+        ),
+        type="number",
+        exclusiveMinimum=0,
+        exclusiveMaximum=0.5,
+    )
+    confidence: float = setting(
+        0.95,
+        (
+            "nominal coverage of the order-statistic interval of the median paired ratio (its"
+            " exact coverage is shown; with few seeds it is the range over seeds)"
+        ),
+        type="number",
+        exclusiveMinimum=0.5,
+        exclusiveMaximum=1,
+    )
+    tuning: str | None = setting(
+        None,
+        (
+            "tuning record shown as a table (config/tuning.json, written by the tuning "
+            "experiment's report); null: none"
+        ),
+        type=["string", "null"],
+    )
+    tuning_groups: Mapping[str, tuple[str, ...]] | None = setting(
+        None,
+        (
+            "in the tuning experiment: run of the default config -> the runs of this config "
+            "that try its settings (inner lr, outer lr, outer momentum); the report then "
+            "writes tuning.json (lowest median final perplexity over seeds among the points "
+            "within tuning_max_climb; a tie goes to the smaller lrs and momentum); null: none"
+        ),
+        type=["object", "null"],
+        additionalProperties={"type": "array", "items": {"type": "string"}, "minItems": 1},
+    )
+    tuning_max_climb: float | None = setting(
+        None,
+        (
+            "in the tuning experiment: a grid point whose highest evaluated perplexity "
+            "(median over seeds) is above this times the base's is not chosen; null: no limit"
+        ),
+        type=["number", "null"],
+        minimum=1,
+    )
+    bandwidths_gbit_s: tuple[float, ...] | None = setting(
+        None,
+        (
+            "bandwidths of the regime sweep in Gbit/s (cluster.network.bandwidth_gbit_s is "
+            "added); null: 10 Mbit/s to 100 Gbit/s, two per decade"
+        ),
+        type=["array", "null"],
+        items={"type": "number", "exclusiveMinimum": 0},
+        minItems=1,
+    )
+    saturation_batches: tuple[int, ...] | None = setting(
+        None,
+        (
+            "saturation batches of the roofline swept against bandwidth (sequences per pass "
+            "from which a device is compute-bound; 1: a clock linear in tokens); null: 1, 2, "
+            "4, ... up to twice the largest pass the runs logged"
+        ),
+        type=["array", "null"],
+        items={"type": "integer", "minimum": 1},
+        minItems=1,
+    )
