@@ -29,6 +29,7 @@ from adloco.config.fields import OPTIONAL, REQUIRED, SHARED_DEFS, Declaration, d
 from adloco.config.runs import RunSettings
 from adloco.config.schema import SCHEMA_FILE
 from adloco.config.types import Config
+from adloco.io import write_text_atomic
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_FILE
 COMMAND = "python -m adloco.config.generate"
@@ -163,8 +164,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    from adloco.io import write_text_atomic
-
     write_text_atomic(SCHEMA, text)
     return 0
 
