@@ -88,3 +88,13 @@ def test_a_missing_template_is_one_line_saying_to_reinstall(monkeypatch):
         "adloco/report/templates/*.html (pyproject.toml: package-data)"
     )
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["<p>prose\n<code>x</code> more</p>", "<p>prose <code>x</code>\nmore</p>", "<p>a\n<br>b</p>"],
+    ids=["tag-after-prose", "prose-after-tag", "br-after-prose"],
+)
+def test_compact_refuses_a_break_between_prose_and_an_inline_tag(text):
+    with pytest.raises(ValueError, match="a line break between prose and an inline tag"):
+        compact(text)

@@ -10,6 +10,9 @@ Part of ``adloco report``'s page (:mod:`adloco.report.html` places them):
   model, with the unigram rule's verdict;
 - *Noise scale along the run*: B_simple from the AdLoCo runs' statistics;
 - *Tuning*: the inner-learning-rate grid of each method and the chosen value.
+
+Their headings and fixed prose are templates (``templates/seeds*.html``,
+``rules*.html``, ``targets.html``, ``noise.html``, ``tuning*.html``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from adloco.report.page import (
 )
 from adloco.report.references import REFERENCE_LEVELS
 from adloco.report.settings import RULES
+from adloco.report.template import render
 from adloco.report.tuning import TUNED
 
 HEADLINE_TITLES = {
@@ -49,9 +53,9 @@ def _value(value: float | None, quantity: str) -> str:
 
 def headline_section(p: Page) -> str:
     h = p.headline
-    title = "<h2 id='seeds'>Each seed of the headline runs</h2>"
     if h is None:
-        return title + "<p class='note'>No headline runs (no AdLoCo run or no target).</p>"
+        none = "<p class='note'>No headline runs (no AdLoCo run or no target).</p>"
+        return render("seeds", content=none)
     adloco = h.runs[0]
     others = h.runs[1:]
     header = (
@@ -84,18 +88,15 @@ def headline_section(p: Page) -> str:
             + table(header, rows, numeric=range(1, len(header)))
             + (levels_note(p) if q == "perplexity_at_time" else "")
         )
-    return (
-        title + "<p class='note'>The values the paired tests rest on: AdLoCo, DiLoCo, the best "
-        "baseline (lowest median time to the main target) and the ddp anchor, seed by seed; "
-        'a run without that seed shows –. "never": the seed never reaches the target '
-        f"(or does not stay below it, report.reached: {esc(p.settings.reached)}); a value to "
-        f"the target is {between_words(p.settings)} (report.between: "
-        f"{esc(p.settings.between)}). The equal "
-        "simulated time is when the "
-        + ("first" if p.settings.equal_time == "fastest" else "last")
-        + " seed of these runs finishes; each run's perplexity then is that of its last "
-        "evaluation before it.</p>" + "".join(parts)
+    values = render(
+        "seeds_values",
+        reached=esc(p.settings.reached),
+        between=between_words(p.settings),
+        between_rule=esc(p.settings.between),
+        which="first" if p.settings.equal_time == "fastest" else "last",
+        tables="".join(parts),
     )
+    return render("seeds", content=values)
 
 
 def _rule_comparisons(p: Page) -> list[Comparison]:
@@ -109,10 +110,9 @@ def _rule_comparisons(p: Page) -> list[Comparison]:
 
 
 def rules_section(p: Page) -> str:
-    title = "<h2 id='rules'>How the verdicts depend on the stated rules</h2>"
     comparisons = _rule_comparisons(p)
     if not comparisons:
-        return title + "<p class='note'>No comparisons.</p>"
+        return render("rules", content="<p class='note'>No comparisons.</p>")
     s = p.settings
     header = ["#", "comparison", "as configured"] + [
         f"{esc(rule)}: {esc(alt)}<small>instead of {esc(getattr(s, rule))}</small>"
@@ -130,17 +130,8 @@ def rules_section(p: Page) -> str:
                 cell += "<small>changes</small>"
             row.append(cell)
         rows.append(row)
-    return (
-        title + "<p class='note'>Five choices could change a verdict, so each is a rule of "
-        "<code>report:</code>: when a run reaches a target (<code>reached</code>: stays at or "
-        "below it, or first gets there), how its time, tokens and communications then are read "
-        "(<code>between</code>: interpolated in log-perplexity between the evaluations either "
-        "side of the target, or at the end of the round that reaches it), whether seeds are "
-        "paired (<code>pairing</code>), the "
-        "statistic of the exact test (<code>paired_test</code>: signed ranks or signs) and "
-        "the equal-time rule (<code>equal_time</code>). Each column switches one rule to its "
-        "alternative and keeps the others as configured.</p>" + table(header, rows, numeric=(0,))
-    )
+    content = render("rules_table", table=table(header, rows, numeric=(0,)))
+    return render("rules", content=content)
 
 
 def _alternatives(p: Page) -> list[tuple[str, str]]:
@@ -204,7 +195,6 @@ def _references_source(refs) -> str:
 
 def targets_section(p: Page) -> str:
     refs = p.references
-    title = "<h2 id='targets'>Targets, reference perplexities and the base model</h2>"
     rows = []
     for name in REFERENCE_LEVELS:
         if name in refs.levels:
@@ -212,27 +202,22 @@ def targets_section(p: Page) -> str:
     if p.base is not None:
         rows.append(_base_row(p.base))
     rows += _target_rows(p)
-    base = (
+    no_base = (
         ""
         if p.base is not None
         else "<p class='note'>No base model given (adloco report --base): the runs of this "
         "experiment do not start from one.</p>"
     )
-    return (
-        title
-        + "<p class='note'>A target at or above the validation unigram perplexity is reached by "
-        "learning token frequencies alone: verdicts there are not testable. "
-        + _references_source(refs)
-        + "</p>"
-        + base
-        + table(
-            ["level", "what", "perplexity", "target / reference", "status"], rows, numeric=(2,)
-        )  # fmt: skip
+    header = ["level", "what", "perplexity", "target / reference", "status"]
+    return render(
+        "targets",
+        references=_references_source(refs),
+        no_base=no_base,
+        table=table(header, rows, numeric=(2,)),
     )
 
 
 def noise_section(p: Page) -> str:
-    title = "<h2 id='noise'>The noise scale along the AdLoCo runs</h2>"
     rows = [
         [
             esc(n["run"]),
@@ -246,39 +231,18 @@ def noise_section(p: Page) -> str:
         ]
         for n in p.noise
     ]
-    return (
-        title + "<p class='note'>B_simple = tr Σ / ‖∇F‖² from each tested round's statistics (the "
-        "engine's <code>noise_scale</code>, else computed from <code>trace_cov</code> and "
-        "<code>grad_sqnorm</code>); it grows as the loss falls, so the batch the norm test "
-        "should ask for (B_simple / η²) grows along the run. Undetermined: rounds whose "
-        "estimate of ‖∇F‖² was not positive, counted, not dropped. Early and late: medians "
-        "over the first and the last third of the rounds. noise_scale.csv lists every "
-        "estimate.</p>"
-        + figure(
+    header = ["run", "estimates", "undetermined", "B_simple early", "B_simple late",
+              "batch asked early", "batch asked late", "median dof"]  # fmt: skip
+    return render(
+        "noise",
+        figure=figure(
             p.figures.get("noise_scale"),
             "noise scale along the AdLoCo run",
             "Follow the median line as the perplexity falls: where it rises, the test should "
             "ask for a larger batch; the dashed line is what it asked for.",
             "no AdLoCo run logged batch-test statistics",
-        )
-        + (
-            table(
-                [
-                    "run",
-                    "estimates",
-                    "undetermined",
-                    "B_simple early",
-                    "B_simple late",
-                    "batch asked early",
-                    "batch asked late",
-                    "median dof",
-                ],
-                rows,
-                numeric=range(1, 8),
-            )  # fmt: skip
-            if rows
-            else ""
-        )
+        ),
+        table=table(header, rows, numeric=range(1, 8)) if rows else "",
     )
 
 
@@ -311,12 +275,12 @@ def _point_words(point: dict[str, Any], varied: list[str]) -> str:
 
 
 def tuning_section(p: Page) -> str:
-    title = "<h2 id='tuning'>Tuning: each method's inner and outer step</h2>"
     if p.tuning is None:
-        return title + (
+        none = (
             "<p class='note'>No tuning record (report.tuning is null): the learning "
             "rates and outer steps are as configured.</p>"
         )
+        return render("tuning", content=none)
     rows = []
     for entry in p.tuning:
         chosen = entry["chosen_run"]
@@ -350,21 +314,15 @@ def tuning_section(p: Page) -> str:
             configured = "as chosen"
         rows.append([esc(entry["run"]), grid, picked, configured])
     limit = p.tuning[0]["max_climb"] if p.tuning else None
-    return (
-        title + f"<p class='note'>From {esc(p.tuning_path)}: each method's runs of the tuning "
-        "experiment differ only in the inner lr, the outer lr and the outer momentum. Each "
-        "point shows its effective peak inner lr (after the square-root rule at the run's "
-        "batch), the median final validation perplexity over its seeds and its climb (highest "
-        "evaluated perplexity over the base's). The chosen point (bold) has the lowest final "
-        "perplexity among the points within the climb limit"
-        + (f" ({float(limit):g}× the base)" if limit is not None else "")
-        + "; a tie goes to the smaller lrs and momentum. Under it, the train settings that give "
-        "it (inner_lr is the lr at train.lr_reference_batch). Beside it, what this "
-        "configuration trains with, flagged where it differs.</p>"
-        + table(["run", "grid point: final perplexity", "chosen", "configured"], rows)
-        + _main_note(p)
-        + levels_note(p)
+    grid = render(
+        "tuning_grid",
+        path=esc(p.tuning_path),
+        limit=f" ({float(limit):g}× the base)" if limit is not None else "",
+        table=table(["run", "grid point: final perplexity", "chosen", "configured"], rows),
+        main=_main_note(p),
+        levels=levels_note(p),
     )
+    return render("tuning", content=grid)
 
 
 def _main_note(p: Page) -> str:

@@ -3,7 +3,8 @@
 :func:`answer_section`: each claim's verdict in a sentence, the rules it rests
 on and where AdLoCo is faster; :func:`claims_section`: every comparison of
 every claim (effect, interval, exact test, verdict, why) and each seed's
-values. Part of :func:`adloco.report.html.render_page`.
+values. Part of :func:`adloco.report.html.render_page`; the headings and
+fixed prose are ``templates/answer.html`` and ``templates/claims*.html``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from adloco.report.page import (
     table,
     verdict,
 )
+from adloco.report.template import render
 
 
 def _effect(c: Comparison) -> tuple[str, str]:
@@ -128,27 +130,26 @@ def answer_section(p: Page) -> str:
         warnings.append(f"The main target is not testable: {why}.")
     if p.ladder.caveat:
         warnings.append("Targets unchecked against token statistics: " + p.ladder.caveat + ".")
-    reach = "stays at or below it" if s.reached == "stays" else "first gets to it"
-    note = (
-        f"Seeds per run — {seed_counts(p)}. Comparisons pair runs on the seeds both have "
-        f"(report.pairing: {s.pairing}); the effect is the median paired ratio, its interval "
-        "the order-statistic interval named by its exact coverage; the verdict comes from the "
-        f"exact sign-flip test ({s.paired_test}) at one-sided level {s.test_level:g}. A run "
-        f"reaches a target when it {reach} (report.reached: {s.reached}); its time and "
-        f"communications there are {between_words(s)} (report.between: {s.between})."
-    )
-    return (
-        "<h2 id='answer'>The answer</h2>"
-        + "".join(f"<p class='warning'>{esc(w)}</p>" for w in warnings)
-        + verdict_items(p)
-        + headline_curves(p)
-        + gain_paragraph(p)
-        + workers_line(p)
-        + "<details><summary>Why each verdict, where AdLoCo is faster, and the rules</summary>"
-        f"<ol>{reasons}</ol><p>{esc(regime_summary(p))}</p>"
-        f"<p class='note'>{esc(note)} Main target: perplexity {fmt(p.ladder.main)} "
-        f"({esc(p.ladder.note)}). Clock of the runs: {esc(p.own_clock.get('text', ''))}.</p>"
-        "</details>"
+    return render(
+        "answer",
+        warnings="".join(f"<p class='warning'>{esc(w)}</p>" for w in warnings),
+        verdicts=verdict_items(p),
+        curves=headline_curves(p),
+        gain=gain_paragraph(p),
+        workers=workers_line(p),
+        reasons=reasons,
+        regimes=esc(regime_summary(p)),
+        seeds=esc(seed_counts(p)),
+        pairing=esc(s.pairing),
+        paired_test=esc(s.paired_test),
+        test_level=esc(f"{s.test_level:g}"),
+        reach="stays at or below it" if s.reached == "stays" else "first gets to it",
+        reached=esc(s.reached),
+        between=esc(between_words(s)),
+        between_rule=esc(s.between),
+        main=fmt(p.ladder.main),
+        main_note=esc(p.ladder.note),
+        clock=esc(p.own_clock.get("text", "")),
     )
 
 
@@ -185,35 +186,28 @@ def claims_section(p: Page) -> str:
         ["#", "AdLoCo against", "measured", "seed: AdLoCo / other"],
         [[str(c.claim), _against(c), esc(_what(c)), esc(_per_seed_text(c))] for c in main_rows],
     )
-    return (
-        "<h2 id='claims'>Verdicts on the paper's claims</h2>"
-        "<p class='note'>AdLoCo / other: the median over paired seeds of the ratio AdLoCo / "
-        "other (below 1: AdLoCo needs less, or ends lower); a seed that never reaches the "
-        "target is censored and its ratio is 0 or ∞. Interval: the order-statistic interval of "
-        "that median, named by its exact coverage (with few seeds, the range over seeds). p: "
-        "the exact one-sided p-value of the sign-flip test that AdLoCo needs less. Supported: "
-        f"p ≤ {p.settings.test_level:g}; not supported: p ≤ {p.settings.test_level:g} the other "
-        "way, or the interval not below 1; inconclusive otherwise; not testable: a target at "
-        "or above the unigram perplexity, a clock linear in tokens, or neither run getting "
-        "there. The best baseline is the one with the lowest median, chosen on these data. "
-        "The ddp anchor is compared but is not a baseline of the claims: it shows the quality "
-        "that low-communication methods trade away.</p>"
-        + "".join(missing)
-        + (
-            "<h3>At the main target, and at equal simulated time</h3>"
-            + table(COMPARISON_HEADER, comparison_rows(main_rows), numeric=(0, 3, 5))
-            + "<details><summary>Each seed's values of these comparisons</summary>"
-            + per_seed
-            + "</details>"
-            if main_rows
-            else ""
+    main = (
+        render(
+            "claims_main",
+            table=table(COMPARISON_HEADER, comparison_rows(main_rows), numeric=(0, 3, 5)),
+            per_seed=per_seed,
         )
-        + (
-            "<details><summary>The same at every other target "
-            f"({len(rest)} comparisons)</summary>"
-            + table(COMPARISON_HEADER, comparison_rows(rest), numeric=(0, 3, 5))
-            + "</details>"
-            if rest
-            else ""
+        if main_rows
+        else ""
+    )
+    others = (
+        render(
+            "claims_rest",
+            count=str(len(rest)),
+            table=table(COMPARISON_HEADER, comparison_rows(rest), numeric=(0, 3, 5)),
         )
+        if rest
+        else ""
+    )
+    return render(
+        "claims",
+        level=f"{p.settings.test_level:g}",
+        missing="".join(missing),
+        main=main,
+        rest=others,
     )

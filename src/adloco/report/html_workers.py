@@ -2,13 +2,15 @@
 
 What :mod:`adloco.report.workers_map` computes, shown: where the DiLoCo
 family keeps ddp's gain as the global batch is split over more workers, the
-base's noise scale B_simple, and the local batches AdLoCo trains with.
+base's noise scale B_simple, and the local batches AdLoCo trains with. The
+heading and fixed prose are ``templates/workers.html`` and ``workers_map.html``.
 """
 
 from __future__ import annotations
 
 from adloco.report.claims import fmt
 from adloco.report.page import Page, esc, figure, number, table
+from adloco.report.template import render
 
 
 def workers_line(p: Page) -> str:
@@ -65,40 +67,21 @@ def _rows(w) -> list[list[str]]:
 
 def workers_section(p: Page) -> str:
     w = p.workers
-    title = "<h2 id='workers'>Where DiLoCo keeps ddp's gain: workers × local batch</h2>"
     if len(w.points) < 2:
-        return title + f"<p class='note'>No map: {esc(w.note)}.</p>"
-    rows = _rows(w)
-    return (
-        title + "<p class='note'>DiLoCo runs that differ from the headline DiLoCo run only in "
-        f"how they split ddp's global batch of {w.global_batch} sequences over workers "
-        "(train.nodes_per_device and initial_batch). Each inner step of a worker averages its "
-        "local batch; far below the noise scale B_simple (the variance stage, on the base "
-        "model) its gradient is mostly noise, and the outer average over workers does not "
-        "undo the steps taken on it. Share: of ddp's log-perplexity gain over the base, median "
-        "final perplexity over seeds. Climb: the highest evaluated perplexity over the base's "
-        "(median over seeds): the map's runs keep DiLoCo's tuned settings, and the square-root "
-        "rule gives a larger local batch a larger lr. The last row is the AdLoCo run: the "
-        "local batches its trainers used over all rounds and seeds.</p>"
-        + table(
-            [
-                "run",
-                "workers",
-                "local batch",
-                "final perplexity",
-                "share of ddp's gain",
-                "climb",
-                "seeds",
-            ],
-            rows,
-            numeric=(1, 2, 3, 4, 5, 6),
-        )  # fmt: skip
-        + figure(
+        return render("workers", content=f"<p class='note'>No map: {esc(w.note)}.</p>")
+    header = ["run", "workers", "local batch", "final perplexity", "share of ddp's gain",
+              "climb", "seeds"]  # fmt: skip
+    content = render(
+        "workers_map",
+        global_batch=str(w.global_batch),
+        table=table(header, _rows(w), numeric=(1, 2, 3, 4, 5, 6)),
+        figure=figure(
             p.figures.get("workers_map"),
             "final perplexity by local batch",
             "Lower is better: follow DiLoCo's line from many small workers (left) to one "
             "worker with the whole batch (right), and see where AdLoCo's band of local "
             "batches sits against it and against B_simple (dashed).",
             "fewer than two splits",
-        )
+        ),
     )
+    return render("workers", content=content)

@@ -12,8 +12,10 @@ compacts it into the single line of HTML the page is made of:
   directly: a line ending with ``>``, a line starting with ``<`` and a line
   holding one field alone (a block of HTML, such as a section) join directly.
 
-So wrapped prose keeps its spaces, provided it is wrapped between two words,
-and a break beside a tag or a block adds nothing. ``$name`` is a field (``$$`` a dollar
+So wrapped prose keeps its spaces, and a break beside a tag or a block adds
+nothing. A break between prose and an inline tag (``<code>``, ``<a>``...) is
+refused: whether a space belongs there cannot be told, so such prose is
+wrapped between two words instead. ``$name`` is a field (``$$`` a dollar
 sign); :func:`render` refuses a field the template lacks or one left unfilled,
 so a renamed field fails in the tests instead of on the page.
 """
@@ -26,20 +28,24 @@ import string
 from importlib import resources
 
 TEMPLATE_DIR = "templates"  # folder of the templates inside the adloco.report package
+INLINE = re.compile(r"</?(a|b|br|code|small|span)\b")  # tags that sit inside prose
 BLOCK = re.compile(r"\$(\w+|\{\w+\})")  # a line holding only this is a block of HTML
 
 
 def compact(text: str) -> str:
     """A template's text as one line of HTML, by the rules of this module's docstring."""
-    out, prose_before = "", False
+    out, prose_before, inline_end = "", False, False
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("##"):
             continue
         block = BLOCK.fullmatch(line) is not None
         prose_after = not block and not line.startswith("<")
+        if (prose_before and INLINE.match(line)) or (inline_end and prose_after):
+            raise ValueError(f"a line break between prose and an inline tag, before {line!r}")
         out += (" " if prose_before and prose_after else "") + line
         prose_before = not block and not line.endswith(">")
+        inline_end = line.endswith(">") and INLINE.match(line[line.rfind("<") :]) is not None
     return out
 
 
