@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from adloco.config import ConfigError, load_config
-from adloco.snakemake_preflight import check_configfiles
+from adloco_workflow.snakemake_preflight import check_configfiles
 from config_edits import DELETE
 from config_edits import set_key as set_dotted
 

@@ -1,4 +1,7 @@
-"""A stale Snakemake lock is released only when no process can hold it (adloco.snakemake_lock)."""
+"""A stale Snakemake lock is released only when no process can hold it.
+
+workflow/lib/adloco_workflow/snakemake_lock.py.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from adloco import snakemake_lock as sl
+from adloco_workflow import snakemake_lock as sl
+
+# The folder of the workflow's helpers, for a Python started here.
+LIB = str(Path(__file__).resolve().parents[1] / "workflow" / "lib")
 
 pytestmark = pytest.mark.skipif(not sl.can_inspect(), reason="needs /proc")
 
@@ -107,7 +113,8 @@ def test_the_processes_that_started_this_one_do_not_count(tmp_path):
     # must not see its own launcher as another Snakemake.
     make_lock(tmp_path)
     code = (
-        "import sys; from adloco import snakemake_lock as sl; "
+        f"import sys; sys.path.insert(0, {LIB!r}); "
+        "from adloco_workflow import snakemake_lock as sl; "
         "print(sl.release_stale_lock(sys.argv[1])[0])"
     )
     launcher = tmp_path / "bin" / "snakemake"
@@ -152,7 +159,8 @@ def test_a_record_of_a_dead_process_on_this_host_is_dropped(tmp_path):
 
 def test_register_records_this_process_until_it_exits(tmp_path):
     code = (
-        "import sys; from adloco import snakemake_lock as sl; "
+        f"import sys; sys.path.insert(0, {LIB!r}); "
+        "from adloco_workflow import snakemake_lock as sl; "
         "p = sl.register(sys.argv[1]); print(p); print(p.exists())"
     )
     result = subprocess.run(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adloco.snakemake_preflight import (
+from adloco_workflow.snakemake_preflight import (
     check_configfiles,
     config_args,
     configfile_args,

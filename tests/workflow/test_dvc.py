@@ -5,7 +5,7 @@ configuration gives each job's shell command and files, DVC's index gives each
 templated stage's command, dependencies, outputs and params. Every job must
 match one stage by command (the log redirection aside) and the other way
 round, with the same files (a DVC folder may hold a Snakemake file) and the
-params keys of workflow/rules/common.smk's STAGE_PARAMS. Training is the one
+params keys of the stage table (workflow/lib/adloco_workflow/stages.py). Training is the one
 difference of granularity: Snakemake has a job per run and seed, DVC a stage
 per run that trains each of the run's seeds (``--seed all``), so the train
 jobs of one run are compared, together, with its stage. dvc.yaml reads
@@ -15,7 +15,6 @@ stages become that preset's, with the paths of ``adloco.paths``.
 
 from __future__ import annotations
 
-import ast
 import copy
 import csv
 import json
@@ -35,6 +34,7 @@ from adloco import paths
 from adloco.config import validate
 from adloco.dvc_params import MARK, params_text
 from adloco.io import OWNED_LIST
+from adloco_workflow.stages import snakemake_params
 from config_edits import shipped_configs
 
 # What dvc.yaml reads; Snakemake is given the same file so that commands match.
@@ -70,11 +70,8 @@ def within(path: str, folder: str) -> bool:
 
 
 def stage_params() -> dict[str, list[str]]:
-    tree = ast.parse((ROOT / "workflow/rules/common.smk").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "STAGE_PARAMS":
-            return ast.literal_eval(node.value)
-    raise AssertionError("STAGE_PARAMS not found in workflow/rules/common.smk")
+    """The keys of each Snakemake job's ``settings`` param (the stage table's)."""
+    return snakemake_params()
 
 
 @pytest.fixture(scope="module")

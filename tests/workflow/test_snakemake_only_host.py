@@ -62,18 +62,21 @@ def run(env: dict[str, str], *args: str, cwd: Path = ROOT) -> subprocess.Complet
 
 
 def workflow_imports() -> list[str]:
-    """The adloco modules the workflow imports while Snakemake parses it."""
+    """The adloco and adloco_workflow modules the workflow imports while Snakemake parses it."""
+    lib = ROOT / "workflow/lib/adloco_workflow"
     sources = [ROOT / "workflow/rules/common.smk", ROOT / "profiles/default/config.yaml"]
-    text = "\n".join(path.read_text() for path in sources)
-    modules = re.findall(r"^\s*(?:import|from) (adloco(?:\.\w+)*)", text, flags=re.M)
-    modules += [f"adloco.{m}" for m in re.findall(r"^from adloco import (\w+)", text, flags=re.M)]
+    text = "\n".join(path.read_text() for path in [*sources, *sorted(lib.glob("*.py"))])
+    pattern = r"^\s*(?:import|from) (adloco(?:_workflow)?(?:\.\w+)*)"
+    modules = re.findall(pattern, text, flags=re.M)
+    for package, names in re.findall(r"^from (adloco(?:_workflow)?) import ([\w, ]+)$", text, re.M):
+        modules += [f"{package}.{name.strip()}" for name in names.split(",")]
     return sorted(set(modules))
 
 
 def loaded_packages(*modules: str) -> set[str]:
     """Top-level packages outside the standard library that importing ``modules`` loads."""
     code = (
-        "import sys\n"
+        f"import sys; sys.path.insert(0, {str(ROOT / 'workflow/lib')!r})\n"
         f"for name in {modules!r}: __import__(name)\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} - "
         "set(sys.stdlib_module_names))))"
@@ -89,9 +92,9 @@ def test_the_workflow_imports_need_only_snakemakes_dependencies():
     requires = {r.split()[0].split(";")[0].lower() for r in metadata.requires("snakemake")}
     assert {"jsonschema", "pyyaml"} <= requires
     modules = workflow_imports()
-    assert {"adloco.config", "adloco.paths", "adloco.snakemake_lock"} <= set(modules)
+    assert {"adloco.config", "adloco.paths", "adloco_workflow.snakemake_lock"} <= set(modules)
     extra = loaded_packages(*modules) - loaded_packages("jsonschema", "yaml")
-    assert extra == {"adloco"}
+    assert extra == {"adloco", "adloco_workflow"}
 
 
 @pytest.mark.slow

@@ -1,0 +1,96 @@
+"""Check that the generated files of the repository are what their sources give.
+
+``make generated-check`` runs it. Each generated file is written afresh into a
+temporary folder and compared with the checked-in one:
+
+- ``src/adloco/schemas/config.schema.yaml``, from the configuration's
+  declarations (``adloco.config.generate.schema_text()``);
+- ``dvc.yaml``, from the stage table (``workflow/lib/adloco_workflow/dvc_yaml.py``).
+
+Exits 1 naming each file that differs, with the command that rewrites it;
+nothing in the repository is written. ``--root <folder>`` checks another copy
+of the repository (its checked-in files, this checkout's generators).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "workflow" / "lib")]
+
+# (checked-in file, module with the generator, its function, the command that rewrites it)
+GENERATED = (
+    (
+        "src/adloco/schemas/config.schema.yaml",
+        "adloco.config.generate",
+        "schema_text",
+        "python -m adloco.config.generate",
+    ),
+    (
+        "dvc.yaml",
+        "adloco_workflow.dvc_yaml",
+        "text",
+        "python workflow/lib/adloco_workflow/dvc_yaml.py",
+    ),
+)
+
+
+def generator(module: str, function: str) -> Callable[[], str] | None:
+    """The generator ``module.function``, or None when this checkout has no such module."""
+    try:
+        return getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module.startswith(exc.name):
+            raise
+        return None
+    except AttributeError:
+        return None
+
+
+def differences(root: Path, out: Path) -> tuple[list[str], list[str]]:
+    """The files of ``root`` that differ from their generators' text, and those not checked."""
+    differ, skipped = [], []
+    for name, module, function, command in GENERATED:
+        make = generator(module, function)
+        if make is None:
+            skipped.append(f"{name}: skipped, no {module}.{function} in this checkout")
+            continue
+        fresh = out / name
+        fresh.parent.mkdir(parents=True, exist_ok=True)
+        fresh.write_text(make())
+        checked_in = root / name
+        old = checked_in.read_text() if checked_in.is_file() else ""
+        if old != fresh.read_text():
+            diff = difflib.unified_diff(
+                old.splitlines(), fresh.read_text().splitlines(), name, "generated", lineterm=""
+            )
+            print("\n".join(list(diff)[:40]))
+            differ.append(f"{name}: differs from its source; run `{command}`")
+    return differ, skipped
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="the repository to check")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="generated-check-") as out:
+        differ, skipped = differences(args.root, Path(out))
+    for line in skipped:
+        print(f"generated-check: {line}")
+    for line in differ:
+        print(f"generated-check: error: {line}", file=sys.stderr)
+    if not differ:
+        checked = len(GENERATED) - len(skipped)
+        print(f"generated-check: {checked} generated file(s) match their sources")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

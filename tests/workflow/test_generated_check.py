@@ -1,0 +1,68 @@
+"""scripts/generated-check.py (`make generated-check`): generated files match their sources."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "generated-check.py"
+SCHEMA = "src/adloco/schemas/config.schema.yaml"
+
+
+def check(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def copy_of_generated(tmp_path: Path) -> Path:
+    """A folder holding copies of the checked-in generated files, as the repository lays them."""
+    for name in ("dvc.yaml", SCHEMA):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def test_the_checked_in_generated_files_match_their_sources():
+    result = check()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "error" not in result.stderr
+    # The two files, each either compared or skipped with a reason.
+    checked = result.stdout.count("skipped, no ") + int(
+        result.stdout.split("generated-check: ")[-1].split()[0]
+    )
+    assert checked == 2, result.stdout
+
+
+def test_an_altered_dvc_yaml_fails_naming_the_file(tmp_path):
+    root = copy_of_generated(tmp_path)
+    dvc_yaml = root / "dvc.yaml"
+    lines = dvc_yaml.read_text().splitlines(keepends=True)
+    lines.remove("            - train.grad_clip_norm\n")  # calibrate's last key
+    dvc_yaml.write_text("".join(lines))
+    result = check("--root", str(root))
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert errors == [
+        "generated-check: error: dvc.yaml: differs from its source; "
+        "run `python workflow/lib/adloco_workflow/dvc_yaml.py`"
+    ]
+    # The difference is shown, and the checked-in file of the repository is untouched.
+    assert "\n+            - train.grad_clip_norm\n" in result.stdout
+    assert (ROOT / "dvc.yaml").read_text() != dvc_yaml.read_text()
+
+
+def test_a_missing_generated_file_fails_naming_it(tmp_path):
+    root = copy_of_generated(tmp_path)
+    (root / "dvc.yaml").unlink()
+    result = check("--root", str(root))
+    assert result.returncode == 1
+    assert "generated-check: error: dvc.yaml: differs from its source" in result.stderr
