@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	ruff check src tests benchmarks scripts
+	ruff check src tests benchmarks scripts workflow/lib
 	snakemake --lint
 
 # The files generated from a source (the configuration schema, dvc.yaml):

@@ -1,6 +1,6 @@
-"""A stale Snakemake lock is released only when no process can hold it.
+"""A stale Snakemake lock is released only when no process can hold it (adloco_workflow).
 
-workflow/lib/adloco_workflow/snakemake_lock.py.
+The module is workflow/lib/adloco_workflow/snakemake_lock.py, a helper of the workflow.
 """
 
 from __future__ import annotations
