@@ -1,6 +1,7 @@
 """The page's sections on the inputs: the variance stage and the calibration of the devices.
 
-Part of :func:`adloco.report.html.render_page`.
+Part of :func:`adloco.report.html.render_page`; the headings and fixed prose
+are ``templates/variance.html`` and ``templates/calibration.html``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from adloco.report.page import (
     table,
 )
 from adloco.report.regimes import ClockModel
+from adloco.report.template import render
 
 # (field path in variance.json, quantity in words, unit)
 VARIANCE_FIELDS = [
@@ -62,32 +64,29 @@ def variance_section(variance: Variance, deviations: bytes | None, histograms: b
         for k, v in variance.summary.items()
         if k not in shown and isinstance(v, (int, float)) and not isinstance(v, bool)
     )
-    notes = "".join(f"<p class='note'>{esc(n)}.</p>" for n in variance.notes)
-    return (
-        "<h2 id='variance'>Gradient variance at the initial model</h2>"
-        f"<p class='note'>From {esc(variance.folder)}: batch gradients compared with the full "
-        "gradient of a fixed sample. Gradient norms are Euclidean norms over all parameters of "
-        "the gradient of the mean per-token loss.</p>"
-        + table(["quantity", "value", "unit"], rows, numeric=(1,))
-        + (
+    return render(
+        "variance",
+        folder=esc(variance.folder),
+        table=table(["quantity", "value", "unit"], rows, numeric=(1,)),
+        other=(
             f"<p class='note'>Other numeric fields of variance.json: {esc(', '.join(other))}.</p>"
             if other
             else ""
-        )
-        + notes
-        + figure(
+        ),
+        notes="".join(f"<p class='note'>{esc(n)}.</p>" for n in variance.notes),
+        deviations=figure(
             deviations,
             "deviation histogram",
             "Distances of batch gradients from the full gradient, as the variance stage drew "
             "them: the measured spread should match the one expected from tr Σ.",
             "deviations.png not found",
-        )
-        + figure(
+        ),
+        histograms=figure(
             histograms,
             "per-batch histograms",
             "Histograms of the per-batch table: look for outliers and skew.",
             "per_batch.csv missing or not numeric",
-        )
+        ),
     )
 
 
@@ -117,11 +116,8 @@ def calibration_section(calibrations: list[Calibration], models: list[ClockModel
     for m in models:
         for device, curve in (m.curves or {}).items():
             curve_rows.append([esc(m.label), esc(device), esc(curve_text(curve))])
-    return (
-        "<h2 id='calibration'>Calibration</h2>"
-        "<p class='note'>Largest micro-batch per node slot, as training reads it, and the "
-        "step-time curves of the clock models (seconds of one forward and backward pass by "
-        "micro-batch, of one optimizer update).</p>"
-        + table(header, rows, numeric=range(2, len(header)))
-        + (table(["clock model", "device", "curve"], curve_rows) if curve_rows else "")
+    return render(
+        "calibration",
+        table=table(header, rows, numeric=range(2, len(header))),
+        curves=table(["clock model", "device", "curve"], curve_rows) if curve_rows else "",
     )

@@ -5,7 +5,8 @@ sentence of where the claim holds, the clock models, the bandwidth sweep's
 tables, the regime map (saturation batch against bandwidth) with its
 crossing lines, claim 1 on every brought device and network, and — per
 sweep — what it varies and what it cannot recompute. The numbers come from
-:mod:`adloco.report.replay`.
+:mod:`adloco.report.replay`; the headings and fixed prose are
+``templates/regimes.html``, ``regime_map*.html`` and ``devices*.html``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, fmt, fmt_ratio
 from adloco.report.page import VERDICT_CSS, Page, curve_text, esc, figure, table, verdict
 from adloco.report.regimes import RegimeCell, bandwidth_text
 from adloco.report.replay import SWEEPS
+from adloco.report.template import render
 
 
 def _labels(p: Page) -> dict[str, str]:
@@ -163,10 +165,9 @@ def _map_row(r, s: int) -> list[str]:
 
 def _map_section(p: Page) -> str:
     r = p.regime_sweeps
-    title = "<h3>The regime map: how saturated the device is, against bandwidth</h3>"
     if r is None or not r.grid.cells:
         note = r.grid.note if r is not None else "no regime sweep"
-        return title + f"<p class='note'>No map: {esc(note)}.</p>"
+        return render("regime_map", content=f"<p class='note'>No map: {esc(note)}.</p>")
     grid = r.grid
     own = (
         f"the runs' own device saturates at {grid.own_saturation} sequences (the star)"
@@ -179,42 +180,27 @@ def _map_section(p: Page) -> str:
         f"{s.replace('_', ' ')}</small>"
         for s, a in MAP_GROUPS
     ]
-    return (
-        title
-        + "<p class='note'>Each device becomes a roofline: flat up to the saturation batch, then "
-        "linear at its peak rate (the last segment of the curve the runs were charged with), "
-        "update time as in the runs; 1 is a clock linear in tokens. Colour: the median paired "
-        f"ratio AdLoCo / baseline of time to the main target, over {len(grid.saturations)} "
-        f"saturation batches and {len(grid.networks)} bandwidths per slot-sharing policy; "
-        f"{own}. The solid line is where the ratio crosses 1, the dashed lines where the "
-        "ends of its interval do: between them, some seeds say AdLoCo is faster and some "
-        "slower. Each crossing is solved "
-        "between two swept bandwidths with every seed's time linear in 1 / bandwidth there. "
-        "regimes.csv holds every cell (clock roofline, its saturation_batch).</p>"
-        + figure(
+    grid_html = render(
+        "regime_map_grid",
+        saturations=str(len(grid.saturations)),
+        bandwidths=str(len(grid.networks)),
+        own=own,
+        figure=figure(
             p.figures.get("regime_map"),
             "regime map: saturation batch against bandwidth",
             "Blue: AdLoCo faster; follow the solid line to see, for each saturation batch, the "
             "bandwidth below which AdLoCo wins; the star is where the runs sit.",
             "no map",
-        )
-        + "<p class='note'>The crossing bandwidth of the median ratio; below it, where the "
-        "ends of its interval cross (from the highest ratio's to the lowest's).</p>"
-        + table(header, rows, numeric=range(1, len(header)))
+        ),
+        table=table(header, rows, numeric=range(1, len(header))),
     )
+    return render("regime_map", content=grid_html)
 
 
 def _devices_section(p: Page) -> str:
     r = p.regime_sweeps
-    title = "<h3>Claim 1 on brought devices and networks</h3>"
     if r is None or not (r.devices or r.networks):
-        return title + (
-            "<p class='note'>None brought. <code>adloco report</code> and the lighter "
-            "<code>adloco regimes</code> take <code>--device</code> (a calibration file measured "
-            "on another machine), <code>--roofline NAME=SECONDS_PER_SEQUENCE,SATURATION</code> "
-            "and <code>--network NAME=GBIT_S,LATENCY_S</code>; docs/calibration.md gives the "
-            "command for a GPU owner.</p>"
-        )
+        return render("devices", content=render("devices_none"))
     # Rows: each brought device and the runs' own curve, on each brought network and the
     # cluster's own; the runs' own curve on the cluster's network is the trained setting.
     own_bw, own_latency = p.own_clock.get("bandwidth_gbit_s"), p.own_clock.get("latency_s")
@@ -253,14 +239,12 @@ def _devices_section(p: Page) -> str:
         f"{n.latency_s:g} s</li>"
         for n in r.networks
     )
-    return (
-        title
-        + f"<ul class='note'>{brought}</ul>"
-        + "<p class='note'>Every comparison of claim 1 at the main target, recomputed on each "
-        "brought device (its curve on every device of the cluster) and network, without "
-        "retraining; the bandwidth sweep runs on each device too (tables above).</p>"
-        + _coloured(table(header, rows, numeric=range(3, len(header))))
+    content = render(
+        "devices_brought",
+        brought=brought,
+        table=_coloured(table(header, rows, numeric=range(3, len(header)))),
     )
+    return render("devices", content=content)
 
 
 def _cannot_table() -> str:
@@ -278,29 +262,21 @@ def regimes_section(p: Page) -> str:
         for m in p.clock_models
         if not m.key.startswith("device:")
     )
-    return (
-        "<h2 id='regimes'>Regimes: where the wall-clock claim holds</h2>"
-        f"<p>{esc(regime_summary(p))}</p>"
-        "<p class='note'>No retraining: each run's simulated time is recomputed from the work "
-        "its metrics rows record (adloco.clock.recompute_sim_time_s) under each clock model, "
-        "slot-sharing policy and bandwidth (latency as configured); the round at which a run "
-        "reaches the target does not change. Cell: median paired ratio AdLoCo / baseline over "
-        "seeds, its order-statistic interval below; green: supported (the exact paired test "
-        "says AdLoCo is faster), red: not supported (it says slower, or the interval is not "
-        "below 1), yellow: inconclusive, grey: not testable. A ratio of → 0 or → ∞: one run "
-        "never gets there (censored). The outlined cell is the runs' own setting.</p>"
-        f"<ul class='note'>{models}</ul>"
-        + figure(
+    return render(
+        "regimes",
+        summary=esc(regime_summary(p)),
+        models=models,
+        figure=figure(
             p.figures.get("regimes"),
             "time-to-target ratio across bandwidths",
             "Below the line at 1 AdLoCo is faster: look for the bandwidths where each clock's "
             "band leaves 1; the star is the setting the runs were trained under.",
             "no regime cells",
-        )
-        + _regime_table(p, "diloco")
-        + _regime_table(p, "best")
-        + _regime_table(p, "ddp")
-        + _map_section(p)
-        + _devices_section(p)
-        + _cannot_table()
+        ),
+        against_diloco=_regime_table(p, "diloco"),
+        against_best=_regime_table(p, "best"),
+        against_ddp=_regime_table(p, "ddp"),
+        map=_map_section(p),
+        devices=_devices_section(p),
+        cannot=_cannot_table(),
     )

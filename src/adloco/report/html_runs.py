@@ -3,7 +3,9 @@
 :func:`ladder_section`: each quantity to each target, over seeds;
 :func:`per_run_section`: the per-run numbers over seeds, the merges and the
 figures of the runs; :func:`mechanisms_section`: whether each AdLoCo
-mechanism was seen in the runs. Part of :func:`adloco.report.html.render_page`.
+mechanism was seen in the runs. Part of :func:`adloco.report.html.render_page`;
+the headings and fixed prose are ``templates/ladder.html``, ``per_run.html``,
+``merges.html`` and ``mechanisms.html``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from adloco.report.page import (
     spread_cell,
     table,
 )
+from adloco.report.template import render
 
 LADDER_QUANTITIES = {
     "sim_time_s": "Simulated time to target",
@@ -61,23 +64,22 @@ def ladder_section(p: Page) -> str:
         else "at the first evaluated round whose run-level perplexity (lowest among its active "
         "trainers) is at or below it"
     )
-    return (
-        "<h2 id='ladder'>Target ladder</h2>"
-        f"<p class='note'>Targets: {esc(', '.join(fmt(t) for t in targets))} "
-        f"({esc(p.ladder.note)}). A run reaches a target {rule} (report.reached: "
-        f"{esc(p.settings.reached)}); its values there are {between_words(p.settings)} "
-        f"(report.between: {esc(p.settings.between)}). Each cell: median over seeds, "
-        "below it min – max; a seed "
-        "that never reaches the target within the token budget is censored (&gt; budget) and "
-        "counted, never averaged in.</p>"
-        + figure(
+    return render(
+        "ladder",
+        targets=esc(", ".join(fmt(t) for t in targets)),
+        note=esc(p.ladder.note),
+        rule=rule,
+        reached=esc(p.settings.reached),
+        between=between_words(p.settings),
+        between_rule=esc(p.settings.between),
+        figure=figure(
             p.figures.get("ladder"),
             "time and communications to each target",
             "Read along each line from left to right: how much more each run spends as the "
             "target gets harder; bars are the min–max over seeds.",
             "no targets",
-        )
-        + "".join(parts)
+        ),
+        tables="".join(parts),
     )
 
 
@@ -127,76 +129,62 @@ def _merges_table(p: Page) -> str:
         ]
         for m in p.merges
     ]
-    return (
-        "<h3>Merges</h3><p class='note'>Each trainer is evaluated after its outer step; the "
-        "merged model is evaluated right after the merge, in the same round.</p>"
-        + levels_note(p)
-        + table(
-            [
-                "run",
-                "seed",
-                "round",
-                "trainers → kept",
-                "perplexity before (by trainer)",
-                "merged model",
-                "at round",
-            ],
-            merge_rows,
-            numeric=(1, 2, 5, 6),
-        )  # fmt: skip
-        if merge_rows
-        else "<p class='note'>No merges in any run.</p>"
+    if not merge_rows:
+        return "<p class='note'>No merges in any run.</p>"
+    header = ["run", "seed", "round", "trainers → kept", "perplexity before (by trainer)",
+              "merged model", "at round"]  # fmt: skip
+    return render(
+        "merges", levels=levels_note(p), table=table(header, merge_rows, numeric=(1, 2, 5, 6))
     )
 
 
 def per_run_section(p: Page) -> str:
-    return (
-        "<h2 id='runs'>Per run</h2>"
-        "<p class='note'>Median over seeds, min – max below. Optimizer steps and Σ inner lr: "
-        "per round the largest among the run's trainers, summed over rounds (the steps a model "
-        "takes from start to end, and how far its learning rate carried it). Bytes: what a real "
-        "deployment moves (ring all-reduces and merges). Eval. s.e.: the standard error of the "
-        "final perplexity from the finite validation sample (exp of the loss's standard error, "
-        "minus 1); set it beside the final perplexity's min – max over seeds to see whether "
-        "evaluation noise or training noise dominates.</p>"
-        + _per_run_table(p)
-        + figure(
-            p.figures.get("curves"),
-            "perplexity curves",
-            "Lower is better at every x: compare where the lines cross the dotted main target; "
-            "bands are min–max over seeds, triangles are merges; dashed lines are the reference "
-            "perplexities and the base model.",
-            "no run logged a perplexity",
-        )
-        + _merges_table(p)
-        + figure(
-            p.figures.get("merges"),
-            "perplexity of each trainer around merges",
-            "Each trainer's own perplexity; dotted lines are merges and the circle is the merged "
-            "model's first evaluation: look whether it is above or below its parents.",
-            "the AdLoCo run has no merges",
-        )
-        + figure(
-            p.figures.get("batch"),
-            "batch per trainer",
-            "Requested (solid) and effective (dashed) global batch, first seed: look for growth, "
-            "and for circles (accumulation) and triangles (capped) where switch mode engages.",
-            "no adloco run logged requested_batch",
-        )
-        + figure(
-            p.figures.get("trainers"),
-            "active trainers",
-            "Trainers alive per round (median over seeds): each step down is a merge.",
-            "no run has more than one trainer",
-        )
-        + figure(
-            p.figures.get("ablations"),
-            "AdLoCo and its ablations",
-            "Each dot a seed, the bar the median: an ablation to the right of AdLoCo is slower "
-            "(left panel) or ends worse (right panel).",
-            "no AdLoCo run with ablations",
-        )
+    figures = {name: figure(p.figures.get(name), *words) for name, words in PER_RUN_FIGURES.items()}
+    return render(
+        "per_run",
+        table=_per_run_table(p),
+        curves=figures["curves"],
+        merges=_merges_table(p),
+        merge_figure=figures["merges"],
+        batch=figures["batch"],
+        trainers=figures["trainers"],
+        ablations=figures["ablations"],
     )
+
+
+# Each figure of the per-run section: alt text, caption (what to look at), why it may be missing.
+PER_RUN_FIGURES = {
+    "curves": (
+        "perplexity curves",
+        "Lower is better at every x: compare where the lines cross the dotted main target; "
+        "bands are min–max over seeds, triangles are merges; dashed lines are the reference "
+        "perplexities and the base model.",
+        "no run logged a perplexity",
+    ),
+    "merges": (
+        "perplexity of each trainer around merges",
+        "Each trainer's own perplexity; dotted lines are merges and the circle is the merged "
+        "model's first evaluation: look whether it is above or below its parents.",
+        "the AdLoCo run has no merges",
+    ),
+    "batch": (
+        "batch per trainer",
+        "Requested (solid) and effective (dashed) global batch, first seed: look for growth, "
+        "and for circles (accumulation) and triangles (capped) where switch mode engages.",
+        "no adloco run logged requested_batch",
+    ),
+    "trainers": (
+        "active trainers",
+        "Trainers alive per round (median over seeds): each step down is a merge.",
+        "no run has more than one trainer",
+    ),
+    "ablations": (
+        "AdLoCo and its ablations",
+        "Each dot a seed, the bar the median: an ablation to the right of AdLoCo is slower "
+        "(left panel) or ends worse (right panel).",
+        "no AdLoCo run with ablations",
+    ),
+}
 
 
 def mechanisms_section(p: Page) -> str:
@@ -211,14 +199,5 @@ def mechanisms_section(p: Page) -> str:
         ]
         for c in p.checks
     ]
-    return (
-        "<h2 id='mechanisms'>Mechanism checks</h2>"
-        "<p class='note'>Whether each AdLoCo component acted in these runs — not claims of the "
-        'paper: a component can act and still not make AdLoCo faster. "off": the run turns '
-        "the component off.</p>"
-        + (
-            table(["run", "mechanism", "status", "seeds", "detail"], rows, numeric=(3,))
-            if rows
-            else ""
-        )
-    )
+    header = ["run", "mechanism", "status", "seeds", "detail"]
+    return render("mechanisms", table=table(header, rows, numeric=(3,)) if rows else "")
