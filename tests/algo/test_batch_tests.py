@@ -1,17 +1,28 @@
-"""Norm and augmented inner-product tests (adloco.algo.batch_tests)."""
+"""Norm and augmented inner-product tests and the registry (adloco.algo.batch_tests)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 
+from adloco.algo import batch_tests
 from adloco.algo.accumulate import GradientStatsAccumulator
-from adloco.algo.batch_tests import augmented_parts, next_batch, requested_global_batch
+from adloco.algo.batch_tests import augmented_parts, requested_global_batch
 from adloco.algo.estimators import VarianceEstimate, estimate
+from adloco.config import RunSettings
 
 KW = {"eta": 0.8, "vartheta": 0.01, "nu": 0.3, "max_growth": 4.0}
+
+
+def next_batch(name, est, current_batch, *, max_growth, **values):
+    """batch_tests.next_batch with the test's settings read from ``values``."""
+    settings = batch_tests.get(name).settings_from(values)
+    return batch_tests.next_batch(name, est, current_batch, settings, max_growth=max_growth)
 
 
 def est_of(trace_cov=8.0, bgs=0.5, ip_var=None, orth_var=None) -> VarianceEstimate:
@@ -110,3 +121,44 @@ def test_reference_code_bugs_do_not_reappear():
     b1 = requested_global_batch("augmented_inner_product", est, eta=0.8, vartheta=0.1, nu=0.3)
     b2 = requested_global_batch("augmented_inner_product", est, eta=0.8, vartheta=0.05, nu=0.3)
     assert b2 == pytest.approx(4 * b1)
+
+
+def test_registry_names_settings_and_flags():
+    # TESTS, the schema's batch_test enum, comes from the registry, "none" first.
+    assert batch_tests.TESTS == ("none", "norm", "augmented_inner_product", "inner_product")
+    assert [t.name for t in batch_tests.REGISTRY.values()] == list(batch_tests.TESTS)
+    flags = {n: (t.adaptive, t.needs_reference) for n, t in batch_tests.REGISTRY.items()}
+    assert flags == {
+        "none": (False, False),
+        "norm": (True, False),
+        "augmented_inner_product": (True, True),
+        "inner_product": (True, True),
+    }
+    values = {"eta": 0.8, "vartheta": 0.01, "nu": 0.3, "inner_lr": 1e-3}
+    read = {n: dataclasses.asdict(t.settings_from(values)) for n, t in batch_tests.REGISTRY.items()}
+    assert read == {
+        "none": {},
+        "norm": {"eta": 0.8},
+        "augmented_inner_product": {"vartheta": 0.01, "nu": 0.3},
+        "inner_product": {"vartheta": 0.01},
+    }
+    with pytest.raises(ValueError, match="expected one of none, norm, augmented_inner_product"):
+        batch_tests.get("Norm")
+    with pytest.raises(ValueError, match="nu must be > 0"):
+        next_batch("augmented_inner_product", est_of(), 3, **{**KW, "nu": 0.0})
+
+
+def test_settings_of_every_test_are_run_settings_fields():
+    fields = {f.name: f.type for f in dataclasses.fields(RunSettings)}
+    for test in batch_tests.REGISTRY.values():
+        for f in dataclasses.fields(test.settings_type):
+            assert fields.get(f.name) == "float", (test.name, f.name)
+
+
+def test_registry_imports_without_torch():
+    code = (
+        "import sys; from adloco.algo import batch_tests; "
+        "assert 'torch' not in sys.modules; print(','.join(batch_tests.TESTS))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "none,norm,augmented_inner_product,inner_product"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from adloco.algo import switch, trust
-from adloco.algo.batch_tests import next_batch
+from adloco.algo.batch_tests import NormSettings, next_batch
 from adloco.algo.estimators import VarianceEstimate
 from adloco.algo.stats import RoundStats
 
@@ -65,7 +65,7 @@ def test_a_negative_or_zero_gradient_estimate_never_raises_the_batch(grad_sqnorm
     smoothed = trust.smooth(None, est(50.0, grad_sqnorm, 30), 0.0)
     usable, why = trust.usable(smoothed, 0, current_batch=8)
     assert usable is None and why == "gradient norm estimate <= 0"
-    new, asked = next_batch("norm", usable, 8, eta=0.8, vartheta=0.01, nu=0.3, max_growth=4.0)
+    new, asked = next_batch("norm", usable, 8, NormSettings(eta=0.8), max_growth=4.0)
     assert (new, asked) == (8, None)
 
 
@@ -81,12 +81,12 @@ def test_the_norm_test_reads_the_batch_gradient_at_the_current_batch():
     usable, why = trust.usable(smoothed, 16, current_batch=8)
     assert why == "" and usable.batch_grad_sqnorm == 2.0 + 48.0 / 8
     # B = 48 / (0.64 x 8) = 9.375 -> 10.
-    new, asked = next_batch("norm", usable, 8, eta=0.8, vartheta=0.01, nu=0.3, max_growth=4.0)
+    new, asked = next_batch("norm", usable, 8, NormSettings(eta=0.8), max_growth=4.0)
     assert asked == pytest.approx(48 / (0.64 * 8)) and new == 10
     assert smoothed.noise_scale == 24.0
     # Never more than B / eta^2 per round, whatever the noise.
     noisy = trust.usable(trust.smooth(None, est(1e6, 1e-9, 30), 0.0), 0, 8)[0]
-    assert next_batch("norm", noisy, 8, eta=0.8, vartheta=0.01, nu=0.3, max_growth=4.0)[0] == 13
+    assert next_batch("norm", noisy, 8, NormSettings(eta=0.8), max_growth=4.0)[0] == 13
 
 
 def test_a_merged_trainer_pools_its_parents_running_estimates():

@@ -652,3 +652,26 @@ def test_the_batch_decision_in_words():
     assert _decision("", 4, 9, 8.2) == "raised"
     assert _decision("", 4, 6, 8.2) == "raised to the growth cap"
     assert _decision("", 4, 4, 3.0) == "kept: the test asks for no more"
+
+
+def test_the_inner_product_test_in_the_engine(array_data, make_config, tmp_path):
+    # The test is picked from the registry: settings built directly with batch_test
+    # inner_product. It needs the reference direction, so round 1 cannot say; from
+    # round 2 it asks for σ_d² / (ϑ² ‖ḡ‖²) of the running estimate at the current
+    # batch, while the augmented test, its orthogonal part large (ν = 0.05), grows.
+    cfg, run = make_config({"method": "adloco", "max_rounds": 3, "vartheta": 0.5, "nu": 0.05})
+    rows = {}
+    for test in ("inner_product", "augmented_inner_product"):
+        settings = dataclasses.replace(run, batch_test=test, max_batch_growth=4.0)
+        engine = make_engine(cfg, settings, array_data, tmp_path / test)
+        rows[test] = engine.run()
+        assert engine.trainers[0].direction is not None
+    inner, augmented = rows["inner_product"], rows["augmented_inner_product"]
+    assert inner[0] | {"wall_time_s": 0} == augmented[0] | {"wall_time_s": 0}
+    assert inner[0]["stats"]["decision"] == "kept: the test could not say"
+    s, batch = inner[1]["stats"]["smoothed"], inner[1]["requested_batch"]
+    want = s["ip_var"] / (0.5**2 * (s["grad_sqnorm"] + s["trace_cov"] / batch))
+    assert inner[1]["stats"]["requested_global"] == pytest.approx(want, rel=1e-12)
+    assert want < batch  # so the batch stays at 8
+    assert [r["requested_batch"] for r in inner] == [8, 8, 8]
+    assert [r["requested_batch"] for r in augmented] == [8, 8, 32]

@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 
 from adloco import paths
-from adloco.algo import merge, outer, trust
+from adloco.algo import merge, trust
 from adloco.clock import StepTimeCurve
 from adloco.config import ClusterConfig, ModelConfig, RunSettings, thaw
-from adloco.engine import checkpoint, ddp
+from adloco.engine import checkpoint, methods
 from adloco.engine.inner import NodeState
 from adloco.engine.sampler import SubsetSampler, draw_subset
 from adloco.engine.trainers import Trainer, copy_inner_state
@@ -117,12 +117,8 @@ class Driver:
         self.trainers: list[Trainer] = []
 
     def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
-        """The trainer's optimizer of θ: outer SGD, or (ddp) the optimizer of every step."""
-        if self.settings.method == "ddp":
-            return ddp.make_optimizer(params, self.settings)
-        return outer.make_outer_optimizer(
-            params, self.settings.outer_lr, self.settings.outer_momentum, self.settings.nesterov
-        )
+        """The trainer's optimizer of θ: its method's (:mod:`adloco.engine.methods`)."""
+        return methods.get(self.settings.method).make_optimizer(params, self.settings)
 
     def _init_trainers(self) -> None:
         """The trainers of round 0, when there is no checkpoint to resume."""

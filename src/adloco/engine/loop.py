@@ -32,7 +32,7 @@ import torch
 from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
 from adloco.config import ClusterConfig, ModelConfig, RunSettings
-from adloco.engine import ddp, divergence
+from adloco.engine import ddp, divergence, methods
 from adloco.engine.collective import LocalCollective
 from adloco.engine.driver import Driver, run_fingerprint
 from adloco.engine.inner import NodeState, Worker
@@ -108,6 +108,9 @@ class Engine(Driver):
         self.network = clock.Network.from_config(cluster.network)
         self.slot_sharing = cluster.slot_sharing
         self.H = settings.inner_steps
+        self.method = methods.get(settings.method)  # what the method and test supply
+        self.batch_test = batch_tests.get(settings.batch_test)
+        self.test_settings = self.batch_test.settings_from(settings)
         self.initial_local_batch = initial_local_batch(settings, max_batches.values())
         self.lr_reference_batch = settings.lr_reference_batch or self.initial_local_batch
         model = build_model(model, data.vocab_size, self.seq_len, seed)
@@ -170,7 +173,7 @@ class Engine(Driver):
         sequences = budget.round_step_sequences(
             {i: p.effective for i, p in step_plans.items()}, self.H, left
         )
-        testing = self.settings.batch_test != "none"
+        testing = self.batch_test.adaptive
         plans: dict[int, list[SlotPlan]] = {t.id: [] for t in self.trainers}
         for index, plan in sorted(step_plans.items()):
             blocks = (
@@ -219,8 +222,7 @@ class Engine(Driver):
         batches; after MAX_NAN_RETRIES retries the run stops.
         """
         full_step = sum(p.plan.effective for p in slots)
-        # The batch one optimizer step averages over: a slot's, or (ddp) the trainer's.
-        step_batch = full_step if self.settings.method == "ddp" else full_step / len(slots)
+        step_batch = self.method.step_batch(full_step, len(slots))
         scale = schedule.lr_scale(step_batch, self.lr_reference_batch, self.settings.lr_scaling)
         res = TrainerRound(trainer, slots, scale, [lr * scale for lr in base_lrs])
         res.tokens = sum(p.sequences for p in slots) * self.seq_len
@@ -256,7 +258,7 @@ class Engine(Driver):
         at the start of the round and the trainer's inner loss in its previous round."""
         rows = [r for r in self.history if r["trainer"] == trainer.id]
         start_loss = previous = None
-        if rows and self.settings.method != "ddp":
+        if rows and self.method.outer_step:
             self.worker.load([t.to(self.device) for t in theta])
             val = evaluate(self.worker.model, self.eval_seqs, self.settings.eval_batch)
             start_loss, previous = val["loss"], rows[-1]["train_loss"]
@@ -264,9 +266,9 @@ class Engine(Driver):
 
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
         """One try at the trainer's round; what turned non-finite, or None."""
-        if self.settings.method == "ddp":
-            return self._attempt_ddp(trainer, res, evaluate_now)
-        testing = self.settings.batch_test != "none"
+        if self.method.per_step_sync:
+            return self._attempt_per_step(trainer, res, evaluate_now)
+        testing = self.batch_test.adaptive
         round_stats = (
             stats.RoundStats(self.settings.stats_reduce, trainer.params, trainer.direction)
             if testing
@@ -304,7 +306,7 @@ class Engine(Driver):
         if scalars[2] > 0:
             return "inner loss or gradient norm"
         res.train_loss = float(scalars[0] / max(float(scalars[1]), 1.0))
-        if self.settings.batch_test == "augmented_inner_product":
+        if self.batch_test.needs_reference:
             # Copied before the outer step: the foreach Nesterov path of torch's
             # SGD (the default on CUDA) overwrites its gradient argument in place.
             res.pseudo_gradient = [d.clone() for d in delta]
@@ -315,8 +317,10 @@ class Engine(Driver):
         res.estimate = None if round_stats is None else round_stats.reduce(self.comm)
         return self._evaluate(trainer, res, evaluate_now)
 
-    def _attempt_ddp(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
-        """One try at a ddp trainer's round (:mod:`adloco.engine.ddp`)."""
+    def _attempt_per_step(
+        self, trainer: Trainer, res: TrainerRound, evaluate_now: bool
+    ) -> str | None:
+        """One try at a round that all-reduces every step (:mod:`adloco.engine.ddp`)."""
         # Every process draws every slot's indices so the samplers stay in step.
         indices = {p.slot.index: trainer.sampler.take(p.sequences) for p in res.slots}
         out = ddp.train_round(
@@ -361,15 +365,13 @@ class Engine(Driver):
             trainer.smoothed, self.settings.stats_min_dof, trainer.global_batch
         )
         new_batch, requested = batch_tests.next_batch(
-            self.settings.batch_test,
+            self.batch_test.name,
             usable,
             trainer.global_batch,
-            eta=self.settings.eta,
-            vartheta=self.settings.vartheta,
-            nu=self.settings.nu,
+            self.test_settings,
             max_growth=self.settings.max_batch_growth,
         )
-        if self.settings.batch_test == "augmented_inner_product":
+        if self.batch_test.needs_reference:
             # The next round's reference direction: the pooled statistics
             # gradient, or (scalars) the pseudo-gradient every node already holds.
             source = (
@@ -442,7 +444,7 @@ class Engine(Driver):
         self, r: int, results: list[TrainerRound], merged: MergeTransfer | None
     ) -> list[dict]:
         """Charge the round to the clock and the run's counters; one metrics row per trainer."""
-        per_step = self.settings.method == "ddp"
+        per_step = self.method.per_step_sync
         for res in results:
             into = merged is not None and res.trainer.id == merged.kept
             res.sync = clock.TrainerSync(
@@ -450,8 +452,7 @@ class Engine(Driver):
                 self.sync_payloads,
                 merged.payload_bytes if into else 0,
                 merged.messages if into else 0,
-                # ddp all-reduces after every step of the round.
-                max(len(p.steps) for p in res.slots) if per_step else 1,
+                self.method.all_reduces(max(len(p.steps) for p in res.slots)),
                 per_step,
             )
         round_s = clock.round_time_s(

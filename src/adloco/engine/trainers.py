@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from adloco import clock
-from adloco.algo import merge, outer, stats, switch, trust
+from adloco.algo import batch_tests, merge, outer, stats, switch, trust
 from adloco.config import ClusterConfig, RunSettings
 from adloco.engine.sampler import SubsetSampler
 
@@ -32,7 +32,7 @@ def sync_payload_bytes(settings: RunSettings, num_params: int) -> tuple[int, ...
     statistics (``stats_reduce``: a few float64 scalars, or a float32 D-vector).
     """
     payloads = [num_params * BYTES_PER_ELEMENT[settings.pseudo_grad_dtype]]
-    if settings.batch_test != "none":
+    if batch_tests.get(settings.batch_test).adaptive:
         payloads.append(stats.stats_payload_bytes(settings.stats_reduce, num_params))
     return tuple(payloads)
 
