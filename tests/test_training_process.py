@@ -35,12 +35,12 @@ PROBE = textwrap.dedent(
 )
 
 
-def prepared(threads: int | None, env_extra: dict | None = None) -> dict:
+def prepared(threads: int | None) -> dict:
     # stdin, stdout and stderr are pipes: the process is off a terminal, as a job's.
     result = subprocess.run(
         [sys.executable, "-c", PROBE.format(threads=threads)],
         capture_output=True, text=True, timeout=300, check=True, stdin=subprocess.DEVNULL,
-        env={**os.environ, "OMP_NUM_THREADS": "2", **(env_extra or {})},
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
     )  # fmt: skip
     return json.loads(result.stdout.strip().splitlines()[-1])
 
