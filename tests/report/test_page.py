@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import math
 from types import SimpleNamespace as NS
 
@@ -50,11 +49,16 @@ def test_tables_verdicts_and_figures():
     )
     assert verdict("supported") == "<span class='verdict supported'>supported</span>"
     assert "verdict not-testable" in verdict("anything else")
-    assert figure(None, "alt", "caption", "no data") == "<p class='note'>Not drawn: no data.</p>"
-    png = b"\x89PNG"
-    drawn = figure(png, "a'b", "look here", "no data")
-    assert f"src='data:image/png;base64,{base64.b64encode(png).decode()}'" in drawn
-    assert "alt='a&#x27;b'" in drawn and "<figcaption>look here</figcaption>" in drawn
+    assert figure(None, "trainers", "no data") == "<p class='note'>Not drawn: no data.</p>"
+    assert figure(None, "trainers", "a <b>") == "<p class='note'>Not drawn: a &lt;b&gt;.</p>"
+    png = b"\x89PNG"  # base64: iVBORw==
+    assert figure(png, "trainers", "no data") == (
+        "<figure><img alt='active trainers' src='data:image/png;base64,iVBORw=='><figcaption>"
+        "Trainers alive per round (median over seeds): each step down is a merge.</figcaption>"
+        "</figure>"
+    )
+    drawn = figure(png, "headline_curves", "none", anchor=" d, the ddp anchor.")
+    assert drawn.endswith("so their differences show. d, the ddp anchor.</figcaption></figure>")
     assert esc("<&>") == "&lt;&amp;&gt;"
 
 

@@ -10,11 +10,14 @@ import pytest
 
 from adloco.errors import describe
 from adloco.report import template
+from adloco.report.html_runs import PER_RUN_FIGURES
+from adloco.report.page import CSS, PAGE_WIDTH_PX
 from adloco.report.template import compact, load, render
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "src" / "adloco" / "report"
 TEMPLATES = sorted((REPORT / "templates").glob("*.html"))
+STYLESHEETS = sorted((REPORT / "templates").glob("*.css"))
 
 
 def test_compact_joins_prose_with_a_space_and_tags_and_blocks_directly():
@@ -52,11 +55,45 @@ def test_render_refuses_a_missing_or_an_unknown_field():
         render("method", version="1", config_path="c", roles="r", typo="t")
 
 
+def _used(stem: str, callers: str) -> bool:
+    """Whether the code renders template ``stem``: by name, or as figure(png, "<name>", ...)."""
+    if re.search(rf"render\(\s*\"{stem}\"", callers):
+        return True
+    name = stem.removeprefix("figure_")
+    if name == stem:
+        return False
+    by_call = re.search(rf"figure\(\s*[\w.]+(\(\"\w+\"\))?,\s*\"{name}\"", callers)
+    return by_call is not None or name in PER_RUN_FIGURES
+
+
 @pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
 def test_every_template_is_one_line_and_used_by_the_page(path):
     assert "\n" not in load(path.stem).template
     callers = "".join(p.read_text(encoding="utf-8") for p in REPORT.glob("html*.py"))
-    assert re.search(rf"render\(\s*\"{path.stem}\"", callers), f"{path.name} is never rendered"
+    callers += (REPORT / "page.py").read_text(encoding="utf-8")
+    assert _used(path.stem, callers), f"{path.name} is never rendered"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in TEMPLATES if p.stem.startswith("figure_")], ids=lambda p: p.name
+)
+def test_every_figure_template_is_an_image_with_alt_text_and_a_caption(path):
+    text = load(path.stem).template
+    match = re.fullmatch(
+        r"<figure><img alt='([^'<>&\"]+)' src='data:image/png;base64,\$png'>"
+        r"<figcaption>([^<>]+)</figcaption></figure>",
+        text,
+    )
+    assert match, text
+    assert set(load(path.stem).get_identifiers()) <= {"png", "anchor"}
+
+
+def test_the_style_sheet_is_inlined_as_written_with_the_page_width():
+    (sheet,) = STYLESHEETS
+    written = sheet.read_text(encoding="utf-8")
+    assert written.count("${page_width_px}") == 1
+    assert CSS == "\n" + written.replace("${page_width_px}", str(PAGE_WIDTH_PX))
+    assert f"max-width: {PAGE_WIDTH_PX}px;\n       margin: 1.5em auto;" in CSS
 
 
 def test_the_package_data_ships_every_template():
@@ -66,8 +103,8 @@ def test_the_package_data_ships_every_template():
         tomllib = pytest.importorskip("tomli")
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = meta["tool"]["setuptools"]["package-data"]["adloco"]
-    assert TEMPLATES
-    for path in TEMPLATES:
+    assert TEMPLATES and STYLESHEETS
+    for path in TEMPLATES + STYLESHEETS:
         inside = path.relative_to(ROOT / "src" / "adloco").as_posix()
         assert any(fnmatch(inside, pattern) for pattern in patterns), inside
 

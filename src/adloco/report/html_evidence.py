@@ -54,8 +54,7 @@ def _value(value: float | None, quantity: str) -> str:
 def headline_section(p: Page) -> str:
     h = p.headline
     if h is None:
-        none = "<p class='note'>No headline runs (no AdLoCo run or no target).</p>"
-        return render("seeds", content=none)
+        return render("seeds", content=render("seeds_none"))
     adloco = h.runs[0]
     others = h.runs[1:]
     header = (
@@ -79,13 +78,15 @@ def headline_section(p: Page) -> str:
                     row.append(fmt_ratio(a / b if not math.isinf(b) else 0.0))
             rows.append(row)
         when = (
-            f" ({fmt(h.time_s)} s, report.equal_time: {esc(p.settings.equal_time)})"
+            render("seeds_at_time", time=fmt(h.time_s), equal_time=esc(p.settings.equal_time))
             if q == "perplexity_at_time"
-            else f" (perplexity {fmt(p.ladder.main)})"
+            else render("seeds_at_target", main=fmt(p.ladder.main))
         )
+        title = f"{HEADLINE_TITLES[q]} {when}"
         parts.append(
-            f"<h3>{HEADLINE_TITLES[q]}{when}</h3>"
-            + table(header, rows, numeric=range(1, len(header)))
+            render(
+                "quantity", title=title, table=table(header, rows, numeric=range(1, len(header)))
+            )
             + (levels_note(p) if q == "perplexity_at_time" else "")
         )
     values = render(
@@ -112,7 +113,7 @@ def _rule_comparisons(p: Page) -> list[Comparison]:
 def rules_section(p: Page) -> str:
     comparisons = _rule_comparisons(p)
     if not comparisons:
-        return render("rules", content="<p class='note'>No comparisons.</p>")
+        return render("rules", content=render("rules_none"))
     s = p.settings
     header = ["#", "comparison", "as configured"] + [
         f"{esc(rule)}: {esc(alt)}<small>instead of {esc(getattr(s, rule))}</small>"
@@ -202,12 +203,7 @@ def targets_section(p: Page) -> str:
     if p.base is not None:
         rows.append(_base_row(p.base))
     rows += _target_rows(p)
-    no_base = (
-        ""
-        if p.base is not None
-        else "<p class='note'>No base model given (adloco report --base): the runs of this "
-        "experiment do not start from one.</p>"
-    )
+    no_base = "" if p.base is not None else render("targets_no_base")
     header = ["level", "what", "perplexity", "target / reference", "status"]
     return render(
         "targets",
@@ -237,9 +233,7 @@ def noise_section(p: Page) -> str:
         "noise",
         figure=figure(
             p.figures.get("noise_scale"),
-            "noise scale along the AdLoCo run",
-            "Follow the median line as the perplexity falls: where it rises, the test should "
-            "ask for a larger batch; the dashed line is what it asked for.",
+            "noise_scale",
             "no AdLoCo run logged batch-test statistics",
         ),
         table=table(header, rows, numeric=range(1, 8)) if rows else "",
@@ -276,11 +270,7 @@ def _point_words(point: dict[str, Any], varied: list[str]) -> str:
 
 def tuning_section(p: Page) -> str:
     if p.tuning is None:
-        none = (
-            "<p class='note'>No tuning record (report.tuning is null): the learning "
-            "rates and outer steps are as configured.</p>"
-        )
-        return render("tuning", content=none)
+        return render("tuning", content=render("tuning_none"))
     rows = []
     for entry in p.tuning:
         chosen = entry["chosen_run"]

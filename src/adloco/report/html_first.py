@@ -14,11 +14,12 @@ import math
 
 from adloco.report.claims import QUANTITY_WORDS, Claim, Comparison, fmt, fmt_p, fmt_ratio
 from adloco.report.page import Page, esc, figure, verdict
+from adloco.report.template import render
 
 
 def about_block(p: Page) -> str:
-    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in p.about)
-    return f"<table class='about'>{rows}</table>" if rows else ""
+    rows = "".join(render("about_row", key=esc(k), value=esc(v)) for k, v in p.about)
+    return render("about", rows=rows) if rows else ""
 
 
 def _effect_words(c: Comparison) -> str:
@@ -48,24 +49,22 @@ def short_reason(claim: Claim) -> str:
 
 def verdict_items(p: Page) -> str:
     items = "".join(
-        f"<li>{esc(c.statement)} {verdict(c.verdict)}<br>{esc(short_reason(c))}</li>"
+        render(
+            "verdict_item",
+            statement=esc(c.statement),
+            verdict=verdict(c.verdict),
+            reason=esc(short_reason(c)),
+        )
         for c in p.claims
     )
-    return f"<ol class='verdicts'>{items}</ol>"
+    return render("verdicts", items=items)
 
 
 def headline_curves(p: Page) -> str:
-    anchor = (
-        f" {p.roles.ddp}, the ddp anchor, is labelled with its final median where it leaves "
-        "the axis."
-        if p.roles.ddp
-        else ""
-    )
+    anchor = " " + render("headline_anchor", ddp=p.roles.ddp) if p.roles.ddp else ""
     return figure(
         p.figures.get("headline_curves"),
-        "validation perplexity against simulated time, headline runs",
-        "Validation perplexity against simulated time of the headline runs: median over seeds, "
-        "band from the lowest to the highest seed; dotted: the main target. The y-range is set "
-        f"by the low-communication runs and the base model, so their differences show.{anchor}",
+        "headline_curves",
         "No headline run has a perplexity curve.",
+        anchor=anchor,
     )

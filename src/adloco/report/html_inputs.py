@@ -74,19 +74,8 @@ def variance_section(variance: Variance, deviations: bytes | None, histograms: b
             else ""
         ),
         notes="".join(f"<p class='note'>{esc(n)}.</p>" for n in variance.notes),
-        deviations=figure(
-            deviations,
-            "deviation histogram",
-            "Distances of batch gradients from the full gradient, as the variance stage drew "
-            "them: the measured spread should match the one expected from tr Σ.",
-            "deviations.png not found",
-        ),
-        histograms=figure(
-            histograms,
-            "per-batch histograms",
-            "Histograms of the per-batch table: look for outliers and skew.",
-            "per_batch.csv missing or not numeric",
-        ),
+        deviations=figure(deviations, "deviations", "deviations.png not found"),
+        histograms=figure(histograms, "per_batch", "per_batch.csv missing or not numeric"),
     )
 
 

@@ -117,9 +117,11 @@ def _regime_table(p: Page, against: str) -> str:
         "best": "against the best baseline of each cell",
         "ddp": "against the ddp anchor",
     }[against]
-    return (
-        f"<h3>AdLoCo / baseline time to perplexity {fmt(p.ladder.main)}, {title}</h3>"
-        + _coloured(table(header, rows, numeric=range(2, len(header))))
+    return render(
+        "regime_table",
+        main=fmt(p.ladder.main),
+        against=title,
+        table=_coloured(table(header, rows, numeric=range(2, len(header)))),
     )
 
 
@@ -167,7 +169,7 @@ def _map_section(p: Page) -> str:
     r = p.regime_sweeps
     if r is None or not r.grid.cells:
         note = r.grid.note if r is not None else "no regime sweep"
-        return render("regime_map", content=f"<p class='note'>No map: {esc(note)}.</p>")
+        return render("regime_map", content=render("no_map", note=esc(note)))
     grid = r.grid
     own = (
         f"the runs' own device saturates at {grid.own_saturation} sequences (the star)"
@@ -185,13 +187,7 @@ def _map_section(p: Page) -> str:
         saturations=str(len(grid.saturations)),
         bandwidths=str(len(grid.networks)),
         own=own,
-        figure=figure(
-            p.figures.get("regime_map"),
-            "regime map: saturation batch against bandwidth",
-            "Blue: AdLoCo faster; follow the solid line to see, for each saturation batch, the "
-            "bandwidth below which AdLoCo wins; the star is where the runs sit.",
-            "no map",
-        ),
+        figure=figure(p.figures.get("regime_map"), "regime_map", "no map"),
         table=table(header, rows, numeric=range(1, len(header))),
     )
     return render("regime_map", content=grid_html)
@@ -249,9 +245,8 @@ def _devices_section(p: Page) -> str:
 
 def _cannot_table() -> str:
     rows = [[esc(name), esc(varies), esc(held)] for name, (varies, held) in SWEEPS.items()]
-    return "<h3>What each sweep varies, and what it cannot recompute</h3>" + table(
-        ["sweep", "varies", "held at the runs' values (cannot be replayed)"], rows
-    )
+    header = ["sweep", "varies", "held at the runs' values (cannot be replayed)"]
+    return render("sweeps", table=table(header, rows))
 
 
 def regimes_section(p: Page) -> str:
@@ -266,13 +261,7 @@ def regimes_section(p: Page) -> str:
         "regimes",
         summary=esc(regime_summary(p)),
         models=models,
-        figure=figure(
-            p.figures.get("regimes"),
-            "time-to-target ratio across bandwidths",
-            "Below the line at 1 AdLoCo is faster: look for the bandwidths where each clock's "
-            "band leaves 1; the star is the setting the runs were trained under.",
-            "no regime cells",
-        ),
+        figure=figure(p.figures.get("regimes"), "regimes", "no regime cells"),
         against_diloco=_regime_table(p, "diloco"),
         against_best=_regime_table(p, "best"),
         against_ddp=_regime_table(p, "ddp"),

@@ -46,7 +46,7 @@ def _target_header(p: Page, target: float) -> str:
 
 def ladder_section(p: Page) -> str:
     if not p.ladder.targets:
-        return f"<h2 id='ladder'>Target ladder</h2><p>{esc(p.ladder.note)}.</p>"
+        return render("ladder", content=render("ladder_none", note=esc(p.ladder.note)))
     targets = p.ladder.targets
     header = ["run", "role"] + [_target_header(p, t) for t in targets]
     parts = []
@@ -56,31 +56,26 @@ def ladder_section(p: Page) -> str:
             + [spread_cell(p.ladder_table[(t, name)][q], q) for t in targets]
             for name in p.run_names
         ]
-        parts.append(f"<h3>{esc(title)}</h3>" + table(header, rows, numeric=range(2, len(header))))
-    rule = (
-        "at the first evaluated round from which every later evaluation of its run-level "
-        "perplexity (lowest among its active trainers) is at or below it"
-        if p.settings.reached == "stays"
-        else "at the first evaluated round whose run-level perplexity (lowest among its active "
-        "trainers) is at or below it"
-    )
-    return render(
-        "ladder",
+        parts.append(
+            render(
+                "quantity",
+                title=esc(title),
+                table=table(header, rows, numeric=range(2, len(header))),
+            )
+        )
+    rule = render("reach_stays") if p.settings.reached == "stays" else render("reach_first")
+    content = render(
+        "ladder_values",
         targets=esc(", ".join(fmt(t) for t in targets)),
         note=esc(p.ladder.note),
         rule=rule,
         reached=esc(p.settings.reached),
         between=between_words(p.settings),
         between_rule=esc(p.settings.between),
-        figure=figure(
-            p.figures.get("ladder"),
-            "time and communications to each target",
-            "Read along each line from left to right: how much more each run spends as the "
-            "target gets harder; bars are the min–max over seeds.",
-            "no targets",
-        ),
+        figure=figure(p.figures.get("ladder"), "ladder", "no targets"),
         tables="".join(parts),
     )
+    return render("ladder", content=content)
 
 
 # --- per run, mechanisms -----------------------------------------------------------------
@@ -130,7 +125,7 @@ def _merges_table(p: Page) -> str:
         for m in p.merges
     ]
     if not merge_rows:
-        return "<p class='note'>No merges in any run.</p>"
+        return render("merges_none")
     header = ["run", "seed", "round", "trainers → kept", "perplexity before (by trainer)",
               "merged model", "at round"]  # fmt: skip
     return render(
@@ -139,7 +134,9 @@ def _merges_table(p: Page) -> str:
 
 
 def per_run_section(p: Page) -> str:
-    figures = {name: figure(p.figures.get(name), *words) for name, words in PER_RUN_FIGURES.items()}
+    figures = {
+        name: figure(p.figures.get(name), name, why) for name, why in PER_RUN_FIGURES.items()
+    }
     return render(
         "per_run",
         table=_per_run_table(p),
@@ -152,38 +149,13 @@ def per_run_section(p: Page) -> str:
     )
 
 
-# Each figure of the per-run section: alt text, caption (what to look at), why it may be missing.
+# Each figure of the per-run section (templates/figure_<name>.html) and why it may be missing.
 PER_RUN_FIGURES = {
-    "curves": (
-        "perplexity curves",
-        "Lower is better at every x: compare where the lines cross the dotted main target; "
-        "bands are min–max over seeds, triangles are merges; dashed lines are the reference "
-        "perplexities and the base model.",
-        "no run logged a perplexity",
-    ),
-    "merges": (
-        "perplexity of each trainer around merges",
-        "Each trainer's own perplexity; dotted lines are merges and the circle is the merged "
-        "model's first evaluation: look whether it is above or below its parents.",
-        "the AdLoCo run has no merges",
-    ),
-    "batch": (
-        "batch per trainer",
-        "Requested (solid) and effective (dashed) global batch, first seed: look for growth, "
-        "and for circles (accumulation) and triangles (capped) where switch mode engages.",
-        "no adloco run logged requested_batch",
-    ),
-    "trainers": (
-        "active trainers",
-        "Trainers alive per round (median over seeds): each step down is a merge.",
-        "no run has more than one trainer",
-    ),
-    "ablations": (
-        "AdLoCo and its ablations",
-        "Each dot a seed, the bar the median: an ablation to the right of AdLoCo is slower "
-        "(left panel) or ends worse (right panel).",
-        "no AdLoCo run with ablations",
-    ),
+    "curves": "no run logged a perplexity",
+    "merges": "the AdLoCo run has no merges",
+    "batch": "no adloco run logged requested_batch",
+    "trainers": "no run has more than one trainer",
+    "ablations": "no AdLoCo run with ablations",
 }
 
 

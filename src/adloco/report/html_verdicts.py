@@ -157,20 +157,11 @@ def gain_paragraph(p: Page) -> str:
     """Each run's share of the ddp anchor's gain: what the low-communication runs trade."""
     g = p.gains
     climbed = ", ".join(f"{esc(name)} {c:.3f}×" for name, c in g.climbs.items())
-    climb = (
-        f"<p>Highest evaluated perplexity over the base's (median over seeds; near 1: the run "
-        f"continues the base without first climbing above it): {climbed}.</p>"
-        if climbed
-        else ""
-    )
+    climb = render("gain_climb", climbs=climbed) if climbed else ""
     if not g.shares:
-        return f"<p class='note'>Share of the ddp anchor's gain: none ({esc(g.note)}).</p>" + climb
+        return render("gain_none", note=esc(g.note)) + climb
     parts = ", ".join(f"{esc(name)} {share:.0%}" for name, share in g.shares.items())
-    return (
-        "<p>What each run keeps of the ddp anchor's gain at the same tokens (its "
-        "log-perplexity gain over the base, median final perplexity over seeds, as a share "
-        f"of ddp's): {parts}.</p>" + climb
-    )
+    return render("gain", shares=parts) + climb
 
 
 def claims_section(p: Page) -> str:

@@ -23,16 +23,20 @@ def workers_line(p: Page) -> str:
         for pt in w.points
         if pt.share is not None
     )
-    words = (
-        f"DiLoCo's share of ddp's gain as ddp's global batch of {w.global_batch} is split over "
-        f"more workers (workers × local batch): {splits}"
-    )
-    if w.b_simple:
-        words += f"; the base's noise scale B_simple is {w.b_simple:.0f} sequences"
+    b_simple = render("workers_b_simple", b_simple=f"{w.b_simple:.0f}") if w.b_simple else ""
+    adloco = ""
     if w.adloco_batches:
         low, high = min(w.adloco_batches), max(w.adloco_batches)
-        words += f"; AdLoCo's local batch runs {low:g} – {high:g}"
-    return f"<p>{esc(words)} (<a href='#workers'>map</a>).</p>"
+        adloco = render("workers_adloco", low=f"{low:g}", high=f"{high:g}")
+    # The words are plain text, escaped as a whole once filled.
+    words = render(
+        "workers_words",
+        global_batch=str(w.global_batch),
+        splits=splits,
+        b_simple=b_simple,
+        adloco=adloco,
+    )
+    return render("workers_line", words=esc(words))
 
 
 def _rows(w) -> list[list[str]]:
@@ -68,20 +72,13 @@ def _rows(w) -> list[list[str]]:
 def workers_section(p: Page) -> str:
     w = p.workers
     if len(w.points) < 2:
-        return render("workers", content=f"<p class='note'>No map: {esc(w.note)}.</p>")
+        return render("workers", content=render("no_map", note=esc(w.note)))
     header = ["run", "workers", "local batch", "final perplexity", "share of ddp's gain",
               "climb", "seeds"]  # fmt: skip
     content = render(
         "workers_map",
         global_batch=str(w.global_batch),
         table=table(header, _rows(w), numeric=(1, 2, 3, 4, 5, 6)),
-        figure=figure(
-            p.figures.get("workers_map"),
-            "final perplexity by local batch",
-            "Lower is better: follow DiLoCo's line from many small workers (left) to one "
-            "worker with the whole batch (right), and see where AdLoCo's band of local "
-            "batches sits against it and against B_simple (dashed).",
-            "fewer than two splits",
-        ),
+        figure=figure(p.figures.get("workers_map"), "workers_map", "fewer than two splits"),
     )
     return render("workers", content=content)

@@ -36,35 +36,14 @@ from adloco.report.replay import Regimes
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import Spread
 from adloco.report.targets import Ladder
+from adloco.report.template import render, stylesheet
 from adloco.report.workers_map import WorkersMap
 
 PAGE_WIDTH_PX = 1200  # content width; with the margins the page needs 1232 px
+BEYOND = "&gt; budget"  # a spread's value where the seed never reached the target
 
-CSS = f"""
-body {{ font-family: system-ui, sans-serif; font-size: 15px; max-width: {PAGE_WIDTH_PX}px;
-       margin: 1.5em auto; padding: 0 16px; color: #222; line-height: 1.45; }}
-h1 {{ font-size: 1.6em; }} h2 {{ border-bottom: 1px solid #ddd; margin-top: 1.8em; }}
-table {{ border-collapse: collapse; margin: 0.6em 0; font-size: 13px; max-width: 100%; }}
-th, td {{ border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top;
-         overflow-wrap: break-word; }}
-th {{ background: #f2f2f2; }}
-td.n, th.n {{ text-align: right; }} td.n {{ white-space: nowrap; }}
-td small, th small {{ display: block; white-space: normal; color: #666; font-size: 11px;
-                     font-weight: normal; }}
-figure {{ margin: 0.8em 0; }}
-img {{ max-width: 100%; height: auto; border: 1px solid #eee; }}
-figcaption {{ color: #444; font-size: 13px; }}
-.verdict {{ font-weight: bold; padding: 0 4px; border-radius: 3px; white-space: nowrap; }}
-.supported, .holds {{ background: #d6f5d6; }} .not-supported, .fails {{ background: #f9d6d6; }}
-.inconclusive, .unclear {{ background: #fff3c4; }} .not-testable {{ background: #eee; }}
-.own {{ outline: 2px solid #333; outline-offset: -2px; }}
-.note {{ color: #555; font-size: 13px; }}
-.warning {{ background: #fff3c4; padding: 4px 8px; border-left: 4px solid #c90; }}
-details > summary {{ cursor: pointer; color: #235; }}
-nav a {{ margin-right: 0.8em; }}
-table.about {{ font-size: 13px; }} table.about th {{ white-space: nowrap; width: 9em; }}
-ol.verdicts li {{ margin-bottom: 0.3em; }}
-"""
+# The page's style sheet, templates/page.css; its text starts on a line of its own.
+CSS = "\n" + stylesheet("page", page_width_px=str(PAGE_WIDTH_PX))
 
 VERDICT_CSS = {
     SUPPORTED: "supported",
@@ -108,7 +87,7 @@ def number(value: Any, quantity: str = "") -> str:
 
 
 def verdict(text: str) -> str:
-    return f"<span class='verdict {VERDICT_CSS.get(text, 'not-testable')}'>{esc(text)}</span>"
+    return render("verdict", css=VERDICT_CSS.get(text, "not-testable"), text=esc(text))
 
 
 def table(header: list[str], rows: Iterable[list[str]], numeric: Iterable[int] = ()) -> str:
@@ -123,18 +102,19 @@ def table(header: list[str], rows: Iterable[list[str]], numeric: Iterable[int] =
         "<tr>" + "".join(f"<td{attrs(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>"
         for row in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return render("table", head=head, body=body)
 
 
-def figure(png: bytes | None, alt: str, caption: str, missing: str) -> str:
-    """An embedded PNG with a one-line caption saying what to look at."""
+def figure(png: bytes | None, name: str, missing: str, **fields: str) -> str:
+    """Figure ``name`` embedded: ``templates/figure_<name>.html`` holds its alt text and caption.
+
+    ``missing`` says why a figure that was not drawn is absent; ``fields`` fill
+    the caption's own fields.
+    """
     if png is None:
-        return f"<p class='note'>Not drawn: {esc(missing)}.</p>"
+        return render("not_drawn", why=esc(missing))
     data = base64.b64encode(png).decode("ascii")
-    return (
-        f"<figure><img alt='{esc(alt)}' src='data:image/png;base64,{data}'>"
-        f"<figcaption>{caption}</figcaption></figure>"
-    )
+    return render(f"figure_{name}", png=data, **fields)
 
 
 def spread_cell(s: Spread, quantity: str) -> str:
@@ -142,13 +122,17 @@ def spread_cell(s: Spread, quantity: str) -> str:
     if s.seeds == 0:
         return "–"
     if s.reached == 0:
-        return f"&gt; budget<small>0/{s.seeds} seeds reached</small>"
-    mid = number(s.median, quantity) if math.isfinite(s.median) else "&gt; budget"
-    high = number(s.high, quantity) if math.isfinite(s.high) else "&gt; budget"
+        return render("spread_none", seeds=str(s.seeds))
+    mid = number(s.median, quantity) if math.isfinite(s.median) else BEYOND
+    high = number(s.high, quantity) if math.isfinite(s.high) else BEYOND
     if s.seeds == 1:
         return mid
-    reached = "" if s.reached == s.seeds else f" · {s.reached}/{s.seeds} reached"
-    return f"{mid}<small>{number(s.low, quantity)} – {high}{reached}</small>"
+    reached = (
+        ""
+        if s.reached == s.seeds
+        else " " + render("spread_reached", reached=str(s.reached), seeds=str(s.seeds))
+    )
+    return render("spread", median=mid, low=number(s.low, quantity), high=high, reached=reached)
 
 
 @dataclass
@@ -204,6 +188,6 @@ def levels_note(p: Page) -> str:
     """The reference perplexities and the base model's, as a line under a table of perplexities."""
     levels = p.levels()
     if not levels:
-        return "<p class='note'>No reference perplexities or base model to compare with.</p>"
+        return render("levels_none")
     text = ", ".join(f"{name} {fmt(value)}" for name, value in levels.items())
-    return f"<p class='note'>For comparison — {esc(text)}.</p>"
+    return render("levels", levels=esc(text))

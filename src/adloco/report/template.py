@@ -17,7 +17,8 @@ nothing. A break between prose and an inline tag (``<code>``, ``<a>``...) is
 refused: whether a space belongs there cannot be told, so such prose is
 wrapped between two words instead. ``$name`` is a field (``$$`` a dollar
 sign); :func:`render` refuses a field the template lacks or one left unfilled,
-so a renamed field fails in the tests instead of on the page.
+so a renamed field fails in the tests instead of on the page. A style sheet
+(``templates/*.css``, :func:`stylesheet`) is inlined as written, not compacted.
 """
 
 from __future__ import annotations
@@ -49,18 +50,29 @@ def compact(text: str) -> str:
     return out
 
 
+def _read(filename: str) -> str:
+    """The text of ``templates/<filename>``; a missing one says to reinstall."""
+    path = resources.files("adloco.report").joinpath(TEMPLATE_DIR, filename)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        kind = "*" + filename[filename.rfind(".") :]
+        raise FileNotFoundError(
+            f"page template {filename} not found, {path}, reinstall adloco: its package "
+            f"ships adloco/report/templates/{kind} (pyproject.toml: package-data)"
+        ) from None
+
+
 @functools.cache
 def load(name: str) -> string.Template:
     """The template ``templates/<name>.html``, compacted; read once per process."""
-    path = resources.files("adloco.report").joinpath(TEMPLATE_DIR, f"{name}.html")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"page template {name}.html not found, {path}, reinstall adloco: its package "
-            "ships adloco/report/templates/*.html (pyproject.toml: package-data)"
-        ) from None
-    return string.Template(compact(text))
+    return string.Template(compact(_read(f"{name}.html")))
+
+
+@functools.cache
+def stylesheet(name: str, **fields: str) -> str:
+    """The style sheet ``templates/<name>.css`` as written, its ``$fields`` filled."""
+    return string.Template(_read(f"{name}.css")).substitute(fields)
 
 
 def render(name: str, **fields: str) -> str:
