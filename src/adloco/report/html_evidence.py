@@ -268,6 +268,19 @@ def _point_words(point: dict[str, Any], varied: list[str]) -> str:
     return ", ".join(words)
 
 
+def _grid_point(point: dict[str, Any], varied: list[str], chosen: bool) -> str:
+    """One grid point of a method: its settings, final perplexity and climb; bold if chosen."""
+    value = fmt(point["value"]) if point["value"] is not None else "n/a"
+    climb = point.get("climb")
+    text = render(
+        "tuning_point",
+        point=esc(_point_words(point, varied)),
+        value=value,
+        climb=" " + render("tuning_climb", climb=f"{climb:.3f}") if climb is not None else "",
+    )
+    return render("bold", text=text) if chosen else text
+
+
 def tuning_section(p: Page) -> str:
     if p.tuning is None:
         return render("tuning", content=render("tuning_none"))
@@ -275,30 +288,29 @@ def tuning_section(p: Page) -> str:
     for entry in p.tuning:
         chosen = entry["chosen_run"]
         grid = "<br>".join(
-            ("<b>" if pt["run"] == chosen else "")
-            + esc(_point_words(pt, entry["varied"]))
-            + ": "
-            + (fmt(pt["value"]) if pt["value"] is not None else "n/a")
-            + (f" (climb {pt['climb']:.3f}×)" if pt.get("climb") is not None else "")
-            + ("</b>" if pt["run"] == chosen else "")
-            for pt in entry["points"]
+            _grid_point(pt, entry["varied"], pt["run"] == chosen) for pt in entry["points"]
         )
         point = next((pt for pt in entry["points"] if pt["run"] == chosen), None)
         as_set = ", ".join(f"{k} {_setting(k, entry['chosen'][k])}" for k in TUNED)
         picked = (
-            esc(_point_words(point, entry["varied"])) + f"<small>{esc(as_set)}</small>"
+            render(
+                "tuning_picked",
+                point=esc(_point_words(point, entry["varied"])),
+                settings=esc(as_set),
+            )
             if point is not None
             else esc(as_set)
         )
         if not entry["within_max_climb"]:
-            picked += " <span class='verdict fails'>no point within the climb limit</span>"
+            picked += " " + render("tuning_no_point")
         if entry["configured"] is None:
             configured = "–"
         elif entry["differs"]:
             mine = entry["configured"]
             configured = (
                 ", ".join(f"{k} {_setting(k, mine[k])}" for k in entry["differs"])
-                + " <span class='verdict fails'>differs</span>"
+                + " "
+                + render("differs")
             )
         else:
             configured = "as chosen"
@@ -321,14 +333,14 @@ def _main_note(p: Page) -> str:
         return ""
     level = main.get("level")
     configured = p.settings.targets.main
+    rule = esc(main["rule"])
     said = (
-        f"Suggested main target: {level:g} × the base ({esc(main['rule'])})"
+        render("tuning_main_level", level=f"{level:g}", rule=rule)
         if level is not None
-        else f"No target level satisfies the rule ({esc(main['rule'])})"
+        else render("tuning_main_none", rule=rule)
     )
     if configured is not None and level is not None and not math.isclose(configured, level):
-        said += (
-            f"; this configuration's report.targets.main is {configured:g} "
-            "<span class='verdict fails'>differs</span>"
+        said += render(
+            "tuning_main_differs", configured=f"{configured:g}", differs=render("differs")
         )
-    return f"<p class='note'>{said}.</p>"
+    return render("tuning_main", said=said)
