@@ -120,19 +120,16 @@ def answer_section(p: Page) -> str:
     reasons = "".join(f"<li>{esc(c.statement)}<br>{esc(c.reason)}</li>" for c in p.claims)
     s = p.settings
     warnings = []
+    # Each warning's words are plain text, escaped as a whole once filled.
     if p.ladder.source == "derived":
-        warnings.append(
-            "The targets were derived from the runs after the fact, not fixed before them: "
-            "a target read off the runs' own curves favours the run it was read from."
-        )
+        warnings.append(render("warning_derived"))
     if p.ladder.main in p.ladder.untestable:
-        why = p.ladder.untestable[p.ladder.main]
-        warnings.append(f"The main target is not testable: {why}.")
+        warnings.append(render("warning_untestable", why=str(p.ladder.untestable[p.ladder.main])))
     if p.ladder.caveat:
-        warnings.append("Targets unchecked against token statistics: " + p.ladder.caveat + ".")
+        warnings.append(render("warning_unchecked", caveat=p.ladder.caveat))
     return render(
         "answer",
-        warnings="".join(f"<p class='warning'>{esc(w)}</p>" for w in warnings),
+        warnings="".join(render("warning", text=esc(w)) for w in warnings),
         verdicts=verdict_items(p),
         curves=headline_curves(p),
         gain=gain_paragraph(p),
@@ -167,7 +164,9 @@ def gain_paragraph(p: Page) -> str:
 def claims_section(p: Page) -> str:
     heads = [c for claim in p.claims for c in claim.comparisons if claim.comparisons]
     missing = [
-        f"<p>Claim {c.number}: {verdict(c.verdict)} {esc(c.reason)}</p>"
+        render(
+            "claim_untested", number=str(c.number), verdict=verdict(c.verdict), reason=esc(c.reason)
+        )
         for c in p.claims
         if not c.comparisons
     ]
