@@ -29,7 +29,7 @@ lint: $(STAMP)
 	ruff check src tests benchmarks scripts workflow/lib
 	snakemake --lint
 
-# The files generated from a source (the configuration schema, dvc.yaml):
+# The files generated from a source (the configuration schema, dvc.yaml, params.yaml):
 # fails naming each one that is not what its source gives.
 generated-check: $(STAMP)
 	$(PY) scripts/generated-check.py

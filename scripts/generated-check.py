@@ -5,7 +5,9 @@ temporary folder and compared with the checked-in one:
 
 - ``src/adloco/schemas/config.schema.yaml``, from the configuration's
   declarations (``adloco.config.generate.schema_text()``);
-- ``dvc.yaml``, from the stage table (``workflow/lib/adloco_workflow/dvc_yaml.py``).
+- ``dvc.yaml``, from the stage table (``workflow/lib/adloco_workflow/dvc_yaml.py``);
+- ``params.yaml``, the default preset ``config/config.yaml`` with every
+  default written out (``adloco dvc-params``): a new setting's default changes it.
 
 Exits 1 naming each file that differs, with the command that rewrites it;
 nothing in the repository is written. ``--root <folder>`` checks another copy
@@ -39,7 +41,10 @@ GENERATED = (
         "text",
         "python workflow/lib/adloco_workflow/dvc_yaml.py",
     ),
+    ("params.yaml", "adloco.dvc_params", "params_text", "adloco dvc-params"),
 )
+# Arguments of a generator that reads a source file of this checkout.
+ARGUMENTS = {"adloco.dvc_params": ("config/config.yaml", ROOT)}
 
 
 def generator(module: str, function: str) -> Callable[[], str] | None:
@@ -64,7 +69,7 @@ def differences(root: Path, out: Path) -> tuple[list[str], list[str]]:
             continue
         fresh = out / name
         fresh.parent.mkdir(parents=True, exist_ok=True)
-        fresh.write_text(make())
+        fresh.write_text(make(*ARGUMENTS.get(module, ())))
         checked_in = root / name
         old = checked_in.read_text() if checked_in.is_file() else ""
         if old != fresh.read_text():

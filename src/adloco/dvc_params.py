@@ -53,9 +53,13 @@ def header(preset: str) -> str:
     )
 
 
-def params_text(preset: str | Path) -> str:
-    """The file's text: the header, then the preset validated and default-filled."""
-    raw = read_yaml(preset)
+def params_text(preset: str | Path, root: Path | None = None) -> str:
+    """The file's text: the header, then the preset validated and default-filled.
+
+    ``preset`` is relative to ``root`` (default: the working folder), as the
+    header names it.
+    """
+    raw = read_yaml(root / preset if root else preset)
     check_experiment_named(raw, preset)
     try:
         filled = validate(copy.deepcopy(raw))

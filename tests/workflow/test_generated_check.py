@@ -25,7 +25,7 @@ def check(*args: str) -> subprocess.CompletedProcess:
 
 def copy_of_generated(tmp_path: Path) -> Path:
     """A folder holding copies of the checked-in generated files, as the repository lays them."""
-    for name in ("dvc.yaml", SCHEMA):
+    for name in ("dvc.yaml", SCHEMA, "params.yaml"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, tmp_path / name)
     return tmp_path
@@ -35,11 +35,11 @@ def test_the_checked_in_generated_files_match_their_sources():
     result = check()
     assert result.returncode == 0, result.stdout + result.stderr
     assert "error" not in result.stderr
-    # The two files, each either compared or skipped with a reason.
+    # The three files, each either compared or skipped with a reason.
     checked = result.stdout.count("skipped, no ") + int(
         result.stdout.split("generated-check: ")[-1].split()[0]
     )
-    assert checked == 2, result.stdout
+    assert checked == 3, result.stdout
 
 
 def test_an_altered_dvc_yaml_fails_naming_the_file(tmp_path):
@@ -66,3 +66,20 @@ def test_a_missing_generated_file_fails_naming_it(tmp_path):
     result = check("--root", str(root))
     assert result.returncode == 1
     assert "generated-check: error: dvc.yaml: differs from its source" in result.stderr
+
+
+def test_a_params_yaml_behind_the_defaults_fails_naming_it(tmp_path):
+    # params.yaml writes every default out: a setting whose default changed, or a new
+    # one, leaves the checked-in copy behind until `adloco dvc-params` writes it again.
+    root = copy_of_generated(tmp_path)
+    params = root / "params.yaml"
+    text = params.read_text()
+    assert "  stats_min_dof: 16\n" in text
+    params.write_text(text.replace("  stats_min_dof: 16\n", "  stats_min_dof: 8\n"))
+    result = check("--root", str(root))
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert errors == [
+        "generated-check: error: params.yaml: differs from its source; run `adloco dvc-params`"
+    ]
+    assert "\n+  stats_min_dof: 16\n" in result.stdout
