@@ -19,7 +19,7 @@ from adloco.clock import StepTimeCurve
 from adloco.config import ConfigError, config_from_dict, validate
 from adloco.engine import checkpoint
 from adloco.engine import run as run_module
-from adloco.engine.loop import Engine
+from adloco.engine.compose import build_engine
 from adloco.model import build_model
 
 # The engine tests' tiny model and token splits (tests/engine/array_data.py).
@@ -82,11 +82,11 @@ def test_a_run_from_the_base_starts_from_exactly_its_weights(base, tmp_path):
     config = config_from_dict({**raw, "model": TINY_MODEL})
     batches = {d.name: 4 for d in config.cluster.devices}
     curves = {d.name: StepTimeCurve.roofline(0.01, 4) for d in config.cluster.devices}
-    engine = Engine(
+    engine = build_engine(
         config.run("diloco"), 9, Tokens(), start.model, config.cluster, batches, curves,
         tmp_path / "ckpt", base_sha256=start.base_sha256, progress=False,
     )  # fmt: skip
-    worker = list(engine.worker.model.parameters())
+    worker = list(engine.loop.worker.model.parameters())
     assert len(worker) == len(list(saved.parameters())) > 0
     for p, q in zip(worker, saved.parameters(), strict=True):
         assert torch.equal(p.cpu(), q)
@@ -145,7 +145,7 @@ def test_the_fingerprint_holds_the_resolved_model_and_its_checksums(base, tmp_pa
     assert dump(seen[-1]["cluster"]) == dump(cluster)
     assert seen[-1]["max_batches"] == batches and seen[-1]["seed"] == 0
     # Where the lr settings are written, for the message of a diverged round.
-    assert engine.lr_keys == ("runs.adloco.inner_lr", "train.outer_lr")
+    assert engine.loop.lr_keys == ("runs.adloco.inner_lr", "train.outer_lr")
 
 
 def dump(value) -> str:

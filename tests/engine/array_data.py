@@ -15,7 +15,8 @@ import torch
 
 from adloco.clock import StepTimeCurve
 from adloco.config import ClusterConfig, Config, RunSettings
-from adloco.engine.loop import Engine
+from adloco.engine.compose import build_engine
+from adloco.engine.driver import Driver
 
 
 class ArraySplit:
@@ -115,9 +116,9 @@ def new_engine(
     seed: int = 0,
     batches: dict[str, int] | None = None,
     **options,
-) -> Engine:
+) -> Driver:
     """The engine of ``settings`` on ``config``'s model and cluster, tiny curves, no progress."""
-    return Engine(
+    return build_engine(
         settings,
         seed,
         data,
@@ -132,7 +133,7 @@ def new_engine(
 
 def make_engine(
     config: Config, settings: RunSettings, data, folder: Path, seed: int = 0, **options
-) -> Engine:
+) -> Driver:
     """:func:`new_engine` checkpointing to ``folder / "ckpt"``."""
     return new_engine(config, settings, data, folder / "ckpt", seed, **options)
 

@@ -97,13 +97,13 @@ def replica_case(comm: distributed.TorchCollective, config_path: str, out: Path)
         batches={"sim": 3},
         collective=comm,
     )
-    engine._init_trainers()
-    engine._agree("in the equal case")
+    engine.loop.init_trainers()
+    engine.loop.agree("in the equal case")
     if comm.rank == 1:
         p = engine.trainers[0].params[0]
         p.view(-1).view(torch.int32)[0] += 1  # one bit of one weight
     try:
-        engine._agree("after the flip")
+        engine.loop.agree("after the flip")
     except RuntimeError as exc:
         return {"flip_error": str(exc)}
     return {"flip_error": None}

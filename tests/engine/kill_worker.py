@@ -23,7 +23,8 @@ from array_data import ArrayData, new_engine
 
 from adloco.config import Config, load_config
 from adloco.engine import checkpoint
-from adloco.engine.loop import Engine
+from adloco.engine.driver import Driver
+from adloco.engine.loop import RoundLoop
 
 POINTS = (
     "round-start",  # nothing of the round done
@@ -60,7 +61,7 @@ def install(point: str, round_: int) -> None:
         setattr(owner, name, wrapper)
 
     def on_round(engine):
-        state["round"], state["trains"] = engine.round + 1, 0
+        state["round"], state["trains"] = engine.state.round + 1, 0
         if point == "round-start" and state["round"] == round_:
             die()
 
@@ -100,10 +101,10 @@ def install(point: str, round_: int) -> None:
             if Path(path).name == checkpoint.MANIFEST_NAME:
                 die()
 
-    wrap(Engine, "run_round", before=on_round)
-    wrap(Engine, "train", before=on_train)
-    wrap(Engine, "record", before=at("before-rows"))
-    wrap(Engine, "save_checkpoint", before=at("before-checkpoint"))
+    wrap(RoundLoop, "run_round", before=on_round)
+    wrap(RoundLoop, "train", before=on_train)
+    wrap(RoundLoop, "record", before=at("before-rows"))
+    wrap(Driver, "save_checkpoint", before=at("before-checkpoint"))
     wrap(checkpoint, "_save_tensor_file", before=saving, after=saved)
     wrap(checkpoint._HashingWriter, "write", before=writing)
     wrap(checkpoint, "write_json_atomic", after=manifest_written)
@@ -113,7 +114,7 @@ def train(cfg: Config, ckpt: Path, kill: tuple[str, int] | None = None) -> None:
     if kill is not None:
         install(*kill)
     engine = new_engine(cfg, cfg.run("r"), ArrayData(), ckpt, batches={"sim": 3})
-    load = Engine.load_checkpoint
+    load = Driver.load_checkpoint
 
     def load_and_note(self) -> bool:
         # The round it resumed after (0: started over), for the test to check.
@@ -121,7 +122,7 @@ def train(cfg: Config, ckpt: Path, kill: tuple[str, int] | None = None) -> None:
         (ckpt / "resumed_from.json").write_text(json.dumps(self.round if loaded else 0))
         return loaded
 
-    Engine.load_checkpoint = load_and_note  # in this child process only
+    Driver.load_checkpoint = load_and_note  # in this child process only
     engine.run()
     torch.save({t.id: t.params for t in engine.trainers}, ckpt / "final.pt")
 

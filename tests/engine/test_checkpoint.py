@@ -22,7 +22,7 @@ from array_data import TINY_CLUSTER, TINY_MODEL, new_engine, tiny_curves
 
 from adloco import cli
 from adloco.engine import checkpoint
-from adloco.engine.loop import Engine
+from adloco.engine.driver import Driver
 
 ROUNDS = 3
 CONFIG = {
@@ -43,13 +43,13 @@ CONFIG = {
 }
 
 
-def checkpointed_run(make_config, array_data, ckpt: Path) -> Engine:
+def checkpointed_run(make_config, array_data, ckpt: Path) -> Driver:
     """The engine of this file's run, checkpointing to ``ckpt``."""
     cfg, run = make_config(CONFIG["runs"]["r"], train={"max_rounds": ROUNDS})
     return new_engine(cfg, run, array_data, ckpt)
 
 
-def outcome(engine: Engine) -> tuple[list[dict], dict]:
+def outcome(engine: Driver) -> tuple[list[dict], dict]:
     rows = [{k: v for k, v in r.items() if k != "wall_time_s"} for r in engine.run()]
     return rows, {t.id: [p.detach().clone() for p in t.params] for t in engine.trainers}
 

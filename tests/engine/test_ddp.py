@@ -44,8 +44,8 @@ def test_ddp_equals_a_plain_data_parallel_loop_on_the_same_batches(
     cfg, run = _ddp(make_config)
     engine = _engine(cfg, run, array_data, tmp_path)
     drawn: list[torch.Tensor] = []
-    original = engine.train_split.get
-    engine.train_split.get = lambda idx: drawn.append(original(idx)) or drawn[-1]
+    original = engine.loop.train_split.get
+    engine.loop.train_split.get = lambda idx: drawn.append(original(idx)) or drawn[-1]
     engine.run()
 
     # The plain loop: each step the global batch is every slot's 3 sequences of that
@@ -72,7 +72,7 @@ def test_ddp_equals_a_plain_data_parallel_loop_on_the_same_batches(
             torch.nn.utils.clip_grad_norm_(model.parameters(), run.grad_clip_norm)
             opt.step()
             seen += batch.numel()
-    assert slots == 4 and seen == engine.tokens_total
+    assert slots == 4 and seen == engine.state.tokens_total
     for p, q in zip(engine.trainers[0].params, model.parameters(), strict=True):
         # Only the order of floating-point sums differs (passes per device, then slots).
         torch.testing.assert_close(p, q.detach(), rtol=2e-5, atol=2e-6)
@@ -86,7 +86,7 @@ def test_every_step_is_one_communication_of_the_gradient(array_data, make_config
     assert [r["communications"] for r in rows] == [4, 8, 12]
     sync = TrainerSync.from_dict(rows[0]["sync"])
     assert (sync.nodes, sync.allreduce_count, sync.per_step) == (4, 4, True)
-    gradient_bytes = 4 * engine.num_params
+    gradient_bytes = 4 * engine.loop.num_params
     assert sync.allreduce_payload_bytes == (gradient_bytes,)
     assert rows[0]["bytes"] == 4 * allreduce_bytes(gradient_bytes, 4)
     assert all(r["inner_steps"] == 4 and r["requested_batch"] == 12 for r in rows)
@@ -117,18 +117,18 @@ def test_a_non_finite_step_is_found_before_theta_moves(array_data, make_config, 
     def poisoned(seqs, scale_tokens):
         return torch.tensor(float("nan"))
 
-    engine.worker._backward = poisoned
-    engine.allocate()
-    plans, lrs = engine.plan()
+    engine.loop.worker._backward = poisoned
+    engine.loop.allocate()
+    plans, lrs = engine.loop.plan()
     out = ddp.train_round(
-        engine.worker,
+        engine.loop.worker,
         engine.comm,
         trainer.params,
         trainer.outer_opt,
         ddp.slot_steps(
             plans[trainer.id],
             {p.slot.index: trainer.sampler.take(p.sequences) for p in plans[trainer.id]},
-            engine.train_split.get,
+            engine.loop.train_split.get,
             engine.comm.owns,
         ),
         lrs,

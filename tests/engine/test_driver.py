@@ -4,6 +4,7 @@ model."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -11,8 +12,9 @@ from array_data import FULL_STATE_RUN, TINY_CLUSTER, make_engine, new_engine, ti
 
 from adloco.clock import StepTimeCurve
 from adloco.engine.collective import LocalCollective
-from adloco.engine.driver import run_fingerprint
+from adloco.engine.driver import Driver, DriverSettings, run_fingerprint
 from adloco.engine.sampler import draw_subset
+from adloco.engine.state import RunState, WallClock, replica_digest
 from adloco.model import DTYPES, build_model
 
 
@@ -65,9 +67,14 @@ def test_start_creates_the_trainers_of_round_0(array_data, make_config, tmp_path
         assert t.sampler.subset.numel() == 60
         assert (t.sampler.seed, t.sampler.epoch, t.sampler.position) == (2 * 104_729 + t.id, 0, 0)
         assert t.tokens == 0 and t.direction is None and t.smoothed is None
-        for p, q in zip(t.params, engine.worker.params, strict=True):
+        for p, q in zip(t.params, engine.loop.worker.params, strict=True):
             assert torch.equal(p, q) and p is not q
-    counters = (engine.round, engine.tokens_total, engine.communications, engine.bytes_total)
+    counters = (
+        engine.round,
+        engine.state.tokens_total,
+        engine.state.communications,
+        engine.state.bytes_total,
+    )
     assert counters == (0, 0, 0, 0)
     assert engine.metrics_path.read_text() == ""
     # Independent initial weights: trainer t > 0 starts from the model of seed 1000 s + t.
@@ -77,7 +84,7 @@ def test_start_creates_the_trainers_of_round_0(array_data, make_config, tmp_path
     own = build_model(cfg.model, array_data.vocab_size, array_data.seq_len_tokens, 2001)
     for p, q in zip(engine.trainers[1].params, own.parameters(), strict=True):
         assert torch.equal(p, q)
-    for p, q in zip(engine.trainers[0].params, engine.worker.params, strict=True):
+    for p, q in zip(engine.trainers[0].params, engine.loop.worker.params, strict=True):
         assert torch.equal(p, q)
 
 
@@ -103,20 +110,20 @@ def test_state_dict_round_trip_restores_every_counter_and_trainer(
     cfg, run = make_config(FULL_STATE_RUN, cluster=TINY_CLUSTER, train={"max_rounds": 4})
     engine = make_engine(cfg, run, array_data, tmp_path / "a")
     engine.run()
-    state, local = engine.state_dict(), engine.local_state_dict()
+    state, local = engine.state_dict(), engine.loop.local_state_dict()
     assert len(engine.trainers) == 2 and engine.round == 4
     assert any(t.direction is not None for t in engine.trainers)
     assert all(t.smoothed is not None for t in engine.trainers)
-    assert all(n.inner_state is not None for n in engine.nodes.values())
+    assert all(n.inner_state is not None for n in engine.loop.nodes.values())
 
     fresh = make_engine(cfg, run, array_data, tmp_path / "b")
     fresh.load_state_dict(
         state, {"nodes": {n["slot"]: n["inner_state"] for n in local["nodes"]}, "rng": None}
     )
     for name in ("round", "tokens_total", "communications", "bytes_total", "sim_time_s"):
-        assert getattr(fresh, name) == getattr(engine, name), name
-    assert fresh.wall_offset_s == state["wall_time_s"]
-    assert fresh.slot_owner == engine.slot_owner
+        assert getattr(fresh.state, name) == getattr(engine.state, name), name
+    assert fresh.wall_clock.offset_s == state["wall_time_s"]
+    assert fresh.state.slot_owner == engine.state.slot_owner
     assert fresh.history == engine.history
     assert [t.id for t in fresh.trainers] == [t.id for t in engine.trainers]
     for t, u in zip(engine.trainers, fresh.trainers, strict=True):
@@ -128,11 +135,11 @@ def test_state_dict_round_trip_restores_every_counter_and_trainer(
         assert equal(t.sampler.state_dict(), u.sampler.state_dict())
         assert equal(t.direction, u.direction)
         assert t.smoothed == u.smoothed
-    for slot, node in engine.nodes.items():
-        assert equal(node.inner_state, fresh.nodes[slot].inner_state)
-        assert node.inner_state is not fresh.nodes[slot].inner_state
+    for slot, node in engine.loop.nodes.items():
+        assert equal(node.inner_state, fresh.loop.nodes[slot].inner_state)
+        assert node.inner_state is not fresh.loop.nodes[slot].inner_state
     # Saved again, the restored state is the state it was restored from.
-    fresh._t0 = engine._t0
+    fresh.wall_clock.t0 = engine.wall_clock.t0
     again = fresh.state_dict()
     assert equal({**again, "wall_time_s": 0}, {**state, "wall_time_s": 0})
 
@@ -154,10 +161,10 @@ def test_best_trainer_and_the_exported_model(array_data, make_config, tmp_path):
     for p, q in zip(got, best.params, strict=True):
         assert p.dtype == DTYPES[cfg.model.dtype] and torch.equal(p, q)
     # A trainer merged away no longer counts; without perplexities, the first trainer.
-    other = engine.trainer_by_id(1 - best_id)
-    engine.trainers = [other]
+    other = engine.state.trainer_by_id(1 - best_id)
+    engine.state.trainers = [other]
     assert engine.best_trainer() is other
-    engine.trainers = [best, other]
+    engine.state.trainers = [best, other]
     engine.history = [{**r, "val_perplexity": None} for r in engine.history]
     assert engine.best_trainer() is best
 
@@ -165,13 +172,13 @@ def test_best_trainer_and_the_exported_model(array_data, make_config, tmp_path):
 def test_the_run_ends_at_max_rounds_or_the_token_budget(array_data, make_config, tmp_path):
     cfg, run = make_config({"method": "diloco", "max_rounds": 5}, train={"max_tokens": 1000})
     engine = make_engine(cfg, run, array_data, tmp_path)
-    assert not engine._finished(4)
-    assert engine._finished(5) and engine._finished(6)
-    assert not engine._finished(1, pending_tokens=999)
-    assert engine._finished(1, pending_tokens=1000)
-    engine.tokens_total = 400
-    assert not engine._finished(1, pending_tokens=599)
-    assert engine._finished(1, pending_tokens=600)
+    assert not engine.loop.finished(4)
+    assert engine.loop.finished(5) and engine.loop.finished(6)
+    assert not engine.loop.finished(1, pending_tokens=999)
+    assert engine.loop.finished(1, pending_tokens=1000)
+    engine.state.tokens_total = 400
+    assert not engine.loop.finished(1, pending_tokens=599)
+    assert engine.loop.finished(1, pending_tokens=600)
 
 
 def test_the_fingerprint_names_what_the_trajectory_depends_on(array_data, make_config):
@@ -221,19 +228,90 @@ def test_replicas_agree_only_on_the_same_state(array_data, make_config, tmp_path
     engine = make_engine(cfg, run, array_data, tmp_path, collective=MirrorCollective())
     engine.start()  # agrees at the start
     assert engine.comm.calls == 2
-    digest = engine._replica_digest()
+    digest = replica_digest(engine.state)
     assert 0 <= digest < 2**31 - 1
     # One flipped bit of θ, another global batch or sampler position: another digest.
     p = engine.trainers[0].params[0]
     p.view(torch.int32).view(-1)[0] ^= 1
-    assert engine._replica_digest() != digest
+    assert replica_digest(engine.state) != digest
     p.view(torch.int32).view(-1)[0] ^= 1
-    assert engine._replica_digest() == digest
+    assert replica_digest(engine.state) == digest
     engine.trainers[0].global_batch += 1
-    assert engine._replica_digest() != digest
+    assert replica_digest(engine.state) != digest
     engine.trainers[0].global_batch -= 1
     engine.trainers[0].sampler.take(1)
-    assert engine._replica_digest() != digest
+    assert replica_digest(engine.state) != digest
     engine.comm.skew = 1.0
     with pytest.raises(RuntimeError, match="the 2 processes disagree on the round"):
-        engine._agree("now")
+        engine.loop.agree("now")
+
+
+class CountingRounds:
+    """A round loop of no trainers: each round adds 10 tokens; the run ends after round 3."""
+
+    def __init__(self):
+        self.state = RunState()
+        self.calls: list[str] = []
+        self.remembered: list[dict] = []
+
+    def init_trainers(self) -> None:
+        self.calls.append("init")
+
+    def run_round(self) -> list[dict]:
+        self.state.round += 1
+        self.state.tokens_total += 10
+        self.calls.append(f"round {self.state.round}")
+        row = {
+            "round": self.state.round,
+            "trainer": 0,
+            "requested_batch": 2,
+            "val_perplexity": None,
+            "val_loss": None,
+            "train_loss": 1.5,
+            "tokens_total": self.state.tokens_total,
+            "sim_time_s": 0.0,
+            "wall_time_s": 0.0,
+        }
+        return [row]
+
+    def finished(self) -> bool:
+        return self.state.round >= 3
+
+    def local_state_dict(self) -> dict:
+        return {"nodes": [], "rng": torch.get_rng_state()}
+
+    def load_state_dict(self, state: dict, local: dict) -> None:
+        self.calls.append(f"load {state['round']}")
+        self.state.round, self.state.tokens_total = state["round"], state["tokens_total"]
+
+    def remember(self, rows: list[dict]) -> None:
+        self.remembered = rows
+
+    def agree(self, when: str) -> None:
+        self.calls.append(f"agree {when}")
+
+
+def test_the_driver_runs_any_round_loop_through_its_interface(tmp_path):
+    settings = DriverSettings(tmp_path / "ckpt", "print", 2, "r seed 0", 30, progress=False)
+    loop = CountingRounds()
+    rows = Driver(loop, LocalCollective(), settings, WallClock()).run()
+    assert [r["round"] for r in rows] == [1, 2, 3]
+    # A checkpoint every 2 rounds and at the end, each with the agreement as its barrier.
+    assert loop.calls == [
+        "init",
+        "agree at the start",
+        "round 1",
+        "round 2",
+        "agree when saving round 2",
+        "round 3",
+        "agree when saving round 3",
+    ]
+    assert [
+        json.loads(x)["round"]
+        for x in settings.checkpoint_dir.joinpath("metrics.jsonl").read_text().splitlines()
+    ] == [1, 2, 3]
+    # A second job resumes after round 3: nothing trained, the rows handed back to the loop.
+    again = CountingRounds()
+    resumed = Driver(again, LocalCollective(), settings, WallClock()).run()
+    assert again.calls == ["load 3", "agree at the start"]
+    assert resumed == rows and again.remembered == rows and again.state.tokens_total == 30

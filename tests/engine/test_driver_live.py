@@ -20,7 +20,7 @@ from test_train_cli import CONFIG, read_rows
 from adloco import cli
 from adloco.engine import run as run_module
 from adloco.engine.driver import rounds
-from adloco.engine.loop import Engine
+from adloco.engine.loop import RoundLoop
 from live_events import read_scalars
 
 LINE = re.compile(
@@ -95,22 +95,22 @@ def test_the_live_curves_hold_one_value_per_round_equal_to_the_rows(
 def test_a_resumed_run_draws_each_round_once(array_data, make_config, tmp_path, monkeypatch):
     # Checkpoints at rounds 2 and 4; the job dies in round 4, after round 3 was drawn.
     cfg, run = make_config({"max_rounds": 4, "checkpoint_every_rounds": 2})
-    original = Engine.run_round
+    original = RoundLoop.run_round
 
     def dies_in_round_4(self):
-        if self.round == 3:
+        if self.state.round == 3:
             raise KeyboardInterrupt
         return original(self)
 
     def drawn(tag: str) -> list[tuple[int, float]]:
         return read_scalars(tmp_path / "live")[tag]
 
-    monkeypatch.setattr(Engine, "run_round", dies_in_round_4)
+    monkeypatch.setattr(RoundLoop, "run_round", dies_in_round_4)
     with pytest.raises(KeyboardInterrupt):
         make_engine(cfg, run, array_data, tmp_path, live_dir=tmp_path / "live").run()
     assert [r for _, r in drawn("run/round")] == [1, 2, 3]
     killed = drawn("val/perplexity")
-    monkeypatch.setattr(Engine, "run_round", original)
+    monkeypatch.setattr(RoundLoop, "run_round", original)
     engine = make_engine(cfg, run, array_data, tmp_path, live_dir=tmp_path / "live")
     rows = engine.run()
     # Rounds 1 and 2 replayed from the checkpoint, 3 and 4 trained: each drawn once.

@@ -1,4 +1,4 @@
-"""The round (``Engine.run_round``: allocate, plan, train, test, merge, record) against
+"""The round (``RoundLoop.run_round``: allocate, plan, train, test, merge, record) against
 hand computations on a tiny model."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from array_data import make_engine, tiny_curves
 
 from adloco.algo import switch
 from adloco.engine import inner as inner_mod
-from adloco.engine.loop import Engine, _decision
+from adloco.engine.batch_step import decision as _decision
+from adloco.engine.loop import RoundLoop
 from adloco.engine.trainers import MergeTransfer, TrainingDiverged
 from adloco.model import batch_loss
 
@@ -36,8 +37,8 @@ def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
     )
     engine = make_engine(cfg, run, array_data, tmp_path)
     seen: list[torch.Tensor] = []
-    original = engine.train_split.get
-    engine.train_split.get = lambda idx: seen.append(original(idx)) or seen[-1]
+    original = engine.loop.train_split.get
+    engine.loop.train_split.get = lambda idx: seen.append(original(idx)) or seen[-1]
     engine.run()
 
     from adloco.model import build_model
@@ -127,7 +128,7 @@ def test_inner_adamw_state_persists_across_rounds(array_data, make_config, tmp_p
     cfg, run = make_config({"method": "diloco", "max_rounds": 3, "inner_steps": 2})
     engine = make_engine(cfg, run, array_data, tmp_path)
     engine.run()
-    for node in engine.nodes.values():
+    for node in engine.loop.nodes.values():
         assert float(node.inner_state[0]["step"]) == 3 * 2
 
 
@@ -151,21 +152,21 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
     engine.trainers[1].global_batch = 1
     engine.trainers[2].global_batch = 2
     captured = {}
-    original = Engine.merge
+    original = RoundLoop.merge
 
     def spy(self, r, evaluate_now=False):
-        captured["params"] = {t.id: [p.clone() for p in t.params] for t in self.trainers}
+        captured["params"] = {t.id: [p.clone() for p in t.params] for t in self.state.trainers}
         captured["mom"] = {
             t.id: [t.outer_opt.state[p]["momentum_buffer"].clone() for p in t.params]
-            for t in self.trainers
+            for t in self.state.trainers
         }
         return original(self, r, evaluate_now)
 
-    monkeypatch.setattr(Engine, "merge", spy)
-    rows = engine.run_round()
+    monkeypatch.setattr(RoundLoop, "merge", spy)
+    rows = engine.loop.run_round()
     # Trainers 1 (batch 1) and 2 (batch 2) merge, 2 is kept with weights 1/3, 2/3.
     assert sorted(t.id for t in engine.trainers) == [0, 2]
-    kept = engine.trainer_by_id(2)
+    kept = engine.state.trainer_by_id(2)
     for i, p in enumerate(kept.params):
         expected = captured["params"][1][i] / 3 + captured["params"][2][i] * 2 / 3
         torch.testing.assert_close(p, expected)
@@ -177,13 +178,13 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
     # The merge's transfer: one trainer's parameters and momentum, on the kept trainer's row.
     kept_row = next(r for r in rows if r["trainer"] == 2)
     assert kept_row["sync"]["merge_messages"] == 1
-    assert kept_row["sync"]["merge_payload_bytes"] == engine.num_params * 4 * 2
+    assert kept_row["sync"]["merge_payload_bytes"] == engine.loop.num_params * 4 * 2
     # Next round the 4 slots go to the 2 trainers in proportion to batches 3 : 2 (D'Hondt:
     # 2 and 2), and each trainer's global batch is split over its slots.
-    engine.allocate()
-    counts = [sum(1 for t in engine.slot_owner.values() if t == k) for k in (0, 2)]
+    engine.loop.allocate()
+    counts = [sum(1 for t in engine.state.slot_owner.values() if t == k) for k in (0, 2)]
     assert counts == [2, 2]
-    plans, _ = engine.plan()
+    plans, _ = engine.loop.plan()
     assert [sum(p.plan.effective for p in plans[k]) for k in (0, 2)] == [3, 2]
 
 
@@ -388,14 +389,14 @@ def test_lr_scaling_follows_the_local_batch(array_data, make_config, tmp_path):
     engine = make_engine(cfg, run, array_data, tmp_path)
     engine.start()
     engine.trainers[0].global_batch = 4 * 8  # local batch 8 on each of 4 slots
-    row = engine.run_round()[0]
+    row = engine.loop.run_round()[0]
     assert row["lr_scale"] == pytest.approx(2.0)  # sqrt(8 / 2), 8 accumulated over 2 passes
     # Capped by switch mode, the local batch that counts is the one that runs: max_batch 4.
     run_capped = dataclasses.replace(run, switch="never_accumulate")
     engine = make_engine(cfg, run_capped, array_data, tmp_path / "capped")
     engine.start()
     engine.trainers[0].global_batch = 4 * 8
-    assert engine.run_round()[0]["lr_scale"] == pytest.approx(2**0.5)
+    assert engine.loop.run_round()[0]["lr_scale"] == pytest.approx(2**0.5)
     # No warmup: the first step runs at the scaled peak, and the row sums the steps' lrs.
     assert row["inner_lr_sum"] > row["inner_lr"] > 0
     assert row["inner_lr_sum"] <= 2 * 0.01 * row["inner_steps"] + 1e-12
@@ -485,8 +486,8 @@ def test_scalars_direction_is_the_pseudo_gradient_under_foreach_nesterov(
     run = dataclasses.replace(run, batch_test="augmented_inner_product", stats_reduce="scalars")
     engine = make_engine(cfg, run, array_data, tmp_path)
     engine.start()
-    engine.run_round()
-    engine.run_round()  # the second outer step has momentum: foreach would have overwritten Δ
+    engine.loop.run_round()
+    engine.loop.run_round()  # the second outer step has momentum: foreach would have overwritten Δ
     for d, s in zip(engine.trainers[0].direction, seen[-1], strict=True):
         assert torch.equal(d, s)
 
@@ -507,8 +508,8 @@ def test_the_merged_model_is_evaluated_right_after_the_merge(array_data, make_co
     engine = make_engine(cfg, run, array_data, tmp_path)
     rows = engine.run()
     event = next(e for r in rows for e in r["events"] if e["type"] == "merge")
-    engine.worker.load(engine.trainers[0].params)
-    want = evaluate(engine.worker.model, engine.eval_seqs, run.eval_batch)
+    engine.loop.worker.load(engine.trainers[0].params)
+    want = evaluate(engine.loop.worker.model, engine.loop.eval_seqs, run.eval_batch)
     assert event["val_perplexity_merged"] == want["perplexity"]
     assert event["val_loss_merged"] == want["loss"]
 
@@ -533,9 +534,9 @@ def test_plan_splits_batches_into_micro_batches_and_cuts_the_last_round(
     engine.start()
     engine.trainers[0].global_batch = 12
     engine.trainers[1].global_batch = 9
-    engine.allocate()
-    assert engine.slot_owner == {0: 0, 1: 0, 2: 1, 3: 1}
-    plans, base_lrs = engine.plan()
+    engine.loop.allocate()
+    assert engine.state.slot_owner == {0: 0, 1: 0, 2: 1, 3: 1}
+    plans, base_lrs = engine.loop.plan()
     assert [p.slot.index for p in plans[0]] == [0, 1]
     assert [p.slot.index for p in plans[1]] == [2, 3]
     by_slot = {p.slot.index: p for ps in plans.values() for p in ps}
@@ -571,8 +572,8 @@ def test_plan_marks_the_batch_test_steps(array_data, make_config, tmp_path):
     )
     engine = make_engine(cfg, run, array_data, tmp_path)
     engine.start()
-    engine.allocate()
-    plans, _ = engine.plan()
+    engine.loop.allocate()
+    plans, _ = engine.loop.plan()
     assert len(plans[0]) == 4
     for p in plans[0]:
         assert p.stats_blocks == [(0,)]
@@ -586,21 +587,25 @@ def test_allocate_moves_the_fewest_slots_and_resets_their_moments(
     engine = make_engine(cfg, run, array_data, tmp_path)
     engine.start()
     assert [t.global_batch for t in engine.trainers] == [4, 4]
-    engine.allocate()
-    assert engine.slot_owner == {0: 0, 1: 0, 2: 1, 3: 1}
+    engine.loop.allocate()
+    assert engine.state.slot_owner == {0: 0, 1: 0, 2: 1, 3: 1}
     assert engine.trainers[0].events == []  # a first allocation moves nothing
-    for node in engine.nodes.values():
+    for node in engine.loop.nodes.values():
         node.inner_state = [{"step": torch.tensor(float(node.slot))}]
     # Batches 12 and 2: 3 slots to 1. Slots 0, 1 stay with trainer 0 and slot 2 with
     # trainer 1; slot 3 moves to trainer 0 and its AdamW moments start afresh.
     engine.trainers[0].global_batch = 12
     engine.trainers[1].global_batch = 2
-    engine.allocate()
-    assert engine.slot_owner == {0: 0, 1: 0, 2: 1, 3: 0}
-    assert engine.nodes[3].inner_state is None
-    assert [float(engine.nodes[s].inner_state[0]["step"]) for s in (0, 1, 2)] == [0.0, 1.0, 2.0]
+    engine.loop.allocate()
+    assert engine.state.slot_owner == {0: 0, 1: 0, 2: 1, 3: 0}
+    assert engine.loop.nodes[3].inner_state is None
+    assert [float(engine.loop.nodes[s].inner_state[0]["step"]) for s in (0, 1, 2)] == [
+        0.0,
+        1.0,
+        2.0,
+    ]
     assert engine.trainers[0].events == [{"type": "realloc", "slots_moved": 1}]
-    engine.allocate()  # nothing changed: no event
+    engine.loop.allocate()  # nothing changed: no event
     assert engine.trainers[0].events == [{"type": "realloc", "slots_moved": 1}]
 
 
@@ -627,9 +632,9 @@ def test_merge_of_three_under_the_sum_rule(
         t.global_batch = batch
         for p in t.params:
             p.fill_(value)
-    assert engine.merge(1) is None  # not a merge round
-    transfer = engine.merge(2)
-    assert transfer == MergeTransfer(1, engine.num_params * 4 * payload_copies, 2)
+    assert engine.loop.merge(1) is None  # not a merge round
+    transfer = engine.loop.merge(2)
+    assert transfer == MergeTransfer(1, engine.loop.num_params * 4 * payload_copies, 2)
     assert [t.id for t in engine.trainers] == [1]
     kept = engine.trainers[0]
     assert kept.global_batch == 12
@@ -641,7 +646,7 @@ def test_merge_of_three_under_the_sum_rule(
     assert event["batches"] == [2, 6, 4] and event["batch"] == 12 and event["rule"] == "sum"
     assert event["weights"] == [2 / 12, 6 / 12, 4 / 12]
     assert "val_loss_merged" not in event  # not an evaluation round
-    assert engine.merge(4) is None  # one trainer left
+    assert engine.loop.merge(4) is None  # one trainer left
 
 
 def test_the_batch_decision_in_words():

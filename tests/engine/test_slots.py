@@ -21,8 +21,8 @@ from array_data import assert_close, new_engine
 
 from adloco.config import config_from_dict, read_yaml
 from adloco.engine import stacked
+from adloco.engine.driver import Driver
 from adloco.engine.inner import NodeState, Worker
-from adloco.engine.loop import Engine
 from adloco.engine.slots import SlotRunner, stacks
 from adloco.engine.stacked import SlotJob
 
@@ -103,7 +103,7 @@ def rows_without_wall_time(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows]
 
 
-def preset_engine(name: str, mode: str, data, folder: Path) -> Engine:
+def preset_engine(name: str, mode: str, data, folder: Path) -> Driver:
     """A run of config/test.yaml on the tiny data, slots capped at 2 sequences a pass."""
     raw = read_yaml(REPO / "config" / "test.yaml")
     raw["train"]["slot_execution"] = mode

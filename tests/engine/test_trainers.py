@@ -40,7 +40,7 @@ def test_statistics_bytes_per_communication(array_data, make_config, tmp_path, m
     )
     engine = make_engine(cfg, run, array_data, tmp_path)
     rows = engine.run()
-    d = engine.num_params
+    d = engine.loop.num_params
     stats_payload = 7 * 8 if mode == "scalars" else d * 4 + 8 * 8
     for row in rows:
         assert row["sync"]["allreduce_payload_bytes"] == [d * 4, stats_payload]

@@ -1,7 +1,7 @@
 """Which learning rate a diverged round most likely owes its failure to.
 
 Part of ``adloco train``: when a trainer's round stays non-finite after every
-retry (:meth:`adloco.engine.loop.Engine.train`), the message names the key to
+retry (:meth:`adloco.engine.loop.RoundLoop.train`), the message names the key to
 lower first. A trainer's round starts from θ, which the previous round's outer
 step made. If that θ predicts the validation tokens no better than a uniform
 guess over the vocabulary (its loss at least ln V, or not finite) while the

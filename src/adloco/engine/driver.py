@@ -1,18 +1,20 @@
-"""What runs an engine's rounds and keeps them: start, checkpoints, agreement, progress, export.
+"""What drives a run's rounds and keeps them: start, checkpoints, progress, export.
 
-:class:`Driver` is the half of :class:`adloco.engine.loop.Engine` that is not
-the round: ``run()`` creates the trainers of round 0 (``_init_trainers``) or
-resumes from the checkpoint folder, calls
-``Engine.run_round`` until the run ends, appends each round's metrics rows,
-saves a checkpoint every ``checkpoint_every_rounds`` rounds, and shows
-progress in tokens (:mod:`adloco.progress`: a bar on a terminal, one line per
-round in a log) and live curves (:mod:`adloco.live_curves`, with a live
-folder). The replicated state (:meth:`Driver.state_dict`, saved once) and
-each process's own (:meth:`Driver.local_state_dict`: its slots' inner
-optimizer states and its RNG) go through :mod:`adloco.engine.checkpoint`;
-every process checks that all hold the same replicated state at the start and
-whenever a checkpoint is saved (:meth:`Driver._agree`). ``best_trainer`` and
-``export_model`` hand the finished run to ``adloco train``'s outputs.
+:class:`Driver` holds a round loop (:class:`Rounds`, in the engine
+:class:`adloco.engine.loop.RoundLoop`) and the run's state they share
+(:class:`adloco.engine.state.RunState`). ``run()`` has the loop create the
+trainers of round 0 or resumes from the checkpoint folder, calls
+``run_round`` until the loop says the run is ``finished``, appends each
+round's metrics rows, saves a checkpoint every ``checkpoint_every_rounds``
+rounds, and shows progress in tokens (:mod:`adloco.progress`: a bar on a
+terminal, one line per round in a log) and live curves
+(:mod:`adloco.live_curves`, with a live folder). A checkpoint holds the
+replicated state (:meth:`Driver.state_dict`, saved once) and each process's
+own (the loop's ``local_state_dict``: its slots' inner optimizer states and
+its RNG), through :mod:`adloco.engine.checkpoint`; every process checks that
+all hold the same replicated state at the start and whenever a checkpoint is
+saved (the loop's ``agree``). ``best_trainer`` and ``export_model`` hand the
+finished run to ``adloco train``'s outputs.
 """
 
 from __future__ import annotations
@@ -20,23 +22,20 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import time
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
 from adloco import paths
-from adloco.algo import merge, trust
 from adloco.clock import StepTimeCurve
 from adloco.config import ClusterConfig, ModelConfig, RunSettings, thaw
-from adloco.engine import checkpoint, methods
-from adloco.engine.inner import NodeState
-from adloco.engine.sampler import SubsetSampler, draw_subset
-from adloco.engine.trainers import Trainer, copy_inner_state
+from adloco.engine import checkpoint
+from adloco.engine.state import RunState, WallClock
+from adloco.engine.trainers import Trainer
 from adloco.live_curves import LiveCurves
-from adloco.model import DTYPES, build_model
 from adloco.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -75,210 +74,99 @@ def run_fingerprint(
     )
 
 
+class Rounds(Protocol):
+    """What the driver asks of a round loop (:class:`adloco.engine.loop.RoundLoop`)."""
+
+    state: RunState  # the replicated state the rounds advance, shared with the driver
+
+    def init_trainers(self) -> None: ...  # the trainers of round 0
+
+    def run_round(self) -> list[dict]: ...  # one round; its metrics rows
+
+    def finished(self) -> bool: ...  # whether the run ends after the last round trained
+
+    def local_state_dict(self) -> dict: ...  # this process's own state, for a checkpoint
+
+    def load_state_dict(self, state: dict, local: dict) -> None: ...  # restore a checkpoint
+
+    def remember(self, rows: list[dict]) -> None: ...  # the rows of a resumed run's rounds
+
+    def agree(self, when: str) -> None: ...  # fail unless all processes hold the same state
+
+    def export(self, trainer: Trainer) -> torch.nn.Module: ...  # a trainer's model
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """What the driver reads of a run: where and how often it checkpoints, what it shows."""
+
+    checkpoint_dir: Path  # the run's checkpoint folder (its metrics file inside)
+    fingerprint: str  # what a checkpoint must have been trained under (run_fingerprint)
+    checkpoint_every_rounds: int  # a checkpoint every this many rounds, and at the end
+    label: str  # the run as progress and the log name it ("<run> seed <seed>")
+    max_tokens: int  # the token budget: the progress bar's total
+    progress: bool = True  # a bar on a terminal (else one line per round)
+    # A finished checkpoint of the same fingerprint is resumed (at its last
+    # round, so nothing is trained) rather than trained again: how one job
+    # of every seed of a run (`adloco train --seed all`) re-writes the
+    # outputs of the seeds a killed job had finished.
+    resume_finished: bool = False
+    live_dir: Path | None = None  # the folder of the run's live curves (None: none)
+
+
 class Driver:
-    """Start, resume, checkpoint and export an :class:`adloco.engine.loop.Engine`.
+    """Start, resume, checkpoint and export a run whose rounds a :class:`Rounds` trains."""
 
-    A base of ``Engine``: it creates the trainers of round 0 or restores them,
-    using the engine's settings, slots, worker and collective, and its
-    ``run_round``. It holds the run's replicated state (round, counters, slot
-    owners, trainers) that the rounds advance.
-    """
-
-    def __init__(
-        self,
-        checkpoint_dir: str | Path,
-        fingerprint: str,
-        progress: bool,
-        resume_finished: bool,
-        live_dir: str | Path | None = None,
-    ):
-        """``progress``: a bar on a terminal (else one line per round); ``live_dir``: the
-        folder of the run's live curves (None: none)."""
-        self.ckpt_dir = Path(checkpoint_dir)
+    def __init__(self, loop: Rounds, collective, settings: DriverSettings, wall_clock: WallClock):
+        """``collective``: the processes' (the loop's own); ``wall_clock``: the one the
+        loop's rows read."""
+        self.loop = loop
+        self.state = loop.state
+        self.comm = collective
+        self.settings = settings
+        self.wall_clock = wall_clock
+        self.ckpt_dir = Path(settings.checkpoint_dir)
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = paths.metrics_file(self.ckpt_dir)
-        self.fingerprint = fingerprint
-        self.progress = progress
-        self.live_dir = live_dir
-        # A finished checkpoint of the same fingerprint is resumed (at its last
-        # round, so nothing is trained) rather than trained again: how one job
-        # of every seed of a run (`adloco train --seed all`) re-writes the
-        # outputs of the seeds a killed job had finished.
-        self.resume_finished = resume_finished
-        self.wall_offset_s = 0.0
+        self.fingerprint = settings.fingerprint
         self.history: list[dict] = []
-        # The replicated state the rounds advance (:meth:`state_dict`).
-        self.round = 0
-        self.tokens_total = 0
-        self.communications = 0
-        self.bytes_total = 0
-        self.sim_time_s = 0.0
-        self.slot_owner: dict[int, int] = {}
-        self.trainers: list[Trainer] = []
 
-    def _new_outer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
-        """The trainer's optimizer of θ: its method's (:mod:`adloco.engine.methods`)."""
-        return methods.get(self.settings.method).make_optimizer(params, self.settings)
+    @property
+    def round(self) -> int:
+        return self.state.round
 
-    def _init_trainers(self) -> None:
-        """The trainers of round 0, when there is no checkpoint to resume."""
-        shared = [p.detach().clone().float() for p in self.worker.params]
-        k = self.settings.initial_trainers
-        # Equal shares of the slots; each trainer's global batch is initial_batch per slot.
-        first_slots = merge.slot_counts(dict.fromkeys(range(k), len(self.slots)), len(self.slots))
-        for t in range(k):
-            if self.settings.init == "independent" and t > 0:
-                model = build_model(
-                    self.model_config, self.data.vocab_size, self.seq_len, self.seed * 1000 + t
-                )
-                params = [p.detach().clone().float().to(self.device) for p in model.parameters()]
-            else:
-                params = [p.clone() for p in shared]
-            subset = draw_subset(
-                len(self.train_split), self.settings.subset_fraction, self.seed * 7919 + t
-            )
-            sampler = SubsetSampler(subset, seed=self.seed * 104_729 + t)
-            batch = self.initial_local_batch * first_slots[t]
-            self.trainers.append(Trainer(t, params, self._new_outer(params), batch, sampler))
+    @property
+    def trainers(self) -> list[Trainer]:
+        return self.state.trainers
 
     def state_dict(self) -> dict:
         """The replicated state: identical on every process, saved once (by rank 0)."""
         return {
-            "round": self.round,
-            "tokens_total": self.tokens_total,
-            "communications": self.communications,
-            "bytes_total": self.bytes_total,
-            "sim_time_s": self.sim_time_s,
-            "wall_time_s": self._wall_s(),
-            "slot_owner": [[s, t] for s, t in sorted(self.slot_owner.items())],
-            "trainers": [
-                {
-                    "id": t.id,
-                    "params": [p.cpu() for p in t.params],
-                    "outer_state": t.outer_opt.state_dict(),
-                    "global_batch": t.global_batch,
-                    "sampler": t.sampler.state_dict(),
-                    "tokens": t.tokens,
-                    "direction": None if t.direction is None else [d.cpu() for d in t.direction],
-                    "smoothed": json.dumps(None if t.smoothed is None else t.smoothed.as_dict()),
-                }
-                for t in self.trainers
-            ],
+            **self.state.counters(),
+            "wall_time_s": self.wall_clock.elapsed_s(),
+            **self.state.owners_and_trainers(),
             "history": json.dumps(self.history),
-        }
-
-    def local_state_dict(self) -> dict:
-        """This process's own state: inner optimizer states of the slots it runs, its RNG."""
-        return {
-            "nodes": [
-                {"slot": n.slot, "inner_state": n.inner_state}
-                for n in self.nodes.values()
-                if self.comm.owns(n.slot) and n.inner_state is not None
-            ],
-            "rng": torch.get_rng_state(),
         }
 
     def load_state_dict(self, state: dict, local: dict) -> None:
         """Restore from :meth:`state_dict` and ``local`` (``{"nodes": {slot: inner}, "rng"}``)."""
-        self.round = state["round"]
-        self.tokens_total = state["tokens_total"]
-        self.communications = state["communications"]
-        self.bytes_total = state["bytes_total"]
-        self.sim_time_s = state["sim_time_s"]
-        self.wall_offset_s = state["wall_time_s"]
-        self.slot_owner = {int(s): int(t) for s, t in state["slot_owner"]}
-        self.trainers = []
-        for ts in state["trainers"]:
-            params = [p.to(self.device) for p in ts["params"]]
-            opt = self._new_outer(params)
-            opt.load_state_dict(ts["outer_state"])
-            direction = ts["direction"]
-            self.trainers.append(
-                Trainer(
-                    ts["id"],
-                    params,
-                    opt,
-                    ts["global_batch"],
-                    SubsetSampler.from_state_dict(ts["sampler"]),
-                    ts["tokens"],
-                    None if direction is None else [d.to(self.device) for d in direction],
-                    trust.Smoothed.from_dict(json.loads(ts["smoothed"])),
-                )
-            )
-        for slot in self.nodes:
-            self.nodes[slot] = NodeState(
-                slot, copy_inner_state(local["nodes"].get(slot), self.device)
-            )
-        if local["rng"] is not None:
-            torch.set_rng_state(local["rng"])
+        self.loop.load_state_dict(state, local)
+        self.wall_clock.offset_s = state["wall_time_s"]
         self.history = json.loads(state["history"])
-
-    def _replica_digest(self) -> int:
-        """A 31-bit digest of the replicated state; equal on all processes whose replicas agree."""
-        values = [self.round, self.tokens_total]
-        for t in self.trainers:
-            # The bit patterns of θ: any changed bit changes the sum (barring cancellation).
-            bits = torch.stack(
-                [p.detach().contiguous().view(torch.int32).sum(dtype=torch.int64) for p in t.params]
-            ).sum()
-            values += [t.id, t.global_batch, t.sampler.epoch, t.sampler.position, int(bits)]
-        digest = 0
-        for v in values:
-            digest = (digest * 1_000_003 + v) % (2**31 - 1)
-        return digest
-
-    def _agree(self, when: str) -> None:
-        """Fail on every process unless all hold the same round and replicated state.
-
-        Also a barrier. Sums of small integers are exact in float64, so the
-        check is exact; a second reduction makes every process reach the same
-        verdict.
-        """
-        mine = torch.tensor(
-            [self.round, self._replica_digest()], dtype=torch.float64, device=self.device
-        )
-        total = mine.clone()
-        self.comm.all_reduce_sum_([total])
-        verdict = torch.tensor(
-            [0.0 if torch.equal(total, mine * self.comm.world_size) else 1.0],
-            dtype=torch.float64,
-            device=self.device,
-        )
-        self.comm.all_reduce_sum_([verdict])
-        if verdict.item() > 0:
-            raise RuntimeError(
-                f"rank {self.comm.rank}: the {self.comm.world_size} processes disagree on the "
-                f"round or the trainers' state {when}; their replicas diverged (different "
-                "checkpoints, code or non-deterministic kernels)"
-            )
-
-    def trainer_by_id(self, trainer_id: int) -> Trainer:
-        return next(t for t in self.trainers if t.id == trainer_id)
-
-    def _finished(self, r: int, pending_tokens: int = 0) -> bool:
-        """Whether the run ends after round ``r``, with ``pending_tokens`` not yet counted."""
-        return (
-            r >= self.settings.max_rounds
-            or self.tokens_total + pending_tokens >= self.settings.max_tokens
-        )
-
-    def _wall_s(self) -> float:
-        return self.wall_offset_s + (time.perf_counter() - self._t0)
+        self.loop.remember(self.history)
 
     def start(self) -> None:
         """Resume from the checkpoint folder, or create the trainers of round 0."""
-        self._t0 = time.perf_counter()
+        self.wall_clock.restart()
         if not self.load_checkpoint():
-            self._init_trainers()
+            self.loop.init_trainers()
             if self.comm.is_writer:
                 self.metrics_path.write_text("")
         else:
-            log.info(
-                "resuming %s seed %d after round %d", self.settings.name, self.seed, self.round
-            )
+            log.info("resuming %s after round %d", self.settings.label, self.round)
             if self.comm.is_writer:
                 self._truncate_metrics()
-        self._agree("at the start")
+        self.loop.agree("at the start")
 
     def run(self) -> list[dict]:
         """Train to the end, resuming from the checkpoint folder; return all rows."""
@@ -286,29 +174,28 @@ class Driver:
         writer = self.comm.is_writer
         # Progress in tokens: runs end at the token budget, after however many rounds.
         shown = Progress(
-            f"{self.settings.name} seed {self.seed}",
+            self.settings.label,
             self.settings.max_tokens,
-            self.tokens_total,
+            self.state.tokens_total,
             writer,
-            self.progress,
+            self.settings.progress,
         )
         curves = LiveCurves(
-            self.live_dir if writer else None,
+            self.settings.live_dir if writer else None,
             [(rows[-1]["tokens_total"], round_scalars(rows)) for rows in rounds(self.history)],
         )
         try:
-            while not self._finished(self.round):
-                rows = self.run_round()
+            while not self.loop.finished():
+                rows = self.loop.run_round()
                 if writer:
                     with open(self.metrics_path, "a") as fh:
                         for row in rows:
                             fh.write(json.dumps(row) + "\n")
                 self.history.extend(rows)
-                if self.round % self.settings.checkpoint_every_rounds == 0 or self._finished(
-                    self.round
-                ):
+                every = self.settings.checkpoint_every_rounds
+                if self.round % every == 0 or self.loop.finished():
                     self.save_checkpoint()
-                shown.report(self.tokens_total, round_fields(rows), rows[-1]["wall_time_s"])
+                shown.report(self.state.tokens_total, round_fields(rows), rows[-1]["wall_time_s"])
                 curves.add(rows[-1]["tokens_total"], round_scalars(rows))
         finally:
             shown.close()
@@ -322,10 +209,10 @@ class Driver:
             self.round,
             self.fingerprint,
             self.state_dict() if self.comm.is_writer else None,
-            self.local_state_dict(),
+            self.loop.local_state_dict(),
             self.comm.rank,
             self.comm.world_size,
-            barrier=lambda: self._agree(f"when saving round {self.round}"),
+            barrier=lambda: self.loop.agree(f"when saving round {self.round}"),
         )
 
     def load_checkpoint(self) -> bool:
@@ -335,7 +222,7 @@ class Driver:
         it is moved aside to ``<folder>.stale`` and the run starts over.
         """
         try:
-            saved = checkpoint.load(self.ckpt_dir, self.fingerprint, self.resume_finished)
+            saved = checkpoint.load(self.ckpt_dir, self.fingerprint, self.settings.resume_finished)
             stale = None
         except checkpoint.StaleCheckpointError as exc:
             saved, stale = None, exc
@@ -363,12 +250,11 @@ class Driver:
         alive = {t.id for t in self.trainers}
         scored = sorted((r["val_perplexity"], r["trainer"]) for r in last if r["trainer"] in alive)
         best_id = scored[0][1] if scored else self.trainers[0].id
-        return self.trainer_by_id(best_id)
+        return self.state.trainer_by_id(best_id)
 
     def export_model(self, trainer: Trainer) -> torch.nn.Module:
-        self.worker.load(trainer.params)
-        dtype = DTYPES[self.model_config.dtype]
-        return self.worker.model.to(dtype)
+        """The trainer's model, at the model's dtype (the loop's ``export``)."""
+        return self.loop.export(trainer)
 
 
 def rounds(rows: list[dict]) -> Iterator[list[dict]]:

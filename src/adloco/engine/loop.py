@@ -1,6 +1,6 @@
 """The round loop: trainers, node slots, outer steps, batch tests, merges.
 
-One round reads top to bottom in :meth:`Engine.run_round`: node slots are
+One round reads top to bottom in :meth:`RoundLoop.run_round`: node slots are
 allocated to trainers in proportion to their requested global batches
 (``allocate``); each trainer's global batch is split over its slots and turned
 into the micro-batches of every inner step, the last round cut to the token
@@ -9,15 +9,14 @@ trainer's θ (``inner.Worker``), the trainer averages its slots' parameters,
 weighted by tokens, takes an outer step and is evaluated when due, all rolled
 back and retried on fresh batches if anything turns non-finite (``train``); the
 batch test turns the first inner step's gradient statistics into the next
-global batch (``test``); every ``merge_frequency`` rounds the trainers with the
-smallest batches merge (``merge``); a metrics row per trainer is written with
-the simulated time of the round (``record``). Slots run one after another in
-one process, or stacked (``engine.slots``), so a seed gives bit-identical
-results on CPU; the distributed backend must match this engine. What runs the
-rounds and keeps them (start or resume, checkpoints, replica agreement, the
-progress bar, the exported model) is :class:`adloco.engine.driver.Driver`; the
-state the round works on (slots, trainers, a trainer's round) is
-:mod:`adloco.engine.trainers`.
+global batch (``test``, :mod:`adloco.engine.batch_step`); every
+``merge_frequency`` rounds the trainers with the smallest batches merge
+(``merge``); a metrics row per trainer is written with the simulated time of
+the round (``record``). Slots run one after another in one process, or stacked
+(``engine.slots``), so a seed gives bit-identical results on CPU; the
+distributed backend must match this engine. The rounds advance a
+:class:`adloco.engine.state.RunState`; :class:`adloco.engine.driver.Driver`
+drives and keeps them through the methods of the loop's first section.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from pathlib import Path
 
 import torch
 
@@ -33,21 +31,23 @@ from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
 from adloco.config import ClusterConfig, ModelConfig, RunSettings
 from adloco.engine import ddp, divergence, methods
+from adloco.engine.batch_step import apply_test
 from adloco.engine.collective import LocalCollective
-from adloco.engine.driver import Driver, run_fingerprint
 from adloco.engine.inner import NodeState, Worker
+from adloco.engine.sampler import SubsetSampler, draw_subset
 from adloco.engine.slots import SlotJob, SlotRunner
+from adloco.engine.state import RunState, WallClock, agree
 from adloco.engine.trainers import (
     MergeTransfer,
     SlotPlan,
     Trainer,
     TrainerRound,
     TrainingDiverged,
-    absorb,
     build_slots,
     copy_inner_state,
     copy_outer_state,
     initial_local_batch,
+    merge_group,
     sync_payload_bytes,
 )
 from adloco.model import DTYPES, build_model, evaluate, evaluation_sample, num_parameters
@@ -58,8 +58,14 @@ log = logging.getLogger(__name__)
 MAX_NAN_RETRIES = 3
 
 
-class Engine(Driver):
-    """Trains one run for one seed; ``run()`` resumes from the last checkpoint."""
+class RoundLoop:
+    """The rounds of one run for one seed, behind the interface its driver calls.
+
+    The driver (:class:`adloco.engine.driver.Driver`) calls ``init_trainers``
+    or ``load_state_dict``, then ``run_round`` until ``finished``; ``agree``,
+    ``local_state_dict`` and ``export`` serve its checkpoints and outputs. The
+    replicated state the rounds advance is ``state``, shared with the driver.
+    """
 
     def __init__(
         self,
@@ -70,35 +76,25 @@ class Engine(Driver):
         cluster: ClusterConfig,
         max_batches: Mapping[str, int],
         curves: Mapping[str, clock.StepTimeCurve],
-        checkpoint_dir: str | Path,
         *,
-        base_sha256: Mapping[str, str] | None = None,
         lr_keys: tuple[str, str] = ("inner_lr", "outer_lr"),
         device: torch.device | None = None,
-        progress: bool = True,
         collective=None,
-        resume_finished: bool = False,
-        live_dir: str | Path | None = None,
+        wall_clock: WallClock | None = None,
     ):
-        """``model``: a base model resolved (:func:`adloco.base_model.start_model`,
-        its ``base_sha256`` in the fingerprint); ``lr_keys``: where the run's
-        inner and outer lr are written, for the message of a diverged round;
-        ``live_dir``: where the run's live curves go (:mod:`adloco.live_curves`)."""
+        """``model``: a base model resolved (:func:`adloco.base_model.start_model`);
+        ``lr_keys``: where the run's inner and outer lr are written, for the
+        message of a diverged round; ``wall_clock``: the run's, for the rows."""
         self.settings = settings
         self.seed = seed
         self.data = data
         self.model_config = model
         self.lr_keys = lr_keys
         self.curves = dict(curves)
-        super().__init__(
-            checkpoint_dir,
-            run_fingerprint(
-                settings, seed, model, base_sha256, cluster, max_batches, self.curves, data
-            ),
-            progress,
-            resume_finished,
-            live_dir,
-        )
+        self.wall_clock = wall_clock or WallClock()
+        self.state = RunState()
+        # Each trainer's train loss in its last round (what a diverged round's advice reads).
+        self.last_train_loss: dict[int, float] = {}
         self.train_split = data.split("train")
         self.val_split = data.split("validation")
         self.seq_len = data.seq_len_tokens
@@ -121,36 +117,107 @@ class Engine(Driver):
         self.eval_seqs = evaluation_sample(self.val_split, settings.eval_sequences)
         self.nodes = {s.index: NodeState(s.index) for s in self.slots}
 
+    # ------------------------------------------------------ the driver's interface
+    def new_outer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        """The trainer's optimizer of θ: its method's (:mod:`adloco.engine.methods`)."""
+        return self.method.make_optimizer(params, self.settings)
+
+    def init_trainers(self) -> None:
+        """The trainers of round 0, when there is no checkpoint to resume."""
+        shared = [p.detach().clone().float() for p in self.worker.params]
+        k = self.settings.initial_trainers
+        # Equal shares of the slots; each trainer's global batch is initial_batch per slot.
+        first_slots = merge.slot_counts(dict.fromkeys(range(k), len(self.slots)), len(self.slots))
+        for t in range(k):
+            if self.settings.init == "independent" and t > 0:
+                model = build_model(
+                    self.model_config, self.data.vocab_size, self.seq_len, self.seed * 1000 + t
+                )
+                params = [p.detach().clone().float().to(self.device) for p in model.parameters()]
+            else:
+                params = [p.clone() for p in shared]
+            subset = draw_subset(
+                len(self.train_split), self.settings.subset_fraction, self.seed * 7919 + t
+            )
+            sampler = SubsetSampler(subset, seed=self.seed * 104_729 + t)
+            batch = self.initial_local_batch * first_slots[t]
+            self.state.trainers.append(Trainer(t, params, self.new_outer(params), batch, sampler))
+
+    def finished(self, r: int | None = None, pending_tokens: int = 0) -> bool:
+        """Whether the run ends after round ``r`` (None: the last trained), with
+        ``pending_tokens`` not yet counted."""
+        r = self.state.round if r is None else r
+        return (
+            r >= self.settings.max_rounds
+            or self.state.tokens_total + pending_tokens >= self.settings.max_tokens
+        )
+
+    def local_state_dict(self) -> dict:
+        """This process's own state: inner optimizer states of the slots it runs, its RNG."""
+        return {
+            "nodes": [
+                {"slot": n.slot, "inner_state": n.inner_state}
+                for n in self.nodes.values()
+                if self.comm.owns(n.slot) and n.inner_state is not None
+            ],
+            "rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict, local: dict) -> None:
+        """Restore the replicated ``state`` (:class:`RunState`'s entries of a checkpoint)
+        and ``local`` (``{"nodes": {slot: inner}, "rng"}``)."""
+        self.state.load_state_dict(state, self.new_outer, self.device)
+        for slot in self.nodes:
+            self.nodes[slot] = NodeState(
+                slot, copy_inner_state(local["nodes"].get(slot), self.device)
+            )
+        if local["rng"] is not None:
+            torch.set_rng_state(local["rng"])
+
+    def remember(self, rows: list[dict]) -> None:
+        """Take in metrics rows already trained (a resumed run's): each trainer's last loss."""
+        for row in rows:
+            self.last_train_loss[row["trainer"]] = row["train_loss"]
+
+    def agree(self, when: str) -> None:
+        """Fail on every process unless all hold the same replicated state (:func:`agree`)."""
+        agree(self.comm, self.device, self.state, when)
+
+    def export(self, trainer: Trainer) -> torch.nn.Module:
+        """The trainer's θ in the model, at the model's dtype."""
+        self.worker.load(trainer.params)
+        return self.worker.model.to(DTYPES[self.model_config.dtype])
+
     # ----------------------------------------------------------- round
     def run_round(self) -> list[dict]:
         """Train one round of every trainer; the metrics rows it adds."""
-        r = self.round + 1
+        r = self.state.round + 1
         self.allocate()
         plans, base_lrs = self.plan()
         planned = sum(p.sequences for ps in plans.values() for p in ps) * self.seq_len
-        evaluate_now = r % self.settings.eval_every_rounds == 0 or self._finished(r, planned)
-        results = [self.train(t, plans[t.id], base_lrs, evaluate_now) for t in self.trainers]
+        evaluate_now = r % self.settings.eval_every_rounds == 0 or self.finished(r, planned)
+        results = [self.train(t, plans[t.id], base_lrs, evaluate_now) for t in self.state.trainers]
         for res in results:
             self.test(res)
         merged = self.merge(r, evaluate_now)
         rows = self.record(r, results, merged)
-        self.round = r
+        self.state.round = r
         return rows
 
     def allocate(self) -> None:
         """Slots to trainers in proportion to their global batches, moving as few as possible."""
-        batches = {t.id: t.global_batch for t in self.trainers}
-        owner = merge.allocate_slots(batches, len(self.slots), self.slot_owner or None)
+        batches = {t.id: t.global_batch for t in self.state.trainers}
+        owner = merge.allocate_slots(batches, len(self.slots), self.state.slot_owner or None)
         moved = 0
         for slot, trainer in owner.items():
-            if self.slot_owner.get(slot) != trainer:
+            if self.state.slot_owner.get(slot) != trainer:
                 # Inner optimizer moments belong to the trajectory a slot followed;
                 # a slot that joins another trainer starts them afresh.
                 self.nodes[slot].inner_state = None
-                moved += slot in self.slot_owner
-        self.slot_owner = owner
+                moved += slot in self.state.slot_owner
+        self.state.slot_owner = owner
         if moved:
-            self.trainers[0].events.append({"type": "realloc", "slots_moved": moved})
+            self.state.trainers[0].events.append({"type": "realloc", "slots_moved": moved})
 
     def plan(self) -> tuple[dict[int, list[SlotPlan]], list[float]]:
         """Every slot's steps this round, and the schedule's inner lr before each step.
@@ -159,9 +226,9 @@ class Engine(Driver):
         local batch into micro-batches; a round that would pass the token budget
         is cut (:mod:`adloco.algo.budget`, the same rule for every method).
         """
-        step_plans = {}
-        for t in self.trainers:
-            mine = [s for s in self.slot_owner if self.slot_owner[s] == t.id]
+        step_plans, owner = {}, self.state.slot_owner
+        for t in self.state.trainers:
+            mine = [s for s in owner if owner[s] == t.id]
             for index, local in merge.local_batches(t.global_batch, mine).items():
                 step_plans[index] = switch.plan_step(
                     local,
@@ -169,12 +236,12 @@ class Engine(Driver):
                     self.settings.switch,
                     self.settings.switch_lambda,
                 )
-        left = math.ceil((self.settings.max_tokens - self.tokens_total) / self.seq_len)
+        left = math.ceil((self.settings.max_tokens - self.state.tokens_total) / self.seq_len)
         sequences = budget.round_step_sequences(
             {i: p.effective for i, p in step_plans.items()}, self.H, left
         )
         testing = self.batch_test.adaptive
-        plans: dict[int, list[SlotPlan]] = {t.id: [] for t in self.trainers}
+        plans: dict[int, list[SlotPlan]] = {t.id: [] for t in self.state.trainers}
         for index, plan in sorted(step_plans.items()):
             blocks = (
                 trust.stats_blocks(
@@ -189,14 +256,14 @@ class Engine(Driver):
                 self.settings.stats_microbatches if testing else None,
                 [h for b in blocks for h in b],
             )
-            plans[self.slot_owner[index]].append(SlotPlan(self.slots[index], plan, steps, blocks))
+            plans[owner[index]].append(SlotPlan(self.slots[index], plan, steps, blocks))
         # The schedule advances with the cluster's tokens, step by step, in
         # lock-step for every slot, whatever order the slots run in here.
         per_step = [0] * max(len(v) for v in sequences.values())
         for v in sequences.values():
             for h, n in enumerate(v):
                 per_step[h] += n
-        seen = self.tokens_total
+        seen = self.state.tokens_total
         base_lrs = []
         for n in per_step:
             base_lrs.append(
@@ -237,7 +304,9 @@ class Engine(Driver):
             failure = self._attempt(trainer, res, evaluate_now)
             if failure is None:
                 return res
-            log.warning("trainer %d round %d: non-finite %s", trainer.id, self.round + 1, failure)
+            log.warning(
+                "trainer %d round %d: non-finite %s", trainer.id, self.state.round + 1, failure
+            )
             trainer.events.append({"type": "nan_rollback", "attempt": attempt + 1, "what": failure})
             with torch.no_grad():
                 torch._foreach_copy_(trainer.params, [t.to(self.device) for t in theta])
@@ -250,18 +319,17 @@ class Engine(Driver):
             # sees fresh data from the same θ and optimizer states.
         raise TrainingDiverged(
             f"trainer {trainer.id}: non-finite {failure} in {MAX_NAN_RETRIES + 1} attempts of "
-            f"round {self.round + 1}; {self._divergence_advice(trainer, theta, failure)}"
+            f"round {self.state.round + 1}; {self._divergence_advice(trainer, theta, failure)}"
         )
 
     def _divergence_advice(self, trainer: Trainer, theta: list[torch.Tensor], failure: str) -> str:
         """Which lr to lower first (:mod:`adloco.engine.divergence`), from θ's validation loss
         at the start of the round and the trainer's inner loss in its previous round."""
-        rows = [r for r in self.history if r["trainer"] == trainer.id]
         start_loss = previous = None
-        if rows and self.method.outer_step:
+        if trainer.id in self.last_train_loss and self.method.outer_step:
             self.worker.load([t.to(self.device) for t in theta])
             val = evaluate(self.worker.model, self.eval_seqs, self.settings.eval_batch)
-            start_loss, previous = val["loss"], rows[-1]["train_loss"]
+            start_loss, previous = val["loss"], self.last_train_loss[trainer.id]
         return divergence.advice(failure, start_loss, previous, self.data.vocab_size, self.lr_keys)
 
     def _attempt(self, trainer: Trainer, res: TrainerRound, evaluate_now: bool) -> str | None:
@@ -352,48 +420,8 @@ class Engine(Driver):
         return None
 
     def test(self, res: TrainerRound) -> None:
-        """The batch test: the trainer's next global batch from its running estimate.
-
-        This round's estimate joins the trainer's running one, and the test
-        acts only on a trustworthy estimate (:mod:`adloco.algo.trust`).
-        """
-        trainer = res.trainer
-        if res.round_stats is None:
-            return
-        trainer.smoothed = trust.smooth(trainer.smoothed, res.estimate, self.settings.stats_decay)
-        usable, abstain = trust.usable(
-            trainer.smoothed, self.settings.stats_min_dof, trainer.global_batch
-        )
-        new_batch, requested = batch_tests.next_batch(
-            self.batch_test.name,
-            usable,
-            trainer.global_batch,
-            self.test_settings,
-            max_growth=self.settings.max_batch_growth,
-        )
-        if self.batch_test.needs_reference:
-            # The next round's reference direction: the pooled statistics
-            # gradient, or (scalars) the pseudo-gradient every node already holds.
-            source = (
-                res.round_stats.pooled_sum()
-                if self.settings.stats_reduce == "vector"
-                else res.pseudo_gradient
-            )
-            trainer.direction = [g.detach().clone() for g in source]
-        if new_batch != trainer.global_batch:
-            trainer.events.append(
-                {"type": "batch_change", "from": trainer.global_batch, "to": new_batch}
-            )
-        res.test = {"groups": res.round_stats.groups, "samples": 0, "dof": 0}
-        if res.estimate is not None:
-            res.test.update(res.estimate.as_dict())
-            res.test["noise_scale"] = trust.noise_scale(
-                res.estimate.trace_cov, res.estimate.grad_sqnorm
-            )
-        res.test["smoothed"] = None if trainer.smoothed is None else trainer.smoothed.as_dict()
-        res.test["requested_global"] = requested
-        res.test["decision"] = _decision(abstain, trainer.global_batch, new_batch, requested)
-        trainer.global_batch = new_batch
+        """The batch test (:func:`adloco.engine.batch_step.apply_test`)."""
+        apply_test(res, self.batch_test, self.test_settings, self.settings)
 
     def merge(self, r: int, evaluate_now: bool = False) -> MergeTransfer | None:
         """Merge the trainers with the smallest global batches when due.
@@ -405,40 +433,20 @@ class Engine(Driver):
         if (
             self.settings.merge == "none"
             or r % self.settings.merge_frequency != 0
-            or len(self.trainers) < 2
+            or len(self.state.trainers) < 2
         ):
             return None
-        batches = {t.id: t.global_batch for t in self.trainers}
-        ids = merge.select_for_merge(batches, self.settings.merge_count)
-        keep_id = merge.kept_trainer(batches, ids)
-        group = [t for t in self.trainers if t.id in ids]
-        weights = merge.merge_weights([t.global_batch for t in group])
-        kept = self.trainer_by_id(keep_id)
-        with_momentum = self.settings.outer_momentum > 0
-        absorb(kept, group, weights, with_momentum)
-        new_batch = merge.merged_batch([t.global_batch for t in group], self.settings.merge_batch)
-        kept.events.append(
-            {
-                "type": "merge",
-                "merged": ids,
-                "kept": keep_id,
-                "weights": weights,
-                "batches": [t.global_batch for t in group],
-                "batch": new_batch,
-                "rule": self.settings.merge_batch,
-            }
-        )
-        kept.global_batch = new_batch
+        kept, ids = merge_group(self.state.trainers, self.settings)
         if evaluate_now:
             self.worker.load(kept.params)
             val = evaluate(self.worker.model, self.eval_seqs, self.settings.eval_batch)
             kept.events[-1].update(
                 val_loss_merged=val["loss"], val_perplexity_merged=val["perplexity"]
             )
-        self.trainers = [t for t in self.trainers if t.id == keep_id or t.id not in ids]
+        self.state.trainers = [t for t in self.state.trainers if t.id == kept.id or t.id not in ids]
         # Every absorbed trainer sends its parameters (and momentum) to the kept one.
-        payload = self.num_params * 4 * (2 if with_momentum else 1)
-        return MergeTransfer(keep_id, payload, len(ids) - 1)
+        payload = self.num_params * 4 * (2 if self.settings.outer_momentum > 0 else 1)
+        return MergeTransfer(kept.id, payload, len(ids) - 1)
 
     def record(
         self, r: int, results: list[TrainerRound], merged: MergeTransfer | None
@@ -461,13 +469,13 @@ class Engine(Driver):
             self.network,
             self.slot_sharing,
         )
-        self.sim_time_s += round_s
-        self.tokens_total += sum(res.tokens for res in results)
+        self.state.sim_time_s += round_s
+        self.state.tokens_total += sum(res.tokens for res in results)
         rows = []
         for res in results:
-            self.communications += res.sync.allreduce_count
+            self.state.communications += res.sync.allreduce_count
             row_bytes = res.sync.bytes_moved()
-            self.bytes_total += row_bytes
+            self.state.bytes_total += row_bytes
             res.trainer.tokens += res.tokens
             row = MetricsRow(
                 run=self.settings.name,
@@ -475,26 +483,16 @@ class Engine(Driver):
                 method=self.settings.method,
                 round=r,
                 active_trainers=len(results),
-                tokens_total=self.tokens_total,
-                communications=self.communications,
+                tokens_total=self.state.tokens_total,
+                communications=self.state.communications,
                 bytes=row_bytes,
-                bytes_total=self.bytes_total,
-                sim_time_s=self.sim_time_s,
+                bytes_total=self.state.bytes_total,
+                sim_time_s=self.state.sim_time_s,
                 round_time_s=round_s,
-                wall_time_s=self._wall_s(),
+                wall_time_s=self.wall_clock.elapsed_s(),
                 **res.row_fields(),
             )
             rows.append(row.as_dict())
             res.trainer.events = []
+        self.remember(rows)
         return rows
-
-
-def _decision(abstain: str, old: int, new: int, requested: float | None) -> str:
-    """Why the batch test changed the batch or not, for the metrics row."""
-    if abstain:
-        return f"kept: {abstain}"
-    if requested is None:
-        return "kept: the test could not say"
-    if new > old:
-        return "raised" if new >= math.ceil(requested) else "raised to the growth cap"
-    return "kept: the test asks for no more"

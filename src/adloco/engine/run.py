@@ -1,7 +1,7 @@
 """`adloco train`: one run of the configuration for one seed, or (`--seed all`) each of its seeds.
 
 Reads the tokenized data and the calibration results, trains with
-:class:`adloco.engine.loop.Engine`, and writes ``metrics.jsonl``,
+:func:`adloco.engine.compose.build_engine`, and writes ``metrics.jsonl``,
 ``summary.json`` and ``final/`` (the best trainer's model with the tokenizer
 and a model card, :func:`adloco.hf_export.save_model_folder`) into the run
 folder. Checkpoints go to a separate folder (``--checkpoints``) that
@@ -31,7 +31,8 @@ from adloco.calibration_record import (
 from adloco.config import ClusterConfig, Config, RunSettings, check_subset_fraction, load_config
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, distributed
-from adloco.engine.loop import Engine
+from adloco.engine.compose import build_engine
+from adloco.engine.driver import Driver
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
 from adloco.hf_export import Provenance, command_line, save_model_folder
 from adloco.io import atomic_dir, check_replaceable, write_json_atomic
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                                  device=device, collective=collective,
                                  resume_finished=len(todo) > 1)  # fmt: skip
             # Before any step: the calibration was measured on the model just built.
-            check_calibrated_model(args.calibration, config.cluster, engine.num_params,
+            check_calibrated_model(args.calibration, config.cluster, engine.loop.num_params,
                                    data.seq_len_tokens)  # fmt: skip
             command = seed_command(args, seed, out, checkpoints)
             train_seed(engine, data, out, checkpoints, experiment=config.experiment,
@@ -164,12 +165,12 @@ def make_engine(
     checkpoints: Path,
     args: argparse.Namespace,
     **options,
-) -> Engine:
+) -> Driver:
     """The engine of one seed of the run, from the typed sections it needs.
 
     ``options``: the engine's device, collective and ``resume_finished``.
     """
-    return Engine(
+    return build_engine(
         settings,
         seed,
         data,
@@ -198,7 +199,7 @@ def seed_live_dir(args: argparse.Namespace, seed: int) -> Path | None:
 
 
 def train_seed(
-    engine: Engine, data, out: Path, checkpoints: Path, *, experiment: str, command: str
+    engine: Driver, data, out: Path, checkpoints: Path, *, experiment: str, command: str
 ) -> None:
     """Train (or resume) one seed and write its outputs; the folder is then marked finished.
 
@@ -209,9 +210,11 @@ def train_seed(
         rows = engine.run()
     except TrainingDiverged as exc:
         # A diverged run is a result of its settings, not a crash: one line, no traceback.
-        raise ValueError(f"{engine.settings.name} seed {engine.seed} diverged: {exc}") from exc
+        raise ValueError(f"{engine.settings.label} diverged: {exc}") from exc
     if engine.comm.is_writer:
-        write_outputs(engine, rows, data, out, engine.seed, experiment=experiment, command=command)
+        write_outputs(
+            engine, rows, data, out, engine.loop.seed, experiment=experiment, command=command
+        )
         # Only now: a job killed before this point resumes; a new job on a
         # finished run (--forcerun, a changed input) trains it again.
         checkpoint.mark_finished(checkpoints, {"out": str(out), "round": engine.round})
@@ -228,7 +231,8 @@ def write_outputs(
     """
     best = engine.best_trainer()
     model = engine.export_model(best)
-    summary = summarize(rows, engine.settings, seed, len(engine.trainers))
+    settings = engine.loop.settings
+    summary = summarize(rows, settings, seed, len(engine.trainers))
     summary["final_trainer"] = best.id
     last = max(r["round"] for r in rows)
     measured = [
@@ -238,14 +242,14 @@ def write_outputs(
     ]
     provenance = Provenance(
         experiment=experiment,
-        what=f"run {engine.settings.name}, seed {seed}",
-        about=f"The run's final model (method {engine.settings.method}): trainer {best.id}, "
+        what=f"run {settings.name}, seed {seed}",
+        about=f"The run's final model (method {settings.method}): trainer {best.id}, "
         f"the best in validation perplexity of the {len(engine.trainers)} trainer(s) left at "
         "the end. Tokens trained: all trainers' together.",
         tokens=summary["tokens_total"],
         val_perplexity=measured[-1] if measured else None,
         command=command,
-        tags=(engine.settings.method,),
+        tags=(settings.method,),
     )
     with atomic_dir(out, RUN_FILES, "--out") as folder:
         shutil.copyfile(engine.metrics_path, paths.metrics_file(folder))
@@ -254,7 +258,7 @@ def write_outputs(
         write_json_atomic(paths.run_summary_file(folder), summary)
     log.info(
         "%s seed %d: final val perplexity %s",
-        engine.settings.name,
+        settings.name,
         seed,
         summary["final_val_perplexity"],
     )

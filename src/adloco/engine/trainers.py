@@ -1,12 +1,12 @@
 """What the round works on: node slots, trainers, a trainer's round, and their sizes.
 
-The types :class:`adloco.engine.loop.Engine` passes between the steps of a
+The types :class:`adloco.engine.loop.RoundLoop` passes between the steps of a
 round (allocate, plan, train, test, merge, record) and that
-:class:`adloco.engine.driver.Driver` saves and restores: a node slot of a
+:mod:`adloco.engine.state` saves and restores: a node slot of a
 device, a trainer (its θ, outer optimizer, requested global batch and
 sampler), what one slot runs in a round and one trainer's result of it. Also
-the slots of a cluster, a slot's initial local batch and what a trainer's
-nodes put into a round's all-reduces.
+the slots of a cluster, a slot's initial local batch, what a trainer's nodes
+put into a round's all-reduces, and the merge of a group of trainers.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class SlotPlan:
 
 @dataclass
 class TrainerRound:
-    """One trainer's result of a round; :meth:`Engine.record` turns it into a metrics row."""
+    """One trainer's result of a round; :meth:`RoundLoop.record` turns it into a metrics row."""
 
     trainer: Trainer
     slots: list[SlotPlan]
@@ -153,6 +153,35 @@ def absorb(kept: Trainer, group: list[Trainer], weights: list[float], momentum: 
     kept.tokens = sum(t.tokens for t in group)
     kept.direction = None  # directions of different trainers do not average meaningfully
     kept.smoothed = trust.pool([t.smoothed for t in group], weights)
+
+
+def merge_group(trainers: list[Trainer], settings: RunSettings) -> tuple[Trainer, list[int]]:
+    """The trainers with the smallest global batches merged into one (``train.merge_*``).
+
+    The kept trainer takes the group's merged state (:func:`absorb`), the
+    merged global batch and a merge event; returns it and the ids merged.
+    """
+    batches = {t.id: t.global_batch for t in trainers}
+    ids = merge.select_for_merge(batches, settings.merge_count)
+    keep_id = merge.kept_trainer(batches, ids)
+    group = [t for t in trainers if t.id in ids]
+    weights = merge.merge_weights([t.global_batch for t in group])
+    kept = next(t for t in trainers if t.id == keep_id)
+    absorb(kept, group, weights, settings.outer_momentum > 0)
+    new_batch = merge.merged_batch([t.global_batch for t in group], settings.merge_batch)
+    kept.events.append(
+        {
+            "type": "merge",
+            "merged": ids,
+            "kept": keep_id,
+            "weights": weights,
+            "batches": [t.global_batch for t in group],
+            "batch": new_batch,
+            "rule": settings.merge_batch,
+        }
+    )
+    kept.global_batch = new_batch
+    return kept, ids
 
 
 @dataclass(frozen=True)
