@@ -150,3 +150,24 @@ def test_runs_carry_their_seeds_and_where_each_setting_is_written():
 def test_a_section_is_checked_against_its_own_schema():
     with pytest.raises(ConfigError, match=r"data\.seq_len_tokens"):
         section("data", {"dataset": "x", "source": "local", "seq_len_tokens": "long"})
+
+
+def test_the_report_section_is_built_from_its_own_declarations(tmp_path):
+    # config/report_section.py declares the section: a file that leaves a field out
+    # gets the declared default, and `targets` is built as its own dataclass.
+    from adloco.config.fields import SETTING
+    from adloco.config.report_section import ReportConfig, TargetsConfig
+
+    default = load_config(ROOT / "config/config.yaml")
+    assert isinstance(default.report, ReportConfig)
+    assert isinstance(default.report.targets, TargetsConfig)
+    assert default.report.targets.main == 0.93  # written in config/config.yaml
+    assert default.report.targets.levels == (0.99, 0.97, 0.95, 0.93, 0.9, 0.85, 0.8)
+    declared = {f.name: f for f in dataclasses.fields(ReportConfig)}
+    raw = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    for key in ("test_level", "confidence"):
+        del raw["report"][key]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(raw))
+    config = load_config(tmp_path / "c.yaml")
+    assert config.report.test_level == declared["test_level"].metadata[SETTING].default == 0.05
+    assert config.report.confidence == declared["confidence"].metadata[SETTING].default == 0.95

@@ -34,7 +34,7 @@ def _effect_words(c: Comparison) -> str:
     elif math.isinf(e.estimate):
         head = f"{c.subject} never gets there, {c.baseline} does"
     else:
-        head = f"{fmt_ratio(e.estimate)}× {c.baseline}'s {what}"
+        head = f"AdLoCo needs {fmt_ratio(e.estimate)}× {c.baseline}'s {what}"
     seeds = f"{len(e.seeds)} paired seeds" if e.pairing == "seed" else "unpaired runs"
     return f"{head} (median over {seeds}; p = {fmt_p(e.test.p_less)})"
 
@@ -44,7 +44,7 @@ def short_reason(claim: Claim) -> str:
     heads = claim.headline
     if not heads:
         return claim.reason
-    return "AdLoCo needs " + "; ".join(_effect_words(c) for c in heads) + "."
+    return "; ".join(_effect_words(c) for c in heads) + "."
 
 
 def verdict_items(p: Page) -> str:
