@@ -29,8 +29,8 @@ def test_each_headline_comparison_in_one_sentence_with_its_ratio_and_p():
     reason = short_reason(claim(comparison("diloco", 0.9654), comparison("best baseline", 5.012)))
     assert reason == (
         "AdLoCo needs 0.965× diloco's simulated time to 145.2 (median over 8 paired seeds; "
-        "p = 0.0742); AdLoCo needs 5.01× best baseline's simulated time to 145.2 (median over 8 paired "
-        "seeds; p = 0.0742)."
+        "p = 0.0742); AdLoCo needs 5.01× best baseline's simulated time to 145.2 (median "
+        "over 8 paired seeds; p = 0.0742)."
     )
 
 
