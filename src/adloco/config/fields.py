@@ -42,6 +42,13 @@ SHARED_DEFS: dict[str, dict[str, Any]] = {
 }
 POSITIVE_INT = {"$ref": "#/$defs/positive_int"}
 FRACTION = {"$ref": "#/$defs/fraction"}
+# Adam's two betas, each in [0, 1).
+BETAS = {
+    "type": "array",
+    "items": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+    "minItems": 2,
+    "maxItems": 2,
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adloco.algo.batch_tests import TESTS
-from adloco.config.fields import FRACTION, POSITIVE_INT, declaration, default_first, setting
+from adloco.config.fields import BETAS, FRACTION, POSITIVE_INT, declaration, default_first, setting
 from adloco.config.schema import ConfigError, fill_and_check, section_schema
 
 # Rules a method imposes on a run. Presets are filled in when the run leaves
@@ -80,14 +80,7 @@ class RunSettings:
         0.0, "share of max_tokens in warmup", type="number", minimum=0, maximum=1
     )
     weight_decay: float = setting(0.1, "inner weight decay", type="number", minimum=0)
-    betas: tuple[float, float] = setting(
-        [0.9, 0.95],
-        "AdamW betas",
-        type="array",
-        items={"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        minItems=2,
-        maxItems=2,
-    )
+    betas: tuple[float, float] = setting([0.9, 0.95], "AdamW betas", **BETAS)
     grad_clip_norm: float | None = setting(
         1.0, "inner gradient clipping norm", type=["number", "null"], exclusiveMinimum=0
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from adloco.config.fields import POSITIVE_INT, REQUIRED, setting
+from adloco.config.fields import BETAS, POSITIVE_INT, REQUIRED, setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,14 +120,7 @@ class PretrainConfig:
         0.05, "share of max_tokens in linear warmup", type="number", minimum=0, maximum=1
     )
     weight_decay: float = setting(0.1, "AdamW weight decay", type="number", minimum=0)
-    betas: tuple[float, float] = setting(
-        [0.9, 0.95],
-        "AdamW betas",
-        type="array",
-        items={"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-        minItems=2,
-        maxItems=2,
-    )
+    betas: tuple[float, float] = setting([0.9, 0.95], "AdamW betas", **BETAS)
     grad_clip_norm: float | None = setting(
         1.0, "gradient clipping norm (null: off)", type=["number", "null"], exclusiveMinimum=0
     )
