@@ -184,3 +184,22 @@ def test_every_file_a_recipe_names_exists():
     for path, name in holds.items():
         assert f"`{path}`" in recipes
         assert name in (ROOT / path).read_text(), (path, name)
+
+
+def test_the_engine_names_no_method_and_no_batch_test():
+    # "The engine names no method and no batch test": no string of one appears in
+    # engine/ outside the method parts (engine/methods.py), which list them.
+    from adloco.algo.batch_tests import TESTS
+    from adloco.config.runs import METHOD_RULES
+
+    assert "The engine names no method and no batch test" in section("Start reading here")
+    names = (set(METHOD_RULES) | set(TESTS)) - {"none"}
+    for path in sorted((ROOT / "src/adloco/engine").glob("*.py")):
+        if path.name == "methods.py":
+            continue
+        strings = {
+            n.value
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        assert not strings & names, f"{path.name} names {strings & names}"
