@@ -27,24 +27,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "workflow" / "lib")]
 
-# (checked-in file, module with the generator, its function, the command that rewrites it)
+# (checked-in file, module with the generator, its function, the command that rewrites it,
+# the generator's arguments: the source file of this checkout it reads, if any)
 GENERATED = (
     (
         "src/adloco/schemas/config.schema.yaml",
         "adloco.config.generate",
         "schema_text",
         "python -m adloco.config.generate",
+        (),
     ),
     (
         "dvc.yaml",
         "adloco_workflow.dvc_yaml",
         "text",
         "python workflow/lib/adloco_workflow/dvc_yaml.py",
+        (),
     ),
-    ("params.yaml", "adloco.dvc_params", "params_text", "adloco dvc-params"),
-)
-# Arguments of a generator that reads a source file of this checkout.
-ARGUMENTS = {"adloco.dvc_params": ("config/config.yaml", ROOT)}
+    ("params.yaml", "adloco.dvc_params", "params_text", "adloco dvc-params",
+     ("config/config.yaml", ROOT)),
+)  # fmt: skip
 
 
 def generator(module: str, function: str) -> Callable[[], str] | None:
@@ -62,14 +64,14 @@ def generator(module: str, function: str) -> Callable[[], str] | None:
 def differences(root: Path, out: Path) -> tuple[list[str], list[str]]:
     """The files of ``root`` that differ from their generators' text, and those not checked."""
     differ, skipped = [], []
-    for name, module, function, command in GENERATED:
+    for name, module, function, command, arguments in GENERATED:
         make = generator(module, function)
         if make is None:
             skipped.append(f"{name}: skipped, no {module}.{function} in this checkout")
             continue
         fresh = out / name
         fresh.parent.mkdir(parents=True, exist_ok=True)
-        fresh.write_text(make(*ARGUMENTS.get(module, ())))
+        fresh.write_text(make(*arguments))
         checked_in = root / name
         old = checked_in.read_text() if checked_in.is_file() else ""
         if old != fresh.read_text():
