@@ -210,6 +210,55 @@ def test_snakemake_writes_every_output_log_and_benchmark(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_job_per_run_trains_its_seeds_and_the_same_command_finishes_it_after_a_kill(tmp_path):
+    # snakemake.train_jobs: run (config/config.yaml's choice): one `adloco train
+    # --seed all` per run writes every seed folder; killed while training, the
+    # same command runs it again and leaves nothing to do.
+    config = tiny_config()
+    config["seeds"] = [0, 1]
+    only = next(iter(config["runs"]))
+    config["runs"][only]["seeds"] = [4]
+    config["snakemake"] = {"train_jobs": "run"}
+    work, env = make_copy(tmp_path, config)
+    before_training = ["prepare_corpus", "tokenize", "calibrate", "pretrain", "variance"]
+    run([SNAKEMAKE, "--cores", "2", "--until", *before_training], work, env)
+    assert not [c for c in calls(env) if c["stage"] == "train"]
+
+    env["FAKE_ADLOCO_SLEEP_S"] = "20"
+    victim = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "2"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    running = Path(env["FAKE_ADLOCO_RUNNING"])
+    deadline = time.time() + 120
+    while time.time() < deadline and not (running.is_dir() and any(running.iterdir())):
+        time.sleep(0.1)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    shutil.rmtree(running)
+
+    env["FAKE_ADLOCO_SLEEP_S"] = "0"
+    run([SNAKEMAKE, "--cores", "2"], work, env)
+    trains = [c["argv"] for c in calls(env) if c["stage"] == "train" and "concurrent" in c]
+    finished = {argv[argv.index("--run-name") + 1] for argv in trains}
+    assert finished == set(config["runs"])
+    assert all(argv[argv.index("--seed") + 1] == "all" for argv in trains)
+    assert not [p for p in outputs_of(config) if not (work / p).exists()]
+    exp = work / "logs" / config["experiment"]
+    assert sorted(p.name for p in (exp / "train").iterdir()) == sorted(
+        f"{name}.log" for name in config["runs"]
+    )
+    assert sorted(p.name for p in (exp / "benchmarks/train").iterdir()) == sorted(
+        f"{name}.tsv" for name in config["runs"]
+    )
+    assert "Nothing to be done" in run([SNAKEMAKE, "-n"], work, env).stdout
+
+
+@pytest.mark.slow
 def test_default_profile_runs_gpu_jobs_one_at_a_time(tmp_path):
     # The CUDA config gives 1 calibration, 1 pretraining, 1 variance and 3
     # training jobs, each asking for a GPU; 8 cores would let several run together.

@@ -43,7 +43,7 @@ def parse_dry_run(text: str) -> list[dict]:
             continue
         elif m := re.match(r"^    (input|output): (.*)$", line):
             job[m.group(1)] = [p.strip() for p in m.group(2).split(",")]
-        elif m := re.match(r"^    (log|threads): (.*)$", line):
+        elif m := re.match(r"^    (log|threads|priority): (.*)$", line):
             job[m.group(1)] = m.group(2)
         elif m := re.match(r"^    (wildcards|resources): (.*)$", line):
             job[m.group(1)] = dict(kv.split("=", 1) for kv in m.group(2).split(", "))
@@ -56,12 +56,29 @@ def load_yaml(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
+def stage_of(rule: str) -> str:
+    """The adloco command of a rule: train_<run> (a job per run) is `adloco train`."""
+    return "train" if rule.startswith("train_") else rule.replace("_", "-")
+
+
 @pytest.fixture(scope="module")
 def default_dry_run() -> str:
     # --forceall: the DAG must not depend on outputs already on disk.
     result = snakemake("-n", "--forceall")
     assert result.returncode == 0, result.stderr + result.stdout
     return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def per_seed_dry_run(tmp_path_factory) -> tuple[dict, str]:
+    """The default configuration with a Snakemake job per run and seed."""
+    config = load_yaml(ROOT / "config/config.yaml")
+    config["snakemake"]["train_jobs"] = "seed"
+    path = tmp_path_factory.mktemp("per-seed") / "per-seed.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--forceall", "--configfile", str(path))
+    assert result.returncode == 0, result.stderr + result.stdout
+    return config, result.stdout + result.stderr
 
 
 def test_lint_is_clean():
@@ -79,14 +96,19 @@ def test_dry_run_has_one_job_per_stage_device_and_run(config_file):
     config = load_yaml(ROOT / config_file)
     result = snakemake("-n", "--forceall", "--configfile", config_file)
     assert result.returncode == 0, result.stderr + result.stdout
-    counts = Counter(job["rule"] for job in parse_dry_run(result.stdout + result.stderr))
+    counts = Counter(
+        "train" if job["rule"].startswith("train_") else job["rule"]
+        for job in parse_dry_run(result.stdout + result.stderr)
+    )
+    per_run = config.get("snakemake", {}).get("train_jobs", "seed") == "run"
+    seeds = {run: config_from_dict(config).run_seeds(run) for run in config["runs"]}
     expected = {
         "prepare_corpus": 1 if config["data"]["source"] == "offline-wiki" else 0,
         "tokenize": 1,
         "calibrate": len(config["cluster"]["devices"]),  # every device, fixed max_batch or not
         "pretrain": 1 if config["model"]["source"] == "base" else 0,
         "variance": 1,
-        "train": sum(len(config_from_dict(config).run_seeds(run)) for run in config["runs"]),
+        "train": len(seeds) if per_run else sum(len(s) for s in seeds.values()),
         "report": 1,
         "default": 1,
     }
@@ -94,10 +116,10 @@ def test_dry_run_has_one_job_per_stage_device_and_run(config_file):
     assert set(counts) <= set(expected)
 
 
-def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
-    config = load_yaml(ROOT / "config/config.yaml")
+def test_dry_run_uses_the_paths_of_the_package(per_seed_dry_run):
+    config, text = per_seed_dry_run
     exp = config["experiment"]
-    jobs = parse_dry_run(default_dry_run)
+    jobs = parse_dry_run(text)
     trains = [j for j in jobs if j["rule"] == "train"]
     assert {(j["wildcards"]["run"], j["wildcards"]["seed"]) for j in trains} == {
         (run, str(seed))
@@ -142,12 +164,55 @@ def test_dry_run_uses_the_paths_of_the_package(default_dry_run):
     assert summaries <= set(report["input"])
 
 
+def test_a_job_per_run_writes_every_seed_folder_of_its_run(default_dry_run, per_seed_dry_run):
+    # config/config.yaml: snakemake.train_jobs run. One job per run, named
+    # train_<run>, trains the run's own seeds into the folders a job per seed
+    # writes, longest first; the other jobs are those of a job per seed.
+    config = load_yaml(ROOT / "config/config.yaml")
+    assert config["snakemake"]["train_jobs"] == "run"
+    exp = config["experiment"]
+    jobs = parse_dry_run(default_dry_run)
+    trains = {j["rule"]: j for j in jobs if j["rule"].startswith("train_")}
+    assert set(trains) == {f"train_{run}" for run in config["runs"]}
+    for run in config["runs"]:
+        job, seeds = trains[f"train_{run}"], config_from_dict(config).run_seeds(run)
+        assert job["output"] == [
+            str(paths.run_dir(exp, run, seed) / name)
+            for name in ("metrics.jsonl", "summary.json", "final")
+            for seed in seeds
+        ]
+        assert (
+            f" --run-name {run} --seed all " in job["shell"]
+            and f" --out {paths.runs_dir(exp) / run} " in job["shell"]
+            and f" --checkpoints {paths.checkpoint_dir(exp, run, 0).parent} " in job["shell"]
+            and f" --live {paths.live_dir(exp, run, 0).parent} " in job["shell"]
+        )
+        assert job["log"] == f"logs/{exp}/train/{run}.log"
+        assert int(job["priority"]) == len(seeds)
+        assert int(job["resources"]["runtime"]) == 24 * 60 * len(seeds)
+    headline = {r for r in config["runs"] if "seeds" not in config["runs"][r]}
+    assert all(int(trains[f"train_{r}"]["priority"]) == 8 for r in headline)
+    per_seed = parse_dry_run(per_seed_dry_run[1])
+    assert sorted(j["rule"] for j in jobs if not j["rule"].startswith("train_")) == sorted(
+        j["rule"] for j in per_seed if j["rule"] != "train"
+    )
+
+
+def test_a_seed_as_target_trains_its_whole_run_with_a_job_per_run():
+    target = str(paths.run_dir("default", "adloco", 3) / "summary.json")
+    result = snakemake("-n", "--forceall", target)
+    assert result.returncode == 0, result.stderr + result.stdout
+    rules = {j["rule"] for j in parse_dry_run(result.stdout + result.stderr)}
+    assert {r for r in rules if r.startswith("train")} == {"train_adloco"}
+    assert "report" not in rules
+
+
 def test_every_job_logs_and_passes_the_config_file(default_dry_run):
     for job in parse_dry_run(default_dry_run):
         if job["rule"] == "default":
             continue
         assert job["log"].startswith("logs/"), job
-        assert job["shell"].startswith(f"adloco {job['rule'].replace('_', '-')} "), job
+        assert job["shell"].startswith(f"adloco {stage_of(job['rule'])} "), job
         assert "--config config/config.yaml " in job["shell"]
         assert job["shell"].endswith(f"> {job['log']} 2>&1")
 

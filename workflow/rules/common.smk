@@ -78,6 +78,7 @@ CALIBRATED_DEVICES = PLAN.CALIBRATED_DEVICES
 DEVICE_PATTERN = PLAN.DEVICE_PATTERN
 RUN_PATTERN = PLAN.RUN_PATTERN
 TRAIN_PROCESSES = PLAN.TRAIN_PROCESSES
+TRAIN_JOBS = PLAN.TRAIN_JOBS
 STAGE_PARAMS = PLAN.STAGE_PARAMS
 
 input_folder = adloco_workflow.plan.input_folder
@@ -86,6 +87,8 @@ config_file = PLAN.config_file
 stage_params = PLAN.stage_params
 calibration_files = PLAN.calibration_files
 run_file = PLAN.run_file
+run_files = PLAN.run_files
+run_folders = PLAN.run_folders
 run_summaries = PLAN.run_summaries
 run_metrics = PLAN.run_metrics
 base_input = PLAN.base_input

@@ -36,6 +36,7 @@ from adloco.config.sections import (
     TokenizerConfig,
     VarianceConfig,
 )
+from adloco.config.snakemake_section import SnakemakeConfig
 
 # The sections, gathered here for the modules that import them from types.
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "PretrainConfig",
     "ReportConfig",
     "RunEntry",
+    "SnakemakeConfig",
     "StepTimeConfig",
     "TargetsConfig",
     "TokenizerConfig",
@@ -180,6 +182,9 @@ class Config:
         {},
         "what adloco report compares, and the stated rules its verdicts rest on (docs/report.md)",
     )
+    snakemake: SnakemakeConfig = setting(
+        {}, "how the Snakemake workflow cuts the training into jobs (no result depends on it)"
+    )
 
     SECTIONS: typing.ClassVar[tuple[str, ...]] = (
         "data",
@@ -189,6 +194,7 @@ class Config:
         "calibration",
         "variance",
         "report",
+        "snakemake",
     )
 
     @classmethod

@@ -101,19 +101,19 @@ def canonical(value: Any) -> Any:
 
 def input_folder(key: str, up: int = 1):
     """A param function: the folder ``up`` levels above input ``key`` (its first path)."""
-
-    def folder(wildcards, input):
-        path = input[key] if isinstance(input[key], str) else input[key][0]
-        for _ in range(up):
-            path = os.path.dirname(path)
-        return path
-
-    return folder
+    return lambda wildcards, input: _folder_above(input[key], up)
 
 
-def output_folder(key: str):
-    """A param function: the folder of output ``key``."""
-    return lambda wildcards, output: os.path.dirname(output[key])
+def output_folder(key: str, up: int = 1):
+    """A param function: the folder ``up`` levels above output ``key`` (its first path)."""
+    return lambda wildcards, output: _folder_above(output[key], up)
+
+
+def _folder_above(files, up: int) -> str:
+    path = files if isinstance(files, str) else files[0]
+    for _ in range(up):
+        path = os.path.dirname(path)
+    return path
 
 
 class Plan:
@@ -147,6 +147,8 @@ class Plan:
         self.DEVICE_PATTERN = alternatives(self.CALIBRATED_DEVICES)
         self.RUN_PATTERN = alternatives(self.RUNS)
         self.TRAIN_PROCESSES = settings.cluster.processes_per_machine
+        # seed: one training job per run and seed; run: one per run (snakemake.train_jobs).
+        self.TRAIN_JOBS = settings.snakemake.train_jobs
         self.STAGE_PARAMS = snakemake_params()
 
     def _paths(self, settings: adloco.config.Config) -> None:
@@ -195,6 +197,23 @@ class Plan:
     def run_file(self, name: str, run: str = "{run}", seed: str = "{seed}") -> str:
         """A file of a run folder, results/<experiment>/runs/<run>/seed<seed>/<name>."""
         return str(paths.run_dir(self.EXPERIMENT, run, seed) / name)
+
+    def run_files(self, name: str, run: str) -> list[str]:
+        """A file of each of ``run``'s seed folders: a job of the whole run writes them all."""
+        return [self.run_file(name, run, seed) for seed in self.RUN_SEEDS[run]]
+
+    def run_folders(self, run: str) -> dict[str, str]:
+        """``--checkpoints`` and ``--live`` of ``adloco train --seed all`` on ``run``.
+
+        The command puts each seed in ``seed<seed>/`` of each, the folder a job
+        per seed is given; neither is an output (its ``--out`` is the seed
+        folders' parent).
+        """
+        exp = self.EXPERIMENT
+        return {
+            "checkpoints": str(paths.checkpoint_dir(exp, run, 0).parent),
+            "live": str(paths.live_dir(exp, run, 0).parent),
+        }
 
     def run_summaries(self) -> list[str]:
         runs = self.RUN_SEEDS
