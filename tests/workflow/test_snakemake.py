@@ -207,6 +207,21 @@ def test_a_seed_as_target_trains_its_whole_run_with_a_job_per_run():
     assert "report" not in rules
 
 
+def test_a_seed_as_target_trains_that_seed_alone_with_a_job_per_seed(tmp_path):
+    config = load_yaml(ROOT / "config/config.yaml")
+    config["snakemake"]["train_jobs"] = "seed"
+    path = tmp_path / "per-seed.yaml"
+    path.write_text(yaml.safe_dump(config))
+    target = str(paths.run_dir("default", "adloco", 3) / "summary.json")
+    result = snakemake("-n", "--forceall", target, "--configfile", str(path))
+    assert result.returncode == 0, result.stderr + result.stdout
+    jobs = parse_dry_run(result.stdout + result.stderr)
+    trains = [j for j in jobs if j["rule"].startswith("train")]
+    assert [(j["rule"], j["wildcards"]) for j in trains] == [
+        ("train", {"run": "adloco", "seed": "3"})
+    ]
+
+
 def test_every_job_logs_and_passes_the_config_file(default_dry_run):
     for job in parse_dry_run(default_dry_run):
         if job["rule"] == "default":
