@@ -57,6 +57,8 @@ def dvc_form(command: str) -> str:
     if args[:2] != ["adloco", "train"]:
         return command
     seed = args[args.index("--seed") + 1]
+    if seed == "all":  # a job per run (snakemake.train_jobs: run) runs DVC's command
+        return command
     args[args.index("--seed") + 1] = "all"
     for flag in ("--out", "--checkpoints", "--live"):
         folder = args[args.index(flag) + 1]
@@ -74,10 +76,22 @@ def stage_params() -> dict[str, list[str]]:
     return snakemake_params()
 
 
-@pytest.fixture(scope="module")
-def snakemake_jobs() -> dict[str, dict]:
+@pytest.fixture(scope="module", params=["run", "seed"], ids=["a job per run", "a job per seed"])
+def snakemake_jobs(request, tmp_path_factory) -> dict[str, dict]:
+    """Snakemake's jobs of params.yaml, grouped as DVC's stages: a run's seeds together.
+
+    params.yaml (config/config.yaml's) has a job per run; the other way is a
+    copy with ``snakemake.train_jobs: seed``, whose commands name params.yaml.
+    """
+    configfile = CONFIG_FILE
+    if request.param == "seed":
+        config = yaml.safe_load((ROOT / CONFIG_FILE).read_text())
+        assert config["snakemake"]["train_jobs"] == "run"
+        config["snakemake"]["train_jobs"] = "seed"
+        configfile = str(tmp_path_factory.mktemp("per-seed") / CONFIG_FILE)
+        Path(configfile).write_text(yaml.safe_dump(config))
     result = subprocess.run(
-        [SNAKEMAKE, "-n", "--forceall", "--printshellcmds", "--configfile", CONFIG_FILE],
+        [SNAKEMAKE, "-n", "--forceall", "--printshellcmds", "--configfile", configfile],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -89,14 +103,25 @@ def snakemake_jobs() -> dict[str, dict]:
     assert len({normalize(j["shell"]) for j in jobs}) == len(jobs), "two jobs, one command"
     by_command: dict[str, dict] = {}
     for job in jobs:
+        shell = normalize(job["shell"]).replace(
+            f"--config {shlex.quote(configfile)} ", f"--config {CONFIG_FILE} "
+        )
+        rule, wildcards = job["rule"], dict(job["wildcards"])
+        if rule.startswith("train_"):  # a job per run: the command of DVC's stage
+            rule, wildcards = "train", {"run": rule.removeprefix("train_")}
+            seeds = [re.search(r"/seed(\d+)/summary\.json$", f) for f in job["output"]]
+            seeds = [m.group(1) for m in seeds if m]
+        else:
+            seeds = [wildcards.pop("seed", None)]
+        if job["rule"].startswith("train"):
+            assert (job["rule"] == "train") == (request.param == "seed")
         group = by_command.setdefault(
-            dvc_form(normalize(job["shell"])),
-            {"rule": job["rule"], "input": [], "output": [], "wildcards": {}, "seeds": []},
+            dvc_form(shell),
+            {"rule": rule, "input": [], "output": [], "wildcards": wildcards, "seeds": []},
         )
         group["input"] += [f for f in job["input"] if f not in group["input"]]
         group["output"] += job["output"]
-        group["wildcards"] = {k: v for k, v in job["wildcards"].items() if k != "seed"}
-        group["seeds"].append(job["wildcards"].get("seed"))
+        group["seeds"] += seeds
     return by_command
 
 

@@ -114,9 +114,11 @@ def test_dry_run_plans_every_job(snakemake_only, config_file):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     counts = Counter(job["rule"] for job in parse_dry_run(output))
-    assert counts["train"] == sum(
-        len(config_from_dict(config).run_seeds(run)) for run in config["runs"]
-    )
+    seeds = {run: config_from_dict(config).run_seeds(run) for run in config["runs"]}
+    if config.get("snakemake", {}).get("train_jobs") == "run":
+        assert {r: counts[f"train_{r}"] for r in seeds} == dict.fromkeys(seeds, 1)
+    else:
+        assert counts["train"] == sum(len(s) for s in seeds.values())
     assert counts["pretrain"] == (config["model"]["source"] == "base")
     assert counts["calibrate"] == len(config["cluster"]["devices"])
     assert counts["tokenize"] == counts["variance"] == counts["report"] == 1
