@@ -186,6 +186,32 @@ def outputs_of(config: dict) -> list[str]:
     return files
 
 
+def kill_snakemake_while_a_job_runs(work: Path, env: dict[str, str], check_lock=False) -> None:
+    """``snakemake --cores 2`` killed with its jobs (kill -9) once a stand-in job sleeps.
+
+    Jobs sleep 20 s, so the kill comes while one runs; they sleep no more after.
+    """
+    env["FAKE_ADLOCO_SLEEP_S"] = "20"
+    victim = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "2"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    running = Path(env["FAKE_ADLOCO_RUNNING"])
+    deadline = time.time() + 120
+    while time.time() < deadline and not (running.is_dir() and any(running.iterdir())):
+        time.sleep(0.1)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    if check_lock:
+        assert list((work / ".snakemake/locks").glob("*.lock")), "the kill left no lock"
+    shutil.rmtree(running)
+    env["FAKE_ADLOCO_SLEEP_S"] = "0"
+
+
 @pytest.mark.slow
 def test_snakemake_writes_every_output_log_and_benchmark(tmp_path):
     config = tiny_config()
@@ -224,24 +250,7 @@ def test_a_job_per_run_trains_its_seeds_and_the_same_command_finishes_it_after_a
     run([SNAKEMAKE, "--cores", "2", "--until", *before_training], work, env)
     assert not [c for c in calls(env) if c["stage"] == "train"]
 
-    env["FAKE_ADLOCO_SLEEP_S"] = "20"
-    victim = subprocess.Popen(
-        [SNAKEMAKE, "--cores", "2"],
-        cwd=work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    running = Path(env["FAKE_ADLOCO_RUNNING"])
-    deadline = time.time() + 120
-    while time.time() < deadline and not (running.is_dir() and any(running.iterdir())):
-        time.sleep(0.1)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait()
-    shutil.rmtree(running)
-
-    env["FAKE_ADLOCO_SLEEP_S"] = "0"
+    kill_snakemake_while_a_job_runs(work, env)
     run([SNAKEMAKE, "--cores", "2"], work, env)
     trains = [c["argv"] for c in calls(env) if c["stage"] == "train" and "concurrent" in c]
     finished = {argv[argv.index("--run-name") + 1] for argv in trains}
@@ -321,25 +330,7 @@ def test_the_same_command_resumes_after_snakemake_is_killed(tmp_path):
     # can hold that lock any more.
     config = tiny_config()
     work, env = make_copy(tmp_path, config)
-    env["FAKE_ADLOCO_SLEEP_S"] = "20"
-    victim = subprocess.Popen(
-        [SNAKEMAKE, "--cores", "2"],
-        cwd=work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    running = Path(env["FAKE_ADLOCO_RUNNING"])
-    deadline = time.time() + 120
-    while time.time() < deadline and not (running.is_dir() and any(running.iterdir())):
-        time.sleep(0.1)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait()
-    assert list((work / ".snakemake/locks").glob("*.lock")), "the kill left no lock"
-    shutil.rmtree(running)
-
-    env["FAKE_ADLOCO_SLEEP_S"] = "0"
+    kill_snakemake_while_a_job_runs(work, env, check_lock=True)
     again = run([SNAKEMAKE, "--cores", "2"], work, env)
     assert "removed the lock a killed Snakemake left" in again.stderr
     assert not [p for p in outputs_of(config) if not (work / p).exists()]
