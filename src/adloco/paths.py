@@ -54,14 +54,24 @@ def seed_dir_name(seed: int | str) -> str:
     return f"seed{seed}"
 
 
+def run_seeds_dir(experiment: str, run: str) -> Path:
+    """The folder of a run's seed folders (``--out`` of ``adloco train --seed all``)."""
+    return runs_dir(experiment) / run
+
+
 def run_dir(experiment: str, run: str, seed: int | str) -> Path:
-    return runs_dir(experiment) / run / seed_dir_name(seed)
+    return run_seeds_dir(experiment, run) / seed_dir_name(seed)
+
+
+def run_checkpoints_dir(experiment: str, run: str) -> Path:
+    """The folder of a run's seeds' checkpoint folders (``--checkpoints`` of ``--seed all``)."""
+    # Outside the run folder: Snakemake removes a failed job's declared outputs,
+    # and the checkpoints must survive that so a re-run resumes.
+    return experiment_dir(experiment) / "checkpoints" / run
 
 
 def checkpoint_dir(experiment: str, run: str, seed: int | str) -> Path:
-    # Outside the run folder: Snakemake removes a failed job's declared outputs,
-    # and the checkpoints must survive that so a re-run resumes.
-    return experiment_dir(experiment) / "checkpoints" / run / seed_dir_name(seed)
+    return run_checkpoints_dir(experiment, run) / seed_dir_name(seed)
 
 
 def base_dir(experiment: str) -> Path:
@@ -78,13 +88,18 @@ def base_checkpoint_dir(experiment: str) -> Path:
     return experiment_dir(experiment) / "checkpoints" / BASE_CHECKPOINTS
 
 
-def live_dir(experiment: str, run: str, seed: int | str) -> Path:
-    """A run's seed's live curves (``--live``): under logs/, a view of the run, not a result.
+def run_live_dir(experiment: str, run: str) -> Path:
+    """A run's live curves (``--live``): under logs/, a view of the run, not a result.
 
     Outside the run folder, which is written aside and swapped in only at the
     end, and outside everything DVC hashes.
     """
-    return logs_dir(experiment) / "live" / run / seed_dir_name(seed)
+    return logs_dir(experiment) / "live" / run
+
+
+def live_dir(experiment: str, run: str, seed: int | str) -> Path:
+    """A run's seed's live curves: ``seed<seed>/`` of :func:`run_live_dir`."""
+    return run_live_dir(experiment, run) / seed_dir_name(seed)
 
 
 def base_live_dir(experiment: str) -> Path:

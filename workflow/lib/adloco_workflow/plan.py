@@ -209,10 +209,9 @@ class Plan:
         per seed is given; neither is an output (its ``--out`` is the seed
         folders' parent).
         """
-        exp = self.EXPERIMENT
         return {
-            "checkpoints": str(paths.checkpoint_dir(exp, run, 0).parent),
-            "live": str(paths.live_dir(exp, run, 0).parent),
+            "checkpoints": str(paths.run_checkpoints_dir(self.EXPERIMENT, run)),
+            "live": str(paths.run_live_dir(self.EXPERIMENT, run)),
         }
 
     def run_summaries(self) -> list[str]:

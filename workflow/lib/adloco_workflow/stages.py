@@ -27,10 +27,10 @@ CALIBRATION = str(paths.calibration_dir(EXPERIMENT))
 VARIANCE = paths.variance_dir(EXPERIMENT)
 RUNS = str(paths.runs_dir(EXPERIMENT))
 REPORT = paths.report_dir(EXPERIMENT)
-# A run's folders: the seed folders of `paths` without their last part.
-RUN_OUT = str(paths.run_dir(EXPERIMENT, "{run}", 0).parent)
-RUN_CHECKPOINTS = str(paths.checkpoint_dir(EXPERIMENT, "{run}", 0).parent)
-RUN_LIVE = str(paths.live_dir(EXPERIMENT, "{run}", 0).parent)
+# A run's folders, each holding its seed folders.
+RUN_OUT = str(paths.run_seeds_dir(EXPERIMENT, "{run}"))
+RUN_CHECKPOINTS = str(paths.run_checkpoints_dir(EXPERIMENT, "{run}"))
+RUN_LIVE = str(paths.run_live_dir(EXPERIMENT, "{run}"))
 
 
 @dataclass(frozen=True)
