@@ -61,6 +61,18 @@ def stage_of(rule: str) -> str:
     return "train" if rule.startswith("train_") else rule.replace("_", "-")
 
 
+def expected_train_jobs(config: dict) -> dict[str, int]:
+    """The training jobs a dry run of ``config`` plans, by rule.
+
+    One per run (``train_<run>``) with ``snakemake.train_jobs: run``, else one
+    per run and seed (``train``).
+    """
+    seeds = {run: config_from_dict(config).run_seeds(run) for run in config["runs"]}
+    if config.get("snakemake", {}).get("train_jobs", "seed") == "run":
+        return {f"train_{run}": 1 for run in seeds}
+    return {"train": sum(len(s) for s in seeds.values())}
+
+
 @pytest.fixture(scope="module")
 def default_dry_run() -> str:
     # --forceall: the DAG must not depend on outputs already on disk.
@@ -96,19 +108,14 @@ def test_dry_run_has_one_job_per_stage_device_and_run(config_file):
     config = load_yaml(ROOT / config_file)
     result = snakemake("-n", "--forceall", "--configfile", config_file)
     assert result.returncode == 0, result.stderr + result.stdout
-    counts = Counter(
-        "train" if job["rule"].startswith("train_") else job["rule"]
-        for job in parse_dry_run(result.stdout + result.stderr)
-    )
-    per_run = config.get("snakemake", {}).get("train_jobs", "seed") == "run"
-    seeds = {run: config_from_dict(config).run_seeds(run) for run in config["runs"]}
+    counts = Counter(job["rule"] for job in parse_dry_run(result.stdout + result.stderr))
     expected = {
         "prepare_corpus": 1 if config["data"]["source"] == "offline-wiki" else 0,
         "tokenize": 1,
         "calibrate": len(config["cluster"]["devices"]),  # every device, fixed max_batch or not
         "pretrain": 1 if config["model"]["source"] == "base" else 0,
         "variance": 1,
-        "train": len(seeds) if per_run else sum(len(s) for s in seeds.values()),
+        **expected_train_jobs(config),
         "report": 1,
         "default": 1,
     }

@@ -22,9 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_snakemake import ROOT, parse_dry_run
-
-from adloco.config import config_from_dict
+from test_snakemake import ROOT, expected_train_jobs, parse_dry_run
 
 # pip's words when it cannot reach the index (or finds nothing there).
 UNREACHABLE = re.compile(
@@ -114,11 +112,8 @@ def test_dry_run_plans_every_job(snakemake_only, config_file):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     counts = Counter(job["rule"] for job in parse_dry_run(output))
-    seeds = {run: config_from_dict(config).run_seeds(run) for run in config["runs"]}
-    if config.get("snakemake", {}).get("train_jobs") == "run":
-        assert {r: counts[f"train_{r}"] for r in seeds} == dict.fromkeys(seeds, 1)
-    else:
-        assert counts["train"] == sum(len(s) for s in seeds.values())
+    trains = expected_train_jobs(config)
+    assert {rule: counts[rule] for rule in trains} == trains
     assert counts["pretrain"] == (config["model"]["source"] == "base")
     assert counts["calibrate"] == len(config["cluster"]["devices"])
     assert counts["tokenize"] == counts["variance"] == counts["report"] == 1
