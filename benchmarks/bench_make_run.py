@@ -1,0 +1,165 @@
+"""The default pipeline from scratch, timed on a fresh clone, against this machine's speed.
+
+``make run`` should take at most 10 minutes on 2 cores. On a shared machine its
+wall time follows the machine's speed of the moment, which moves by 2x within
+a day, so a wall time alone cannot say whether the goal is met. This script
+measures the baseline in the same run: the plain PyTorch loop of
+``bench_engine.py`` (1 thread, the default model, batch 8), just before and
+just after the pipeline. It prints
+
+1. the pipeline's wall time and CPU time: ``snakemake --cores all`` (what
+   ``make run`` runs after its set-up) on a fresh clone of ``--rev``, with the
+   corpus, tokenization, base, calibration, training, variance and report all
+   made from scratch;
+2. its cost in the baseline's units: wall time x plain-loop tokens/s, the
+   tokens the plain loop trains in the time the pipeline takes. The pipeline
+   is compute-bound on one thread per job, so this cost stays put when the
+   machine's speed moves (its range uses the speed before and after);
+3. the wall time that cost gives at ``--reference-tokens-per-s`` (this
+   machine's plain loop at its full speed, README "Measured figures"), against
+   the goal.
+
+The clone uses this checkout's virtual environment (no set-up is timed) and its
+own ``src/`` (``PYTHONPATH``), so it measures ``--rev`` as committed; the
+checkout's own files are not touched. The clone is deleted afterwards unless
+``--keep`` names a folder to leave it in.
+
+Usage: .venv/bin/python benchmarks/bench_make_run.py [--rev HEAD] [--cores all]
+       [--reference-tokens-per-s 23552] [--goal-min 10] [--keep DIR] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def plain_loop_tokens_per_s(json_path: Path) -> float:
+    """The plain loop of ``bench_engine.py`` (fastest of 3 repeats), tokens/s."""
+    subprocess.run(
+        [
+            sys.executable, str(ROOT / "benchmarks" / "bench_engine.py"),
+            "--repeats", "3", "--skip-exact", "--slots", "4", "--slot-batches", "4",
+            "--slot-repeats", "1", "--json", str(json_path),
+        ],
+        cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return json.loads(json_path.read_text())["plain_tokens_per_s"]
+
+
+def minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+
+
+def clone(rev: str, into: Path) -> str:
+    """A fresh clone of this repository at ``rev``; its commit."""
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(into)], check=True)
+    subprocess.run(["git", "-C", str(into), "checkout", "-q", rev], check=True)
+    return subprocess.run(
+        ["git", "-C", str(into), "rev-parse", "--short", "HEAD"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--rev", default="HEAD", help="commit to clone (default: HEAD)")
+    ap.add_argument("--cores", default="all", help="snakemake --cores (make run: all)")
+    ap.add_argument(
+        "--reference-tokens-per-s",
+        type=float,
+        default=23552.0,
+        help="the plain loop at this machine's full speed (README, Measured figures)",
+    )
+    ap.add_argument("--goal-min", type=float, default=10.0, help="the goal, minutes")
+    ap.add_argument("--keep", default=None, help="leave the clone (with its results) here")
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    args = ap.parse_args()
+    rev = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", args.rev], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    if dirty and args.rev == "HEAD":
+        print("note: uncommitted changes are not measured (the clone is of HEAD)")
+
+    with tempfile.TemporaryDirectory(prefix="bench-make-run-") as scratch:
+        scratch = Path(scratch)
+        where = Path(args.keep).resolve() if args.keep else scratch / "clone"
+        if where.exists():
+            sys.exit(f"bench_make_run: {where} exists; --keep needs a new folder")
+        commit = clone(rev, where)
+        env = dict(os.environ)
+        env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+        env["PYTHONPATH"] = str(where / "src")  # the clone's code, not the editable install's
+        speed_before = plain_loop_tokens_per_s(scratch / "before.json")
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        with open(scratch / "snakemake.log", "w") as log:
+            done = subprocess.run(
+                [str(VENV_BIN / "snakemake"), "--cores", args.cores],
+                cwd=where, env=env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        wall_s = time.perf_counter() - start
+        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            tail = (scratch / "snakemake.log").read_text().splitlines()[-30:]
+            sys.exit("bench_make_run: snakemake failed:\n" + "\n".join(tail))
+        speed_after = plain_loop_tokens_per_s(scratch / "after.json")
+    cpu_s = sum(getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime"))
+    speeds = sorted([speed_before, speed_after])
+    mean_speed = sum(speeds) / 2
+    cost = wall_s * mean_speed
+    at_reference = cost / args.reference_tokens_per_s
+    low, high = (wall_s * s / args.reference_tokens_per_s for s in speeds)
+    goal_s = args.goal_min * 60
+    print(f"fresh clone of {commit}: snakemake --cores {args.cores} (make run after its set-up)")
+    print(f"wall {minutes(wall_s)}, CPU {minutes(cpu_s)} ({cpu_s / wall_s:.2f} cores busy)")
+    print(
+        f"plain loop (bench_engine.py, 1 thread): {speed_before:,.0f} tokens/s before, "
+        f"{speed_after:,.0f} after ({mean_speed / args.reference_tokens_per_s:.2f}x the "
+        f"reference {args.reference_tokens_per_s:,.0f})"
+    )
+    print(
+        f"cost: wall x plain-loop speed = {cost / 1e6:.2f} M plain-loop tokens "
+        f"({wall_s * speeds[0] / 1e6:.2f} to {wall_s * speeds[1] / 1e6:.2f})"
+    )
+    verdict = "met" if high <= goal_s else "not met" if low > goal_s else "undecided"
+    print(
+        f"at the reference speed: {minutes(at_reference)} ({minutes(low)} to {minutes(high)}); "
+        f"goal <= {args.goal_min:g} min: {verdict}"
+    )
+    if args.json:
+        figures = {
+            "commit": commit,
+            "cores": args.cores,
+            "wall_s": wall_s,
+            "cpu_s": cpu_s,
+            "plain_tokens_per_s_before": speed_before,
+            "plain_tokens_per_s_after": speed_after,
+            "cost_plain_loop_tokens": cost,
+            "reference_tokens_per_s": args.reference_tokens_per_s,
+            "wall_s_at_reference": at_reference,
+            "wall_s_at_reference_range": [low, high],
+            "goal_s": goal_s,
+            "verdict": verdict,
+        }
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
+    if args.keep:
+        print(f"clone and its results left in {where}")
+
+
+if __name__ == "__main__":
+    main()
