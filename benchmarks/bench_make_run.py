@@ -61,7 +61,8 @@ def plain_loop_tokens_per_s(json_path: Path) -> float:
 
 
 def minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)} min {seconds % 60:.0f} s"
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60} s"
 
 
 def clone(rev: str, into: Path) -> str:
