@@ -16,8 +16,8 @@ just after the pipeline. It prints
    is compute-bound on one thread per job, so this cost stays put when the
    machine's speed moves between runs (its range uses the speed before and
    after). The speed also moves during a run, which neither probe sees: two
-   runs of one commit an hour apart gave costs 24 % apart (README), so run it
-   more than once and quote every run;
+   runs of the same pipeline an hour apart gave costs 24 % apart (README), so
+   run it more than once and quote every run;
 3. the wall time that cost gives at ``--reference-tokens-per-s`` (this
    machine's plain loop at its full speed, README "Measured figures"), against
    the goal.
