@@ -123,11 +123,10 @@ def main() -> None:
             sys.exit("bench_make_run: snakemake failed:\n" + "\n".join(tail))
         speed_after = plain_loop_tokens_per_s(scratch / "after.json")
     cpu_s = sum(getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime"))
-    speeds = sorted([speed_before, speed_after])
-    mean_speed = sum(speeds) / 2
+    mean_speed = (speed_before + speed_after) / 2
     cost = wall_s * mean_speed
-    at_reference = cost / args.reference_tokens_per_s
-    low, high = (wall_s * s / args.reference_tokens_per_s for s in speeds)
+    cost_low, cost_high = sorted(wall_s * s for s in (speed_before, speed_after))
+    at_reference, low, high = (c / args.reference_tokens_per_s for c in (cost, cost_low, cost_high))
     goal_s = args.goal_min * 60
     print(f"fresh clone of {commit}: snakemake --cores {args.cores} (make run after its set-up)")
     print(f"wall {minutes(wall_s)}, CPU {minutes(cpu_s)} ({cpu_s / wall_s:.2f} cores busy)")
@@ -138,7 +137,7 @@ def main() -> None:
     )
     print(
         f"cost: wall x plain-loop speed = {cost / 1e6:.2f} M plain-loop tokens "
-        f"({wall_s * speeds[0] / 1e6:.2f} to {wall_s * speeds[1] / 1e6:.2f})"
+        f"({cost_low / 1e6:.2f} to {cost_high / 1e6:.2f})"
     )
     verdict = "met" if high <= goal_s else "not met" if low > goal_s else "undecided"
     print(
