@@ -14,6 +14,7 @@ from adloco.clock import (
     TrainerSync,
     allreduce_bytes,
     allreduce_time_s,
+    at_equal_tokens,
     device_time_s,
     recompute_sim_time_s,
     round_time_s,
@@ -50,6 +51,52 @@ def test_roofline_and_linear_in_tokens():
     lin = StepTimeCurve.linear_in_tokens(1_000_000, 100, 1.0)
     assert [lin.pass_s(b) for b in (1, 3)] == pytest.approx([6e-4, 18e-4])
     assert lin.update_s == 0
+
+
+# An H100's passes of sequences of 512 tokens (docs/gpu-check, the device file's curve, rounded).
+H100 = StepTimeCurve(
+    (1, 2, 4, 8, 16, 32, 64, 80), (0.0485, 0.0478, 0.0484, 0.0491, 0.0600, 0.1125, 0.2125, 0.2640),
+    update_s=0.0117,
+)  # fmt: skip
+
+
+def test_a_pass_costs_the_measured_pass_of_equal_tokens():
+    mapped = at_equal_tokens(H100, 512, 128)
+    # 16 sequences of 128 tokens are 4 of 512; 4 of 128 are 1 of 512; 320 of 128 are 80 of 512.
+    assert mapped.pass_s(16) == pytest.approx(0.0484)
+    assert mapped.pass_s(4) == pytest.approx(0.0485)
+    assert mapped.pass_s(320) == pytest.approx(0.2640)
+    # 40 of 128 are 10 of 512: a quarter of the way from 8 (0.0491 s) to 16 (0.0600 s).
+    assert mapped.pass_s(40) == pytest.approx(0.0491 + (0.0600 - 0.0491) * 2 / 8)
+    # 1 of 128 is a quarter of a measured sequence: below the first point, flat.
+    assert mapped.pass_s(1) == pytest.approx(0.0485) and mapped.pass_s(3) == pytest.approx(0.0485)
+    # 400 of 128 are 100 of 512: the last segment (64 -> 80) continued 20 sequences further.
+    assert mapped.pass_s(400) == pytest.approx(0.2640 + (0.2640 - 0.2125) / 16 * 20)
+    assert mapped.update_s == 0.0117
+    # Whole multiples: each measured point is a point of the mapped curve.
+    assert mapped.batches == (1, 4, 8, 16, 32, 64, 128, 256, 320)
+
+
+@pytest.mark.parametrize(("measured_len", "length"), [(512, 384), (512, 128), (100, 300), (7, 3)])
+def test_the_mapped_curve_is_exact_at_every_whole_batch(measured_len, length):
+    # Brute force: the measured curve read at b · L / L_m sequences, for every pass size.
+    mapped = at_equal_tokens(H100, measured_len, length)
+    for b in range(1, 500):
+        assert mapped.pass_s(b) == pytest.approx(H100.at(b * length / measured_len), rel=1e-12)
+    one = StepTimeCurve((3,), (0.3,))  # flat to 3 sequences, then 0.1 s each
+    mapped = at_equal_tokens(one, measured_len, length)
+    for b in range(1, 200):
+        assert mapped.pass_s(b) == pytest.approx(one.at(b * length / measured_len), rel=1e-12)
+
+
+def test_a_fractional_pass_by_hand():
+    # 384-token sequences against 512: 5 of them are 3.75 measured sequences, between 2 and 4.
+    mapped = at_equal_tokens(H100, 512, 384)
+    assert mapped.pass_s(5) == pytest.approx(0.0478 + (0.0484 - 0.0478) * 1.75 / 2)
+    with pytest.raises(ValueError, match="sequence lengths"):
+        at_equal_tokens(H100, 0, 128)
+    with pytest.raises(ValueError, match="> 0"):
+        H100.at(0.0)
 
 
 def test_curve_rejects_bad_points():

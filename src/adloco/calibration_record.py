@@ -25,7 +25,7 @@ from adloco.config import ClusterConfig, DeviceConfig
 from adloco.io import read_json_object, write_json_atomic
 from adloco.paths import device_calibration_file
 
-STEP_TIME_MODELS = ("measured", "roofline")
+STEP_TIME_MODELS = ("measured", "roofline", "measured_record")
 
 NUMBER = (int, float)
 # The JSON type of every field adloco calibrate writes (docs/calibration.md).
@@ -54,6 +54,7 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "step_time": (dict,),
     "step_time_measured": (dict,),
     "step_time_curve": (dict,),
+    "provenance": (dict,),
 }
 
 
@@ -202,15 +203,40 @@ def load_max_batch(calibration_dir: str | Path, device: DeviceConfig) -> int:
     return read_device_record(calibration_dir, device, why).max_batch
 
 
+def measured_record(path: str | Path) -> CalibrationRecord:
+    """The record a ``measured_record`` device maps: a ``step_time_curve`` and its sequence length.
+
+    Any calibration record will do (one ``adloco calibrate`` wrote on a GPU,
+    or a device file of ``config/devices/``); errors name the file.
+    """
+    record = CalibrationRecord.read(path, missing=f"{path}: no such file (a calibration record)")
+    record.curve(why=" (a record `adloco calibrate` wrote has one)")
+    seq_len = record.require("seq_len_tokens", ": the sequence length its curve was timed at")
+    if seq_len < 1:
+        raise CalibrationError(f"{path}: seq_len_tokens must be >= 1, got {seq_len}")
+    return record
+
+
 def step_time_record(device: DeviceConfig) -> dict[str, Any]:
     """What a calibration file records of a device's step-time settings, and checks against.
 
     ``measured``: the model and its ``scale``; ``roofline``: the model, its
-    saturation batch, update time and the device's ``speed_tflops``.
+    saturation batch, update time and the device's ``speed_tflops``;
+    ``measured_record``: the model, the record's path, and the curve and
+    sequence length read from it, so that a record edited since calibration
+    is caught as a changed setting is.
     """
     step_time = device.step_time
     if step_time.model == "measured":
         return {"model": "measured", "scale": step_time.scale}
+    if step_time.model == "measured_record":
+        source = measured_record(str(step_time.record))
+        return {
+            "model": "measured_record",
+            "record": step_time.record,
+            "record_seq_len_tokens": source.fields["seq_len_tokens"],
+            "record_curve": source.curve().as_dict(),
+        }
     return {
         "model": "roofline",
         "saturation_batch": step_time.saturation_batch,

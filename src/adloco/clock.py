@@ -65,14 +65,24 @@ class StepTimeCurve:
         """Seconds of one forward and backward pass of ``micro_batch`` sequences."""
         if micro_batch < 1:
             raise ValueError(f"micro-batch must be >= 1, got {micro_batch}")
+        return self.at(micro_batch)
+
+    def at(self, sequences: float) -> float:
+        """The curve at any number of sequences > 0, a fraction too (flat below its first point).
+
+        A pass of another sequence length is a fraction or a multiple of the
+        curve's sequences at equal tokens (:func:`at_equal_tokens`).
+        """
+        if not sequences > 0:
+            raise ValueError(f"sequences must be > 0, got {sequences}")
         xs, ys = self.batches, self.fwd_bwd_s
-        if micro_batch <= xs[0]:
+        if sequences <= xs[0]:
             return ys[0]
         if len(xs) == 1:
-            return ys[0] * micro_batch / xs[0]
-        i = min(bisect.bisect_left(xs, micro_batch), len(xs) - 1)
+            return ys[0] * sequences / xs[0]
+        i = min(bisect.bisect_left(xs, sequences), len(xs) - 1)
         x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-        return y0 + (y1 - y0) * (micro_batch - x0) / (x1 - x0)
+        return y0 + (y1 - y0) * (sequences - x0) / (x1 - x0)
 
     def scaled(self, factor: float) -> StepTimeCurve:
         """The same curve on a device ``factor`` times slower (factor < 1: faster)."""
@@ -120,6 +130,42 @@ class StepTimeCurve:
             tuple(float(t) for t in d["fwd_bwd_s"]),
             float(d.get("update_s", 0.0)),
         )
+
+
+def at_equal_tokens(
+    measured: StepTimeCurve, measured_seq_len_tokens: int, seq_len_tokens: int
+) -> StepTimeCurve:
+    """A device's curve measured at another sequence length, mapped at equal tokens per pass.
+
+    A pass of ``b`` sequences of ``seq_len_tokens`` L costs what the measured
+    device took for ``b · L / L_m`` sequences of ``measured_seq_len_tokens``
+    L_m (:meth:`StepTimeCurve.at`: flat below its first point, its last segment
+    beyond); an update costs the measured one. The result has integer
+    batches, as every curve: each measured point ``b_m`` maps to ``b_m · L_m / L``
+    sequences, and where that is not a whole number both whole numbers around
+    it are points, so the mapped curve is exact at every whole batch (the only
+    passes there are) and keeps the measured last segment beyond its end.
+    """
+    if measured_seq_len_tokens < 1 or seq_len_tokens < 1:
+        raise ValueError(
+            f"sequence lengths must be >= 1, got {measured_seq_len_tokens} and {seq_len_tokens}"
+        )
+    ratio = measured_seq_len_tokens / seq_len_tokens  # sequences here per measured sequence
+
+    def value(b: int) -> float:
+        return measured.at(b * seq_len_tokens / measured_seq_len_tokens)
+
+    mapped = [b * ratio for b in measured.batches]
+    points = {1}
+    for x in mapped:
+        points.update(b for b in (math.floor(x), math.ceil(x)) if b >= 1)
+    ordered = sorted(points)
+    # Beyond its last point a curve follows its last two points: both must lie on the
+    # measured last segment (for one measured point, the proportional part past it).
+    last_segment_from = mapped[-2] if len(mapped) > 1 else mapped[-1]
+    if len(ordered) < 2 or ordered[-2] < last_segment_from:
+        ordered.append(ordered[-1] + 1)
+    return StepTimeCurve(tuple(ordered), tuple(value(b) for b in ordered), measured.update_s)
 
 
 @dataclass(frozen=True)

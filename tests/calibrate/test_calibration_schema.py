@@ -53,8 +53,9 @@ def test_schema_defaults_of_step_time_and_sharing():
         "saturation_batch": 8,
         "update_s": 0.0,
         "scale": 1.0,
+        "record": None,
     }
     assert (cfg.calibration.timing_repeats, cfg.calibration.timing_warmup) == (5, 2)
     shipped = {n: load_config(REPO / "config" / f"{n}.yaml") for n in ("config", "test", "paper")}
     models = {n: c.cluster.devices[0].step_time.model for n, c in shipped.items()}
-    assert models == {"config": "roofline", "test": "roofline", "paper": "measured"}
+    assert models == {"config": "measured_record", "test": "roofline", "paper": "measured"}

@@ -3,15 +3,22 @@
 Part of ``adloco calibrate`` (:mod:`adloco.calibrate`). ``measured``: the
 curve timed on this machine (:mod:`adloco.calibrate.step_timing`) times
 ``scale``; ``roofline``: flat up to ``saturation_batch`` sequences, then linear
-at ``speed_tflops``. The formulas are in ``docs/calibration.md``.
+at ``speed_tflops``; ``measured_record``: the curve another device's record
+holds (``step_time.record``), mapped to this sequence length at equal tokens
+per pass (:func:`adloco.clock.at_equal_tokens`). The formulas are in
+``docs/calibration.md``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, StepTimeCurve
+from adloco.calibration_record import measured_record, step_time_record
+from adloco.clock import FLOPS_PER_TOKEN_PER_PARAM, StepTimeCurve, at_equal_tokens
 from adloco.config import DeviceConfig, thaw
+
+# What the step_time record repeats of a measured_record's source: where it was measured.
+SOURCE_FIELDS = ("gpu_name", "torch_version", "dtype", "model_parameters", "provenance")
 
 
 def roofline_seconds_per_sequence(num_params: int, seq_len_tokens: int, tflops: float) -> float:
@@ -27,12 +34,21 @@ def declared_step_time(
     ``measured``: this machine's curve times ``scale``. ``roofline``: flat at
     ``saturation_batch`` sequences' worth of compute up to ``saturation_batch``,
     then linear at ``speed_tflops``, with ``update_s`` per update.
+    ``measured_record``: the record's curve at equal tokens per pass, its
+    measured update; the record's curve, sequence length and origin are
+    written beside (``record_curve``, ``record_seq_len_tokens``, ``source``).
     """
     step_time = device.step_time
     tflops = float(device.speed_tflops)
     record = {**thaw(step_time), "speed_tflops": tflops}
     if step_time.model == "measured":
         return record, measured.scaled(step_time.scale)
+    if step_time.model == "measured_record":
+        source = measured_record(str(step_time.record))
+        record.update(step_time_record(device))
+        record["source"] = {k: source.fields[k] for k in SOURCE_FIELDS if k in source.fields}
+        curve = at_equal_tokens(source.curve(), source.fields["seq_len_tokens"], seq_len_tokens)
+        return record, curve
     per_sequence = roofline_seconds_per_sequence(num_params, seq_len_tokens, tflops)
     record.update(
         seconds_per_sequence=per_sequence,

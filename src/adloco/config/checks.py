@@ -38,6 +38,7 @@ def check_devices(config: Config) -> None:
                 f"calibration file is {paths.calibration_file(config.experiment, '<name>')})"
             )
         seen[device.name] = index
+        device.check_step_time(f"cluster.devices.{index}")
     if cluster.processes_per_machine > cluster.device_count():
         raise ConfigError(
             f"cluster.processes_per_machine: {cluster.processes_per_machine} processes for "

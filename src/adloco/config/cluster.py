@@ -22,10 +22,22 @@ class StepTimeConfig:
         "roofline",
         (
             "measured: the curve `adloco calibrate` timed on this machine, times scale; "
-            "roofline: flat up to saturation_batch sequences, then linear at speed_tflops"
+            "roofline: flat up to saturation_batch sequences, then linear at speed_tflops; "
+            "measured_record: the curve of another device's calibration record (record), "
+            "mapped at equal tokens per pass"
         ),
         type="string",
-        enum=["measured", "roofline"],
+        enum=["measured", "roofline", "measured_record"],
+    )
+    record: str | None = setting(
+        None,
+        (
+            "measured_record: a calibration record with a step_time_curve and its "
+            "seq_len_tokens (config/devices/*.json, or a file `adloco calibrate` wrote on a "
+            "GPU), relative to the working folder"
+        ),
+        type=["string", "null"],
+        minLength=1,
     )
     saturation_batch: int = setting(
         8,
@@ -74,6 +86,28 @@ class DeviceConfig:
     step_time: StepTimeConfig = setting(
         {}, ("what the simulated clock charges for one step on this device (docs/calibration.md)")
     )
+
+    def check_step_time(self, key: str) -> None:
+        """A ``measured_record`` device names a readable record with a curve and its length.
+
+        ``key``: the device's key (``cluster.devices.<i>``) for the message.
+        Checked at load, so that a wrong path fails before any job starts.
+        """
+        if self.step_time.model != "measured_record":
+            return
+        path = self.step_time.record
+        if path is None:
+            raise ConfigError(
+                f"{key}.step_time.record: required when step_time.model is measured_record "
+                "(the calibration record whose curve the clock maps)"
+            )
+        # Imported here: the record's reader imports this package.
+        from adloco.calibration_record import measured_record
+
+        try:
+            measured_record(path)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{key}.step_time.record: {exc}") from None
 
 
 @dataclasses.dataclass(frozen=True)
