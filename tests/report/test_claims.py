@@ -11,7 +11,13 @@ import math
 
 import pytest
 
-from adloco.report.claims import INCONCLUSIVE, NOT_SUPPORTED, NOT_TESTABLE, SUPPORTED
+from adloco.report.claims import (
+    INCONCLUSIVE,
+    NO_DIFFERENCE,
+    NOT_SUPPORTED,
+    NOT_TESTABLE,
+    SUPPORTED,
+)
 from adloco.report.mechanisms import mechanism_checks
 from adloco.report.sensitivity import attach_alternatives
 
@@ -81,7 +87,7 @@ def test_slower_in_every_seed_is_not_supported(workspace):
     assert claims[2].verdict == SUPPORTED  # still fewer communications
 
 
-def test_equal_in_every_seed_is_not_supported(workspace):
+def test_equal_in_every_seed_makes_no_meaningful_difference(workspace):
     diloco(workspace)
     # Two communications a round, reaching at round 2 and staying: 4 against diloco's 3;
     # diloco with 2 rounds of 2 trainers is not possible, so compare communications 3 vs 3.
@@ -89,8 +95,23 @@ def test_equal_in_every_seed_is_not_supported(workspace):
         "adloco", workspace.FULL_ADLOCO, {s: workspace.single([100, 80, 60]) for s in EIGHT}
     )
     head = workspace.claims([60])[2].headline[0]
-    # Every pair ties (3 against 3): no sign to test, the interval [1, 1] is not below 1.
+    # Every pair ties (3 against 3): no sign to test a difference with. Shifted by ∓log 1.1
+    # every log ratio is on the margin's inner side: each one-sided test of the TOST has the
+    # most extreme of 2^8 patterns, p = 1/256 <= 0.05: equivalence shown.
     assert head.effect.test.ties == 8 and head.effect.estimate == 1.0
+    assert head.effect.equivalence.p == 1 / 256
+    assert head.verdict == NO_DIFFERENCE
+    assert "lies at 1" in head.reason and "neither one-sided test" in head.reason
+
+
+def test_equal_in_three_seeds_is_not_supported(workspace):
+    diloco(workspace, seeds=(0, 1, 2))
+    workspace.run(
+        "adloco", workspace.FULL_ADLOCO, {s: workspace.single([100, 80, 60]) for s in range(3)}
+    )
+    head = workspace.claims([60])[2].headline[0]
+    # Three ties: the TOST cannot go below 1/8, so the interval [1, 1] decides.
+    assert head.effect.equivalence.p == 1 / 8
     assert head.verdict == NOT_SUPPORTED and "not below 1" in head.reason
 
 
@@ -147,7 +168,7 @@ def test_best_baseline_and_every_baseline_are_compared(workspace):
     best = next(c for c in claims[2].comparisons if c.against == "best baseline")
     assert best.baseline == "diloco-max-batch"
     assert best.effect.estimate == pytest.approx(1.0)  # 2 against 2 communications
-    assert best.verdict == NOT_SUPPORTED
+    assert best.verdict == NO_DIFFERENCE  # 2 against 2 in all eight seeds: equivalent
     assert claims[2].verdict == SUPPORTED  # the headline stays against DiLoCo
 
 

@@ -9,11 +9,13 @@ from itertools import combinations, product
 import pytest
 
 from adloco.report.exact import (
+    equivalence_test,
     log_ratio,
     median_interval,
     median_of,
     midranks,
     order_coverage,
+    shifted,
     sign_flip_counts,
     sign_flip_test,
     two_sample_test,
@@ -71,6 +73,53 @@ def test_sign_flip_test_equals_listing_every_pattern(statistic):
         test = sign_flip_test(effects, statistic)
         p_less, p_greater = brute_force_p(effects, statistic)
         assert test.p_less == pytest.approx(p_less) and test.p_greater == pytest.approx(p_greater)
+
+
+def test_equivalence_test_hand_enumerated():
+    # Three seeds, log ratios -0.05, 0.02, 0.04, margin 0.1. Below +margin: shifted by -0.1,
+    # -0.15, -0.08, -0.06, all negative: the most extreme of 8 patterns, p = 1/8. Above
+    # -margin: shifted by +0.1, 0.05, 0.12, 0.14, all positive: P(T <= 0) = 1/8.
+    eq = equivalence_test([-0.05, 0.02, 0.04], 0.1)
+    assert (eq.p_below, eq.p_above, eq.p, eq.smallest_p) == (1 / 8, 1 / 8, 1 / 8, 1 / 8)
+    # One seed beyond the margin on AdLoCo's side (-0.3): shifted by +0.1 it is -0.2, the
+    # largest |d| (rank 3) on the negative side, T = 3; patterns with T <= 3: {}, {1}, {2},
+    # {3}, {1,2}: 5/8. Below +margin: all negative, 1/8. TOST p = max = 5/8.
+    eq = equivalence_test([-0.3, 0.02, 0.04], 0.1)
+    assert (eq.p_below, eq.p_above, eq.p) == (1 / 8, 5 / 8, 5 / 8)
+
+
+def test_shifting_keeps_censored_values():
+    assert shifted([-INF, 0.0, 0.5, INF], -0.1) == [-INF, -0.1, 0.4, INF]
+
+
+def brute_force_tost(effects, margin, statistic):
+    """TOST by listing every sign pattern of each shifted set (itertools.product)."""
+    below = [e if math.isinf(e) else e - margin for e in effects]
+    above = [e if math.isinf(e) else e + margin for e in effects]
+    return brute_force_p(below, statistic)[0], brute_force_p(above, statistic)[1]
+
+
+@pytest.mark.parametrize("statistic", ["signed_rank", "sign"])
+def test_equivalence_test_equals_listing_every_pattern(statistic):
+    rng = random.Random(5)
+    margin = 0.5  # on the grid: shifted values tie with each other and with zero
+    for n in range(1, 9):
+        effects = [rng.choice([-INF, -1.0, -0.5, 0.0, 0.25, 0.5, 1.0, INF]) for _ in range(n)]
+        eq = equivalence_test(effects, margin, statistic)
+        p_below, p_above = brute_force_tost(effects, margin, statistic)
+        assert eq.p_below == pytest.approx(p_below) and eq.p_above == pytest.approx(p_above)
+        assert eq.p == pytest.approx(max(p_below, p_above))
+
+
+def test_a_censored_seed_counts_against_equivalence():
+    # Four seeds within the margin and one AdLoCo never reaches (+inf): shifted by -0.1 the
+    # +inf stays +inf with the largest rank (5) on the positive side; T = 1 + 2 + 3 + 4 = 10
+    # of 15; P(T >= 10) over the 32 patterns: a subset of {1..5} sums to >= 10 when its
+    # complement sums to <= 5: {}, {1}, {2}, {3}, {4}, {5}, {1,2}, {1,3}, {1,4}, {2,3}: 10.
+    eq = equivalence_test([0.01, 0.02, -0.03, 0.04, INF], 0.1)
+    assert eq.below.observed == 10.0 and eq.p_below == 10 / 32
+    with pytest.raises(ValueError):
+        equivalence_test([0.0], 0.0)
 
 
 def test_sign_flip_counts_are_all_patterns():

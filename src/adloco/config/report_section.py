@@ -180,6 +180,28 @@ class ReportConfig:
         exclusiveMinimum=0,
         exclusiveMaximum=0.5,
     )
+    smallest_effect: float = setting(
+        0.1,
+        (
+            "smallest effect of interest m: a ratio of 1 + m or 1 / (1 + m) in time and in "
+            "communications; within it the verdict is no meaningful difference when the "
+            "equivalence test (two one-sided exact tests at test_level) shows it, and each "
+            "comparison's power is that to detect a true ratio of 1 / (1 + m)"
+        ),
+        type="number",
+        exclusiveMinimum=0,
+        exclusiveMaximum=1,
+    )
+    power_goal: float = setting(
+        0.8,
+        (
+            "the power a comparison a claim rests on should have at the smallest effect of "
+            "interest; the page warns below it and gives the paired seeds that would reach it"
+        ),
+        type="number",
+        exclusiveMinimum=0,
+        exclusiveMaximum=1,
+    )
     confidence: float = setting(
         0.95,
         (

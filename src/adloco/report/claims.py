@@ -14,14 +14,19 @@ sign-flip test of the log ratios (:func:`adloco.report.exact.sign_flip_test`;
 ratio, with the order-statistic interval of that median and its exact
 coverage. A seed that never reaches the target (or does not stay there,
 ``report.reached``) is censored: its log ratio is ±inf and takes the largest
-rank; a seed where both are censored is a tie. Verdict: **supported** when
-the one-sided p-value in AdLoCo's favour is at most ``report.test_level``;
-**not supported** when the one against it is, or when the whole interval is
-at or above 1; **inconclusive** otherwise (the reason says when the seeds are
-too few for the test to reach that level at all); **not testable** when a
-run or a target is missing, the target is at or above the validation unigram
-perplexity, most pairs are censored on both sides, or (claims 1 and 3's
-time) the runs' clock makes time a function of token count.
+rank; a seed where both are censored is a tie. Paired by seed, the
+equivalence test (TOST) asks whether the ratio lies within the smallest
+effect of interest (``report.smallest_effect``); both-censored seeds say
+nothing about the size of a difference and are left out of it. The verdict
+follows the order of precedence of :mod:`adloco.report.verdict`: **not
+testable** (also when a run or a target is missing, the target is at or
+above the validation unigram perplexity, or, for claims 1 and 3's time, the
+runs' clock makes time a function of token count), **no meaningful
+difference** when equivalence is shown, **supported**, **not supported**,
+**inconclusive**. Each paired comparison also carries its power at the
+smallest effect of interest and the seeds it would need
+(:mod:`adloco.report.power`); a claim warns when a comparison it rests on
+falls short (:func:`adloco.report.power.power_warnings`).
 
 Beside the headline (against DiLoCo at the main target): every other
 baseline, the best baseline (lowest median, chosen on these data) at every
@@ -33,14 +38,17 @@ target, the ddp anchor, and perplexity at equal simulated time
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from adloco.report.equal_time import equal_time_s, perplexities_at
 from adloco.report.exact import (
+    EquivalenceTest,
     OrderInterval,
     SignFlipTest,
     TwoSampleTest,
+    equivalence_test,
     log_ratio,
     median_interval,
     median_of,
@@ -49,48 +57,22 @@ from adloco.report.exact import (
 )
 from adloco.report.inputs import RunSeed
 from adloco.report.ladder import to_target
+from adloco.report.power import Power, attach_power
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import median, ratio
 from adloco.report.targets import Ladder
-
-SUPPORTED = "supported"
-NOT_SUPPORTED = "not supported"
-INCONCLUSIVE = "inconclusive"
-NOT_TESTABLE = "not testable"
-VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_TESTABLE)
-
-QUANTITY_WORDS = {
-    "sim_time_s": "simulated time",
-    "communications": "communications",
-    "tokens": "tokens",
-    "bytes": "bytes",
-    "final_val_perplexity": "final perplexity",
-    "perplexity_at_time": "perplexity at equal simulated time",
-}
-PERPLEXITY_QUANTITIES = ("final_val_perplexity", "perplexity_at_time")
-
-
-def fmt(value: float | None, digits: int = 4) -> str:
-    """A number for prose: thousands separators for counts, 4 significant digits otherwise."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if math.isinf(value):
-        return "never"
-    if float(value).is_integer() and abs(value) >= 1:
-        return f"{int(value):,}"
-    return f"{value:.{digits}g}"
-
-
-def fmt_ratio(value: float | None) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    if math.isinf(value):
-        return "∞"
-    return f"{value:.3g}"
-
-
-def fmt_p(p: float) -> str:
-    return f"{p:.3g}" if p >= 0.001 else f"{p:.1e}"
+from adloco.report.verdict import INCONCLUSIVE as INCONCLUSIVE
+from adloco.report.verdict import NO_DIFFERENCE as NO_DIFFERENCE
+from adloco.report.verdict import NOT_SUPPORTED as NOT_SUPPORTED
+from adloco.report.verdict import NOT_TESTABLE as NOT_TESTABLE
+from adloco.report.verdict import PERPLEXITY_QUANTITIES as PERPLEXITY_QUANTITIES
+from adloco.report.verdict import QUANTITY_WORDS as QUANTITY_WORDS
+from adloco.report.verdict import SUPPORTED as SUPPORTED
+from adloco.report.verdict import VERDICTS as VERDICTS
+from adloco.report.verdict import fmt as fmt
+from adloco.report.verdict import fmt_p as fmt_p
+from adloco.report.verdict import fmt_ratio as fmt_ratio
+from adloco.report.verdict import judge as judge
 
 
 @dataclass(frozen=True)
@@ -104,11 +86,23 @@ class Effect:
     interval: OrderInterval | None  # of the median paired ratio (pairing seed)
     test: SignFlipTest | TwoSampleTest
     both_censored: int  # paired seeds where neither run has a value
+    logs: tuple[float, ...] = ()  # per paired seed, log(subject / other), ±inf censored
+    margin: float = math.nan  # log(1 + report.smallest_effect); NaN: no equivalence test
+    censored: tuple[bool, ...] = ()  # per paired seed: both runs censored
+
+    @cached_property
+    def equivalence(self) -> EquivalenceTest | None:
+        """TOST against ±margin of the log ratios, both-censored seeds left out (paired only)."""
+        if self.pairing != "seed" or math.isnan(self.margin):
+            return None
+        known = [v for v, c in zip(self.logs, self.censored, strict=True) if not c]
+        return equivalence_test(known, self.margin, self.test.statistic)
 
     def as_dict(self) -> dict[str, Any]:
         def clean(v):
             return None if math.isnan(v) else (str(v) if math.isinf(v) else v)
 
+        eq = self.equivalence
         return {
             "pairing": self.pairing,
             "seeds": list(self.seeds),
@@ -116,6 +110,9 @@ class Effect:
             "interval": self.interval.as_dict() if self.interval else None,
             **self.test.as_dict(),
             "both_censored": self.both_censored,
+            "equivalence": {"test": "two one-sided exact sign-flip tests", **eq.as_dict()}
+            if eq
+            else None,
         }
 
 
@@ -134,7 +131,7 @@ def measure(subject: dict[int, float], other: dict[int, float], settings: Report
     seeds = tuple(sorted(set(subject) & set(other)))
     logs = [log_ratio(subject[s], other[s]) for s in seeds]
     ratios = tuple(math.exp(v) for v in logs)
-    both = sum(math.isinf(subject[s]) and math.isinf(other[s]) for s in seeds)
+    censored = tuple(math.isinf(subject[s]) and math.isinf(other[s]) for s in seeds)
     return Effect(
         "seed",
         seeds,
@@ -142,7 +139,10 @@ def measure(subject: dict[int, float], other: dict[int, float], settings: Report
         math.exp(median_of(logs)) if seeds else math.nan,
         median_interval(list(ratios), settings.confidence),
         sign_flip_test(logs, settings.paired_test),
-        both,
+        sum(censored),
+        tuple(logs),
+        math.log1p(settings.smallest_effect),
+        censored,
     )
 
 
@@ -164,6 +164,7 @@ class Comparison:
     headline: bool = False
     time_s: float | None = None  # perplexity_at_time: the equal simulated time
     alternatives: dict[str, dict[str, str]] = field(default_factory=dict)  # rule -> value, verdict
+    power: Power | None = None  # paired comparisons in time or communications
 
     def key(self) -> tuple:
         """What identifies the comparison across rule settings."""
@@ -201,6 +202,7 @@ class Comparison:
             "reason": self.reason,
             "headline": self.headline,
             "under_alternative_rules": self.alternatives,
+            "power": self.power.as_dict() if self.power else None,
         }
 
 
@@ -211,6 +213,7 @@ class Claim:
     verdict: str
     reason: str
     comparisons: list[Comparison] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # comparisons it rests on that fall short
 
     @property
     def headline(self) -> list[Comparison]:
@@ -223,6 +226,7 @@ class Claim:
             "verdict": self.verdict,
             "reason": self.reason,
             "comparisons": [c.as_dict() for c in self.comparisons],
+            "warnings": self.warnings,
         }
 
 
@@ -231,65 +235,6 @@ def _counts(subject: str, other: str, a: dict[int, float], b: dict[int, float]) 
         return sum(math.isfinite(v) for v in values.values())
 
     return f"{subject} reached it in {got(a)} of {len(a)} seeds, {other} in {got(b)} of {len(b)}"
-
-
-def _effect_text(effect: Effect, subject: str, other: str, what: str) -> str:
-    est = effect.estimate
-    if est == 0:
-        return f"{other} does not get there in most seeds, {subject} does"
-    if math.isinf(est):
-        return f"{subject} does not get there in most seeds, {other} does"
-    kind = "median paired ratio" if effect.pairing == "seed" else "ratio of medians"
-    text = f"{subject} needs {fmt_ratio(est)}× the {what} of {other} ({kind}"
-    if effect.interval is not None and effect.interval.kind != "none":
-        i = effect.interval
-        text += f"; {i.name()} [{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]"
-    return text + ")"
-
-
-def judge(
-    effect: Effect,
-    subject: str,
-    other: str,
-    what: str,
-    settings: ReportSettings,
-    counts: str = "",
-) -> tuple[str, str]:
-    """Verdict and reason for "``subject`` needs less ``what`` than ``other``"."""
-    test = effect.test
-    n = len(effect.seeds)
-    if effect.pairing == "seed" and n == 0:
-        return NOT_TESTABLE, f"{subject} and {other} have no seed in common"
-    if 2 * effect.both_censored > n or math.isnan(effect.estimate):
-        detail = f" ({counts})" if counts else ""
-        return NOT_TESTABLE, f"neither run gets there in most seeds{detail}"
-    text = _effect_text(effect, subject, other, what)
-    level = settings.test_level
-    if effect.pairing == "seed":
-        p_text = (
-            f"exact sign-flip test over {n} paired seeds ({test.statistic}"
-            + (f", {test.ties} tied" if test.ties else "")
-            + ")"
-        )
-    else:
-        p_text = f"exact two-sample permutation test, {test.sizes[0]} and {test.sizes[1]} seeds"
-    if effect.pairing == "seed" and n == 1:
-        return INCONCLUSIVE, f"{text}, but a single seed gives no spread to judge the difference by"
-    p_both = f"p = {fmt_p(test.p_less)} that AdLoCo needs less, {fmt_p(test.p_greater)} more"
-    if test.p_less <= level:
-        return SUPPORTED, f"{text}; {p_text}: p = {fmt_p(test.p_less)} ≤ {level:g}"
-    low = effect.interval.low if effect.interval is not None else None
-    if test.p_greater <= level:
-        return NOT_SUPPORTED, f"{text}; {p_text}: {p_both} (≤ {level:g} against it)"
-    if low is not None and low >= 1:
-        return NOT_SUPPORTED, f"{text}; {p_text}: {p_both}; the interval is not below 1"
-    reason = f"{text}; {p_text}: {p_both}, neither ≤ {level:g}"
-    if test.smallest_p > level:
-        reason += (
-            f" (with these seeds the test cannot go below p = {fmt_p(test.smallest_p)}: "
-            "too few seeds that differ to decide at this level)"
-        )
-    return INCONCLUSIVE, reason
 
 
 def _join(*reasons: str) -> str:
@@ -346,6 +291,8 @@ def compare(
     mine = values_of(ctx, subject, quantity, target, time_s)
     theirs = values_of(ctx, best, quantity, target, time_s)
     effect = measure(mine, theirs, ctx.settings)
+    if quantity in PERPLEXITY_QUANTITIES:  # the margin is one of time and communications
+        effect = replace(effect, margin=math.nan)
     untestable = []
     if quantity in ("sim_time_s", "perplexity_at_time"):
         untestable.append(ctx.clock_reason)
@@ -466,6 +413,8 @@ def ablation_claim(ctx: Context) -> Claim:
         verdict = SUPPORTED
     elif any(v == NOT_SUPPORTED for v in heads):
         verdict = NOT_SUPPORTED
+    elif any(v == NO_DIFFERENCE for v in heads):  # an ablation that does not matter
+        verdict = NO_DIFFERENCE
     elif all(v == NOT_TESTABLE for v in heads):
         verdict = NOT_TESTABLE
     else:
@@ -481,11 +430,17 @@ def evaluate_claims(
     ladder: Ladder,
     settings: ReportSettings,
     clock_reason: str = "",
+    power: bool = True,
 ) -> list[Claim]:
-    """Claims 1–3. ``clock_reason``: why simulated time cannot test the claims (else empty)."""
+    """Claims 1–3. ``clock_reason``: why simulated time cannot test the claims (else empty);
+    ``power``: attach each comparison's power and the claims' warnings (not needed for the
+    verdicts under other rules)."""
     ctx = Context(runs, roles, ladder, settings, clock_reason)
-    return [
+    claims = [
         to_target_claim(ctx, 1, "sim_time_s"),
         to_target_claim(ctx, 2, "communications"),
         ablation_claim(ctx),
     ]
+    if power:
+        attach_power(claims, settings)
+    return claims

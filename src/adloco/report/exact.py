@@ -16,6 +16,12 @@ for ablations), so nothing here leans on a large-sample approximation:
   +inf or -inf and takes the largest rank; a seed where both are censored
   (or equal) has effect 0, a tie, and is left out of the ranking as
   Wilcoxon prescribes, which the result counts.
+- :func:`equivalence_test`: two one-sided tests (TOST) that the effect lies
+  within ±margin (a log ratio; ``report.smallest_effect`` m gives
+  log(1 + m)): the same sign-flip test of the effects shifted by −margin
+  (AdLoCo's side: the effect is below +margin) and by +margin (the other
+  side: above −margin). Shifting leaves ±inf as it is, so a censored seed
+  always counts against equivalence.
 - :func:`median_interval`: the order-statistic interval of the median paired
   ratio, [r_(k), r_(n-k+1)], with its exact coverage
   1 − 2 · P(Binomial(n, ½) ≤ k − 1) (at least that with ties). With few
@@ -141,6 +147,61 @@ def sign_flip_test(effects: Sequence[float], statistic: str = "signed_rank") -> 
     p_greater = sum(w for t, w in counts.items() if t <= observed) / total
     return SignFlipTest(
         statistic, len(effects), len(effects) - len(ranked), observed / 2, p_less, p_greater
+    )
+
+
+def shifted(effects: Sequence[float], by: float) -> list[float]:
+    """``effects`` plus ``by``; ±inf (censored) stays ±inf."""
+    return [e if math.isinf(e) else e + by for e in effects]
+
+
+@dataclass(frozen=True)
+class EquivalenceTest:
+    """Two one-sided exact tests that the effect lies within ±``margin`` (log ratios)."""
+
+    margin: float  # log(1 + smallest effect)
+    below: SignFlipTest  # effects − margin: p_less tests "effect < +margin"
+    above: SignFlipTest  # effects + margin: p_greater tests "effect > −margin"
+
+    @property
+    def p_below(self) -> float:
+        """p that the effect is below +margin (AdLoCo needs at most 1 + m times as much)."""
+        return self.below.p_less
+
+    @property
+    def p_above(self) -> float:
+        """p that the effect is above −margin (AdLoCo needs at least 1 / (1 + m) as much)."""
+        return self.above.p_greater
+
+    @property
+    def p(self) -> float:
+        """The TOST p-value: equivalence is shown at level α when p <= α."""
+        return max(self.p_below, self.p_above)
+
+    @property
+    def smallest_p(self) -> float:
+        return max(self.below.smallest_p, self.above.smallest_p)
+
+    def as_dict(self) -> dict:
+        return {
+            "margin_log_ratio": self.margin,
+            "p_below_margin": self.p_below,
+            "p_above_minus_margin": self.p_above,
+            "p": self.p,
+            "smallest_p": self.smallest_p,
+        }
+
+
+def equivalence_test(
+    effects: Sequence[float], margin: float, statistic: str = "signed_rank"
+) -> EquivalenceTest:
+    """TOST of the effects against ±``margin``: the sign-flip test of each shifted set."""
+    if not margin > 0:
+        raise ValueError(f"margin must be positive, got {margin}")
+    return EquivalenceTest(
+        margin,
+        sign_flip_test(shifted(effects, -margin), statistic),
+        sign_flip_test(shifted(effects, margin), statistic),
     )
 
 

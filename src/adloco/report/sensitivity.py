@@ -35,7 +35,7 @@ def attach_alternatives(
     for rule in RULES:
         value = other_choice(rule, getattr(settings, rule))
         changed = replace(settings, **{rule: value})
-        for claim in evaluate_claims(runs, roles, ladder, changed, clock_reason):
+        for claim in evaluate_claims(runs, roles, ladder, changed, clock_reason, power=False):
             for c in claim.comparisons:
                 if c.key() in mine:
                     mine[c.key()].alternatives[rule] = {"value": value, "verdict": c.verdict}

@@ -93,6 +93,8 @@ class ReportSettings:
     equal_time: str  # fastest or slowest
     test_level: float
     confidence: float
+    smallest_effect: float  # m: ratios within 1 / (1 + m) and 1 + m make no meaningful difference
+    power_goal: float
     tuning: str | None
     tuning_groups: dict[str, tuple[str, ...]] | None
     bandwidths_gbit_s: tuple[float, ...]
@@ -113,6 +115,8 @@ class ReportSettings:
             equal_time=report.equal_time,
             test_level=float(report.test_level),
             confidence=float(report.confidence),
+            smallest_effect=float(report.smallest_effect),
+            power_goal=float(report.power_goal),
             tuning=report.tuning,
             tuning_groups={k: tuple(v) for k, v in groups.items()} if groups else None,
             bandwidths_gbit_s=tuple(sorted(float(b) for b in bandwidths))
