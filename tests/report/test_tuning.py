@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from adloco.config import ConfigError, load_config
 from adloco.report import build_report
 from adloco.report.inputs import load_runs
-from adloco.report.tuning import choose, load_tuning, tuning_record, tuning_table
+from adloco.report.tuning import beyond, choose, edges, load_tuning, tuning_record, tuning_table
 
 BASE = 100.0
 
@@ -86,7 +87,16 @@ def test_the_choice_is_the_lowest_final_within_the_climb_limit(workspace):
 
 def test_without_a_limit_the_lowest_final_is_chosen(workspace):
     grid(workspace)
-    assert record_of(workspace)["groups"]["diloco"]["chosen_run"] == "diloco-d"
+    final = record_of(workspace, tuning_metric="final_perplexity")["groups"]["diloco"]
+    assert final["chosen_run"] == "diloco-d"
+    # By time to the main target (0.99 x 100 = 99, below): a, b and c are at 99 at their
+    # first evaluation (1 s); d only between 110 (1 s) and 95 (2 s), at
+    # 1 + ln(110/99)/ln(110/95) s. b wins the tie of a, b and c on final perplexity.
+    timed = record_of(workspace)["groups"]["diloco"]
+    times = {p["run"]: p["time_to_main_s"] for p in timed["points"]}
+    assert times["diloco-b"] == times["diloco-a"] == 1.0
+    assert times["diloco-d"] == pytest.approx(1 + math.log(110 / 99) / math.log(110 / 95))
+    assert timed["chosen_run"] == "diloco-b" and timed["by_final_perplexity"] == "diloco-d"
     # A limit no point meets: the lowest of all, flagged.
     steps = {"inner_lr": 0.001, "outer_lr": 1.0, "outer_momentum": 0.0, "nesterov": False}
     points = [{**steps, "run": "x", "value": 60.0, "climb": 1.2},
@@ -106,6 +116,158 @@ def test_the_suggested_main_target_is_reached_early_enough_by_every_chosen_point
     assert main["runs"] == ["adloco-a", "diloco-b"]
     assert main["reached"] == {"diloco-b": [0.99], "adloco-a": [0.99, 0.95]}
     assert main["level"] == 0.99
+
+
+def race(ws):
+    """diloco at five points (base 100, 8 rounds of 100 tokens), seeds 0-2, and one adloco.
+
+    Per seed curves (N: 99, 98, 97, 97, 96, 96, 96, 96, never at or below 95):
+    slow   (i0.003,  o1.0): 99 97 96 95 94 93 92 80, 1 s a round: final 80, climb 0.99
+    fast   (i0.0015, o1.0): 95 94 93 92 91 90 89 85 (seed 2: N), 2 s a round: final 85
+    never  (i0.006,  o1.0): N: final 96;  never2 (i0.006, o0.5): 99 98 97 ... 97: final 97
+    climb  (i0.012,  o1.0): 110 90 89 88 87 86 85 70: final 70, climb 1.10
+    adloco-a (i0.003, o0.7): 99 94 93 92 91 90.5 90.2 89.
+    """
+    n = [99, 98, 97, 97, 96, 96, 96, 96]
+    curves = {
+        ("diloco-slow", 0.003, 1.0, 1.0): [[99, 97, 96, 95, 94, 93, 92, 80]] * 3,
+        ("diloco-fast", 0.0015, 1.0, 2.0): [[95, 94, 93, 92, 91, 90, 89, 85]] * 2 + [n],
+        ("diloco-never", 0.006, 1.0, 1.0): [n] * 3,
+        ("diloco-never2", 0.006, 0.5, 1.0): [[99, 98] + [97] * 6] * 3,
+        ("diloco-climb", 0.012, 1.0, 1.0): [[110, 90, 89, 88, 87, 86, 85, 70]] * 3,
+    }
+    for (name, inner, outer, seconds), per_seed in curves.items():
+        settings = {"method": "diloco", "inner_lr": inner, "outer_lr": outer}
+        ws.run(name, settings, {s: curve(c) for s, c in enumerate(per_seed)}, seconds)
+    ws.run("adloco-a", {**ws.FULL_ADLOCO, "inner_lr": 0.003, "outer_lr": 0.7},
+           {s: curve([99, 94, 93, 92, 91, 90.5, 90.2, 89]) for s in range(3)})  # fmt: skip
+    ws.base(BASE)
+
+
+RACE = {
+    "diloco": ("diloco-slow", "diloco-fast", "diloco-never", "diloco-never2", "diloco-climb"),
+    "adloco": ("adloco-a",),
+}
+
+
+def race_record(ws, **report):
+    config = load_config(
+        ws.write(
+            targets_section={"relative_to": "base", "levels": [0.99, 0.95, 0.9], "main": 0.9},
+            tuning_groups={k: list(v) for k, v in RACE.items()},
+            **report,
+        )
+    )
+    return tuning_record(config, load_runs(ws.runs_dir, config), RACE, BASE)
+
+
+def test_the_choice_by_time_to_the_main_target_differs_from_final_perplexitys(workspace):
+    race(workspace)
+    record = race_record(workspace, tuning_max_climb=1.02)
+    # The target first, from the points final perplexity chooses (slow: 80 is the lowest
+    # final within the climb limit; adloco-a): both reach 0.99 and 0.95 within 6 of 8
+    # rounds, 0.9 only at round 8. Not report.targets.main (0.9): the suggested level.
+    assert record["main_target"]["runs"] == ["adloco-a", "diloco-slow"]
+    assert record["main_target"]["level"] == 0.95
+    assert record["target"]["perplexity"] == pytest.approx(95.0)
+    assert record["target"]["from"] == "main_target"
+    diloco = record["groups"]["diloco"]
+    points = {p["run"]: p for p in diloco["points"]}
+    # slow is at 95 at round 4 (1 s a round); fast at its first evaluation, round 1 at
+    # 2 s a round, on seeds 0 and 1: median of 2, 2 and never is 2; never and never2
+    # never get there; climb crosses 95 between 110 and 90 at 1 + ln(110/95)/ln(110/90).
+    assert points["diloco-slow"]["time_to_main_s"] == 4.0
+    assert points["diloco-fast"]["time_to_main_s"] == 2.0
+    assert points["diloco-fast"]["reached_main"] == 2 and points["diloco-fast"]["value"] == 85
+    assert points["diloco-never"]["time_to_main_s"] is None
+    assert points["diloco-never"]["reached_main"] == 0
+    assert points["diloco-climb"]["time_to_main_s"] == pytest.approx(
+        1 + math.log(110 / 95) / math.log(110 / 90)
+    )
+    # climb is the fastest but climbs 1.10 > 1.02: fast is chosen; final perplexity
+    # would choose slow (80 < 85), named beside it.
+    assert diloco["chosen_run"] == "diloco-fast" and diloco["within_max_climb"]
+    assert diloco["by_final_perplexity"] == "diloco-slow"
+    assert record["metric"] == "time_to_main"
+    # The target does not move with the criterion it drives.
+    final = race_record(workspace, tuning_max_climb=1.02, tuning_metric="final_perplexity")
+    assert final["groups"]["diloco"]["chosen_run"] == "diloco-slow"
+    assert final["main_target"] == record["main_target"] and final["target"] == record["target"]
+    # Without a limit, climb is both the fastest and the lowest final (70).
+    free = race_record(workspace)["groups"]["diloco"]
+    assert free["chosen_run"] == free["by_final_perplexity"] == "diloco-climb"
+
+
+def test_a_censored_point_ranks_after_every_point_that_reaches_then_by_final():
+    steps = {"inner_lr": 0.001, "outer_lr": 1.0, "outer_momentum": 0.0, "nesterov": False}
+    never = {**steps, "run": "never", "value": 50.0, "climb": 1.0, "time_to_main_s": None}
+    never2 = {**steps, "run": "never2", "value": 55.0, "climb": 1.0, "time_to_main_s": None}
+    slow = {**steps, "run": "slow", "value": 90.0, "climb": 1.0, "time_to_main_s": 9.0}
+    assert choose([never, never2, slow], None, "time_to_main") == (slow, True)
+    assert choose([never2, never], None, "time_to_main") == (never, True)
+    assert choose([never, never2, slow], None, "final_perplexity") == (never, True)
+    # A tie in time goes to final perplexity, then to the smaller lr.
+    fast = {**slow, "run": "fast", "time_to_main_s": 9.0, "value": 80.0}
+    assert choose([slow, fast], None, "time_to_main")[0]["run"] == "fast"
+    small = {**fast, "run": "small", "inner_lr": 0.0005}
+    assert choose([fast, small], None, "time_to_main")[0]["run"] == "small"
+    with pytest.raises(ConfigError, match="tuning_metric"):
+        choose([slow], None, "best")
+
+
+def test_without_a_target_every_point_is_censored_and_final_perplexity_decides(workspace):
+    race(workspace)
+    config = load_config(
+        workspace.write(
+            targets_section={"relative_to": "base", "levels": [0.5]},
+            tuning_groups={k: list(v) for k, v in RACE.items()},
+        )
+    )
+    record = tuning_record(config, load_runs(workspace.runs_dir, config), RACE, BASE)
+    # No level 0.5 (50) is reached: no suggested main, no report.targets.main.
+    assert record["main_target"]["level"] is None and record["target"]["perplexity"] is None
+    diloco = record["groups"]["diloco"]
+    assert all(p["time_to_main_s"] is None for p in diloco["points"])
+    assert diloco["chosen_run"] == diloco["by_final_perplexity"] == "diloco-climb"
+
+
+def test_the_next_value_beyond_an_edge():
+    assert beyond("inner_lr", 0.003, -1) == 0.0015
+    assert beyond("outer_lr", 0.7, 1) == 1.4
+    assert beyond("outer_momentum", 0.9, 1) == 0.95
+    assert beyond("outer_momentum", 0.6, 1) == 0.75
+    assert beyond("outer_momentum", 0.5, -1) == 0.0
+    assert beyond("outer_momentum", 0.95, 1) is None  # the range's own end
+    assert beyond("outer_momentum", 0.0, -1) is None
+
+
+def test_a_chosen_point_at_an_edge_proposes_the_value_beyond_it(workspace):
+    race(workspace)
+    record = race_record(workspace, tuning_max_climb=1.02)
+    # fast (inner 0.0015, outer 1.0, momentum 0) is chosen: the smallest inner lr of
+    # 0.0015-0.012, the largest outer lr of 0.5 and 1.0, and momentum 0, the only one
+    # searched: 0 is the range's end below, 0.5 the next step above.
+    assert record["groups"]["diloco"]["edges"] == {
+        "inner_lr": {"searched": [0.0015, 0.003, 0.006, 0.012], "chosen": 0.0015,
+                     "edge": "low", "next": [0.00075]},
+        "outer_lr": {"searched": [0.5, 1.0], "chosen": 1.0, "edge": "high", "next": [2.0]},
+        "outer_momentum": {"searched": [0.0], "chosen": 0.0, "edge": "high", "next": [0.5]},
+    }  # fmt: skip
+    # adloco's one point is at both edges of each lr.
+    adloco = record["groups"]["adloco"]["edges"]
+    assert adloco["inner_lr"]["edge"] == "low and high"
+    assert adloco["inner_lr"]["next"] == [0.0015, 0.006]
+    assert adloco["outer_lr"]["next"] == [0.35, 1.4]
+    assert record["bracketed"] is False
+    # Inside its grid in every dimension: no edge, nothing proposed. ddp and localsgd
+    # have no outer dimension to bracket (their method fixes the outer step).
+    steps = {"outer_lr": 1.0, "outer_momentum": 0.0, "nesterov": False}
+    points = [{**steps, "inner_lr": lr} for lr in (0.001, 0.002, 0.004)]
+    inside = edges(points, points[1], "ddp")
+    assert inside == {"inner_lr": {"searched": [0.001, 0.002, 0.004], "chosen": 0.002,
+                                   "edge": None, "next": []}}  # fmt: skip
+    at_top = edges(points, points[2], "localsgd")
+    assert list(at_top) == ["inner_lr"] and at_top["inner_lr"]["next"] == [0.008]
 
 
 def test_unknown_runs_and_a_limit_without_base_are_refused(workspace):

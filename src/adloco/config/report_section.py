@@ -240,6 +240,19 @@ class ReportConfig:
         type=["number", "null"],
         minimum=1,
     )
+    tuning_metric: str = setting(
+        "time_to_main",
+        (
+            "in the tuning experiment: how a grid point is chosen among those within "
+            "tuning_max_climb: time_to_main: the lowest median simulated time to the main "
+            "target (the claims' metric; the target is fixed first from the points final "
+            "perplexity chooses; a point that never reaches it ranks after every point that "
+            "does, then by final perplexity); final_perplexity: the lowest median final "
+            "validation perplexity"
+        ),
+        type="string",
+        enum=["time_to_main", "final_perplexity"],
+    )
     bandwidths_gbit_s: tuple[float, ...] | None = setting(
         None,
         (

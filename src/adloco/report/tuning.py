@@ -5,19 +5,44 @@ default configuration, copies that differ only in the tuned settings
 (:data:`TUNED`: inner lr, outer lr, outer momentum and Nesterov); its
 ``report.tuning_groups`` maps each default run to those copies, and its
 report writes ``tuning.json`` (:func:`tuning_record`). For each group, every
-grid point with the median over its seeds of the final validation perplexity
-and of its climb (highest evaluated perplexity over the base's), and the
-chosen point: the lowest median final perplexity among the points whose climb
-is at most ``report.tuning_max_climb`` (all points when no point is, or no
-limit is set); a tie goes to the smaller inner lr, then the smaller outer lr
-and momentum (the more conservative step). Each point also carries its
-effective peak inner lr, after the square-root rule at the run's first batch.
+grid point with the medians over its seeds of the final validation
+perplexity, of its climb (highest evaluated perplexity over the base's) and
+of its simulated time to the main target, and its effective peak inner lr
+(after the square-root rule at the run's first batch).
 
-The record also suggests the main target (:func:`suggested_main`): the
-hardest of ``report.targets.levels`` that the chosen points of the groups
-named ``adloco`` and ``diloco`` (the default's runs of the claims) both
-reach, under ``report.reached``, within :data:`MAIN_WITHIN` of their
-tokens, so that on other seeds the curves pass it while still falling.
+The chosen point is the best by ``report.tuning_metric`` among the points
+whose climb is at most ``report.tuning_max_climb`` (all points when no point
+is, or no limit is set). ``time_to_main`` (the default) is the claims' own
+metric: the lowest median simulated time to the main target, read as the
+claims read it (:func:`adloco.report.ladder.to_target` under
+``report.reached`` and ``report.between``); a point whose median seed never
+reaches the target is censored, ranked after every point that does, then by
+final perplexity. ``final_perplexity`` is the lowest median final
+perplexity. A tie goes to the smaller inner lr, then the smaller outer lr
+and momentum (the more conservative step). Whatever the metric, each group
+also names the point final perplexity would choose (``by_final_perplexity``),
+the sensitivity of the choice to its criterion.
+
+How the target's own choice avoids circularity: the main target is fixed
+before any point is chosen by time to it. :func:`suggested_main` takes the
+hardest of ``report.targets.levels`` that the points final perplexity
+chooses in the groups named ``adloco`` and ``diloco`` (the default's runs of
+the claims) both reach, under ``report.reached``, within :data:`MAIN_WITHIN`
+of their tokens, so that on other seeds the curves pass it while still
+falling. No time to any target enters that rule, so the target does not
+move with the choice it drives, and it is the same under either metric.
+Without such a level, the choice reads ``report.targets.main``; without
+that either, every point is censored and final perplexity decides.
+
+Grids that bracket: per group and per tuned dimension the method does not
+fix (:data:`DIMENSIONS`, :func:`edges`), whether the chosen point sits at an
+edge of the values searched, and the next value beyond that edge
+(:func:`beyond`): lrs a factor :data:`LR_FACTOR` further on their log grid,
+momenta the next of :data:`MOMENTUM_STEPS` (the range [0, 0.95] brackets
+itself at its ends). ``scripts/tune-grid.py --widen`` adds those values to
+the grid declaration (``config/tune-grid.yaml``) and writes the tune
+configuration again; the experiment is repeated until no chosen point sits
+at an open edge.
 
 The record is committed as ``config/tuning.json``; the default configuration
 names it in ``report.tuning``, and its report shows it as a table
@@ -31,18 +56,30 @@ import math
 from pathlib import Path
 from typing import Any
 
-from adloco.config import Config, ConfigError
+from adloco.config import METHOD_RULES, Config, ConfigError
 from adloco.io import read_json_object
 from adloco.records import is_number
 from adloco.report.gain import climb
 from adloco.report.inputs import RunSeed
+from adloco.report.ladder import to_target
 from adloco.report.stats import median
-from adloco.report.summary import round_to_target, round_values
+from adloco.report.summary import ReachRule, round_to_target, round_values
 
-METRIC = "final_val_perplexity"
+METRIC = "final_val_perplexity"  # what a point's "value" is
+METRICS = ("time_to_main", "final_perplexity")  # report.tuning_metric
+TIME = "sim_time_s"  # the quantity to target of time_to_main
 TUNED = ("inner_lr", "outer_lr", "outer_momentum", "nesterov")
+DIMENSIONS = ("inner_lr", "outer_lr", "outer_momentum")  # the grid's axes (Nesterov: momentum > 0)
+LR_FACTOR = 2.0  # the next lr beyond an edge of the grid
+MOMENTUM_STEPS = (0.0, 0.5, 0.75, 0.9, 0.95)  # 1 - momentum halves from 0.5; [0, 0.95] in all
 MAIN_WITHIN = 0.75
 MAIN_METHODS = ("adloco", "diloco")
+RULES = {
+    "time_to_main": "lowest median simulated time to the main target over seeds (report.reached "
+    "and report.between as the claims read it; a point whose median seed never reaches it ranks "
+    "after every point that does, then by final perplexity)",
+    "final_perplexity": "lowest median final validation perplexity over seeds",
+}
 
 
 def effective_inner_lr(run: RunSeed) -> float | None:
@@ -67,20 +104,97 @@ def _point(name: str, seeds: list[RunSeed], base_perplexity: float | None) -> di
     }
 
 
-def _order(point: dict[str, Any]) -> tuple:
-    """Lowest final perplexity first; a tie goes to the smaller lrs and momentum."""
+def _time_to(
+    point: dict[str, Any], seeds: list[RunSeed], target: float | None, rule: ReachRule
+) -> None:
+    """Add the point's median simulated time to ``target`` (None: censored) and its seeds there."""
+    times = list(to_target(seeds, point["run"], target, TIME, rule).values()) if target else []
+    value = median(times) if times else math.inf
+    point["time_to_main_s"] = None if math.isinf(value) else value
+    point["reached_main"] = sum(1 for t in times if math.isfinite(t))
+
+
+def _order(point: dict[str, Any], metric: str = "final_perplexity") -> tuple:
+    """Best first under ``metric``; a tie goes to the smaller lrs and momentum."""
     value = math.inf if point["value"] is None else point["value"]
-    return (value, *(float(point[key]) for key in TUNED))
+    steps = tuple(float(point[key]) for key in TUNED)
+    if metric == "final_perplexity":
+        return (value, *steps)
+    time = point.get("time_to_main_s")
+    return (time is None, math.inf if time is None else time, value, *steps)
 
 
-def choose(points: list[dict[str, Any]], max_climb: float | None) -> tuple[dict[str, Any], bool]:
+def choose(
+    points: list[dict[str, Any]], max_climb: float | None, metric: str = "final_perplexity"
+) -> tuple[dict[str, Any], bool]:
     """The chosen point and whether it is within ``max_climb`` (see the module docstring)."""
+    if metric not in METRICS:
+        raise ConfigError(f"report.tuning_metric: {metric!r} is not one of {', '.join(METRICS)}")
     within = [
         p
         for p in points
         if max_climb is None or (p["climb"] is not None and p["climb"] <= max_climb)
     ]
-    return min(within or points, key=_order), bool(within)
+    return min(within or points, key=lambda p: _order(p, metric)), bool(within)
+
+
+def beyond(key: str, value: float, direction: int) -> float | None:
+    """The next value of dimension ``key`` past ``value`` (direction -1: below, +1: above).
+
+    lrs: a factor :data:`LR_FACTOR` on their log grid; momenta: the next of
+    :data:`MOMENTUM_STEPS` (None past 0 or 0.95: the range's own ends).
+    """
+    if key != "outer_momentum":
+        return float(f"{value * LR_FACTOR**direction:.12g}")
+    steps = [m for m in MOMENTUM_STEPS if (m - value) * direction > 1e-12]
+    if not steps:
+        return None
+    return min(steps) if direction > 0 else max(steps)
+
+
+def edges(
+    points: list[dict[str, Any]], chosen: dict[str, Any], method: str
+) -> dict[str, dict[str, Any]]:
+    """Per dimension ``method`` does not fix: the values searched, the chosen one, its edge.
+
+    ``edge``: ``low``, ``high`` or ``low and high`` (one value searched) when
+    the chosen value is the smallest or largest searched and a value lies
+    beyond it, else None; ``next``: those values (:func:`beyond`).
+    """
+    fixed = METHOD_RULES.get(method, {})
+    out = {}
+    for key in DIMENSIONS:
+        if key in fixed:
+            continue
+        searched = sorted({float(p[key]) for p in points})
+        value = float(chosen[key])
+        sides = [
+            (side, nxt)
+            for side, end, direction in (("low", searched[0], -1), ("high", searched[-1], 1))
+            if math.isclose(value, end) and (nxt := beyond(key, end, direction)) is not None
+        ]
+        out[key] = {
+            "searched": searched,
+            "chosen": value,
+            "edge": " and ".join(side for side, _ in sides) or None,
+            "next": [nxt for _, nxt in sides],
+        }
+    return out
+
+
+def _target(
+    config: Config, main: dict[str, Any] | None, base_perplexity: float | None
+) -> dict[str, Any]:
+    """The perplexity time_to_main times runs to, and where it comes from."""
+    targets = config.report.targets
+    level = main.get("level") if main else None
+    source = "main_target"
+    if level is None and targets.main is not None and targets.relative_to != "derived":
+        level, source = float(targets.main), "report.targets.main"
+    if level is None or (targets.relative_to == "base" and base_perplexity is None):
+        return {"level": None, "perplexity": None, "from": None}
+    scale = base_perplexity if targets.relative_to == "base" else 1.0
+    return {"level": level, "perplexity": level * scale, "from": source}
 
 
 def tuning_record(
@@ -93,76 +207,98 @@ def tuning_record(
     by_run: dict[str, list[RunSeed]] = {}
     for r in runs:
         by_run.setdefault(r.run, []).append(r)
-    max_climb = config.report.tuning_max_climb
+    report = config.report
+    max_climb, metric = report.tuning_max_climb, report.tuning_metric
     if max_climb is not None and base_perplexity is None:
         raise ConfigError(
             "report.tuning_max_climb needs the base model's perplexity (pass --base to "
             "adloco report, or set it to null)"
         )
-    out = {}
-    for target, names in groups.items():
+    grids = {}
+    for group, names in groups.items():
         unknown = [n for n in names if n not in by_run]
         if unknown:
             raise ConfigError(
-                f"report.tuning_groups.{target}: no run named {', '.join(unknown)} "
+                f"report.tuning_groups.{group}: no run named {', '.join(unknown)} "
                 f"(runs: {', '.join(by_run)})"
             )
-        points = sorted(
+        grids[group] = sorted(
             (_point(name, by_run[name], base_perplexity) for name in names),
             key=lambda p: tuple(float(p[key]) for key in TUNED),
         )
-        chosen, within = choose(points, max_climb)
-        out[target] = {
+    # The target first, from the points final perplexity chooses; then the choice by it.
+    by_final = {group: choose(points, max_climb)[0] for group, points in grids.items()}
+    main = suggested_main(
+        config, by_run, {g: p["run"] for g, p in by_final.items()}, base_perplexity
+    )
+    target = _target(config, main, base_perplexity)
+    rule = ReachRule(report.reached, report.between)
+    out = {}
+    for group, points in grids.items():
+        for point in points:
+            _time_to(point, by_run[point["run"]], target["perplexity"], rule)
+        chosen, within = choose(points, max_climb, metric)
+        out[group] = {
             "points": points,
             "varied": [k for k in TUNED if len({p[k] for p in points}) > 1],
             "chosen": {key: chosen[key] for key in TUNED},
             "chosen_run": chosen["run"],
             "within_max_climb": within,
+            "by_final_perplexity": by_final[group]["run"],
+            "edges": edges(points, chosen, chosen["method"]),
         }
     seeds = sorted({r.seed for r in runs if any(r.run in g for g in groups.values())})
     record = {
         "experiment": config.experiment,
         "seed": config.seed,
         "seeds": seeds,
-        "metric": METRIC,
-        "rule": "lowest median final validation perplexity over seeds among the points whose "
-        "highest evaluated perplexity is at most max_climb times the base's; a tie goes to the "
-        "smaller inner lr, outer lr and momentum",
+        "metric": metric,
+        "value": METRIC,
+        "rule": f"{RULES[metric]} among the points whose highest evaluated perplexity is at most "
+        "max_climb times the base's; a tie goes to the smaller inner lr, outer lr and momentum",
+        "target": {**target, "quantity": TIME, "reached": rule.reached, "between": rule.between},
+        "widen_rule": f"a chosen point at an edge of a searched dimension proposes the next value "
+        f"beyond it: lrs x{LR_FACTOR:g} or /{LR_FACTOR:g}, momenta the next of "
+        f"{', '.join(f'{m:g}' for m in MOMENTUM_STEPS)}",
+        "bracketed": not any(e["next"] for g in out.values() for e in g["edges"].values()),
         "max_climb": max_climb,
         "base_perplexity": base_perplexity,
         "groups": out,
     }
-    record["main_target"] = suggested_main(config, by_run, out, base_perplexity)
+    record["main_target"] = main
     return record
 
 
 def suggested_main(
     config: Config,
     by_run: dict[str, list[RunSeed]],
-    groups: dict[str, Any],
+    chosen: dict[str, str],
     base_perplexity: float | None,
 ) -> dict[str, Any] | None:
-    """The hardest target level each chosen AdLoCo and DiLoCo point reaches early enough.
+    """The hardest target level the AdLoCo and DiLoCo points reach early enough.
 
-    A point reaches a level early enough when, on every seed, it reaches it
-    (``report.reached``) within :data:`MAIN_WITHIN` of its final tokens.
-    None without a base (levels relative to it) or without such groups.
+    ``chosen``: group -> the run final perplexity chooses in it (never the
+    time to a target: the module docstring). A point reaches a level early
+    enough when, on every seed, it reaches it (``report.reached``) within
+    :data:`MAIN_WITHIN` of its final tokens. None without a base (levels
+    relative to it) or without such groups.
     """
     targets = config.report.targets
     if targets.relative_to != "base" or base_perplexity is None:
         return None
-    chosen = [groups[name]["chosen_run"] for name in MAIN_METHODS if name in groups]
-    if not chosen:
+    names = [chosen[name] for name in MAIN_METHODS if name in chosen]
+    if not names:
         return None
     reached = {name: _levels_reached(by_run[name], targets.levels, base_perplexity, config)
-               for name in chosen}  # fmt: skip
+               for name in names}  # fmt: skip
     common = set(targets.levels).intersection(*reached.values())
     return {
         "level": min(common) if common else None,
-        "runs": chosen,
+        "runs": names,
         "within": MAIN_WITHIN,
-        "rule": f"the hardest level the chosen points of groups {' and '.join(MAIN_METHODS)} reach "
-        f"(report.reached: {config.report.reached}) within {MAIN_WITHIN:g} of their tokens",
+        "rule": f"the hardest level the points final perplexity chooses in groups "
+        f"{' and '.join(MAIN_METHODS)} reach (report.reached: {config.report.reached}) within "
+        f"{MAIN_WITHIN:g} of their tokens",
         "reached": {name: sorted(levels, reverse=True) for name, levels in reached.items()},
     }
 
@@ -221,8 +357,14 @@ def tuning_table(
     """One row per tuned run: its grid, the chosen point, the configured one, what differs.
 
     ``configured``: run -> its :data:`TUNED` settings in this configuration. A
-    tuned run this configuration does not have is listed with none.
+    tuned run this configuration does not have is listed with none. Each row
+    carries the record's criterion (``metric``; a record written before it
+    was stated chose by final perplexity), the point final perplexity chooses
+    and the chosen point's edges (:func:`edges`, from its grid when the record
+    does not hold them).
     """
+    metric = record.get("metric")
+    metric = metric if metric in METRICS else "final_perplexity"
     out = []
     for name, group in record["groups"].items():
         mine = configured.get(name)
@@ -232,6 +374,8 @@ def tuning_table(
             if mine is None
             else [k for k in TUNED if not math.isclose(float(mine[k]), float(chosen[k]))]
         )
+        point = next((p for p in group["points"] if p.get("run") == group.get("chosen_run")), {})
+        method = point.get("method") or group["points"][0].get("method") or "adloco"
         out.append(
             {
                 "run": name,
@@ -243,6 +387,9 @@ def tuning_table(
                 "configured": mine,
                 "differs": differs,
                 "max_climb": record.get("max_climb"),
+                "metric": metric,
+                "by_final_perplexity": group.get("by_final_perplexity", group.get("chosen_run")),
+                "edges": group.get("edges") or edges(group["points"], chosen, method),
             }
         )
     return out
