@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 from adloco.report.claims import Claim, Comparison, Effect
 from adloco.report.exact import SignFlipTest
-from adloco.report.html_first import short_reason
+from adloco.report.html_first import clock_words, knee_words, short_reason
+from adloco.report.regimes import RegimeCell
 
 
 def comparison(baseline: str, estimate: float | None, *, p: float = 0.0742, seeds: int = 8,
@@ -54,3 +56,46 @@ def test_a_perplexity_names_no_target_and_a_claim_without_headline_keeps_its_rea
         "AdLoCo needs 0.98× diloco's final perplexity (median over 2 paired seeds; p = 0.25)."
     )
     assert short_reason(claim(comparison("diloco", 0.9, headline=False))) == "the long reason"
+
+
+def knee_cell(s: int, verdict: str, bw: float = 0.1) -> RegimeCell:
+    return RegimeCell(145.2, "roofline", "concurrent", bw, "diloco", "diloco", None, verdict,
+                      1.0, 2.0, False, s, 0.001)  # fmt: skip
+
+
+def page(cells: list[RegimeCell], tokens: Comparison | None = None) -> SimpleNamespace:
+    """What the first screen's claim-1 words read of a page: the regime sweeps and the clock."""
+    sweeps = SimpleNamespace(
+        grid=SimpleNamespace(cells=cells), tokens=tokens,
+        clock_source="cpu-sim: an H100 at MicroLlama's shape, mapped at equal tokens per pass",
+    )  # fmt: skip
+    return SimpleNamespace(
+        regime_sweeps=sweeps, own_clock={"bandwidth_gbit_s": 0.1, "slot_sharing": "concurrent"}
+    )
+
+
+def test_claim_1_names_its_clock_gives_tokens_and_the_knee_where_its_verdict_changes():
+    cells = [knee_cell(16, "not supported"), knee_cell(32, "inconclusive"),
+             knee_cell(64, "inconclusive"), knee_cell(16, "supported", bw=1.0)]  # fmt: skip
+    tokens = comparison("diloco", 1.0312, quantity="tokens", p=0.6523)
+    tokens.verdict = "not supported"
+    assert clock_words(page(cells, tokens)) == (
+        "The clock: cpu-sim: an H100 at MicroLlama's shape, mapped at equal tokens per pass. "
+        "In tokens, which no clock enters: AdLoCo needs 1.03× diloco's tokens to 145.2 (median "
+        "over 8 paired seeds; p = 0.652), not supported. "
+        "On the regime map's rooflines at 0.1 Gbit/s (knees of 16 to 64 sequences a pass), the "
+        "verdict changes between knees: not supported at 16, inconclusive at 32."
+    )
+
+
+def test_no_change_in_the_swept_range_is_said_and_nothing_swept_says_nothing():
+    same = [knee_cell(s, "inconclusive") for s in (1, 2, 4)]
+    assert knee_words(page(same)) == (
+        "On the regime map's rooflines at 0.1 Gbit/s (knees of 1 to 4 sequences a pass), no knee "
+        "in the swept range changes the verdict (inconclusive at every one)."
+    )
+    assert knee_words(page([])) == ""
+    # No tokens comparison: the clock and the knee alone.
+    assert clock_words(page(same)).startswith("The clock: cpu-sim") and "tokens," not in (
+        clock_words(page(same))
+    )

@@ -24,8 +24,9 @@ import pytest
 
 from adloco.clock import StepTimeCurve
 from adloco.config import load_config
-from adloco.report.regime_map import crossings, regime_map
-from adloco.report.regimes import sweep_networks
+from adloco.report.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
+from adloco.report.regime_map import VerdictChange, crossings, regime_map, verdict_changes
+from adloco.report.regimes import RegimeCell, sweep_networks
 
 C = 0.01  # seconds a sequence at saturation: the last segment of the runs' roofline
 V0 = 4e6  # bytes of the all-reduce of seed 0
@@ -168,3 +169,47 @@ def test_the_runs_own_saturation_and_bandwidth_reproduce_the_logged_times(engine
               for n in ("adloco", "diloco")}  # fmt: skip
     assert own.adloco_median_s == pytest.approx(logged["adloco"], rel=1e-12)
     assert own.baseline_median_s == pytest.approx(logged["diloco"], rel=1e-12)
+
+
+def knee_cell(s: int, verdict: str, bw: float = 1.0, sharing: str = "concurrent",
+              against: str = "diloco", network: str = "") -> RegimeCell:  # fmt: skip
+    return RegimeCell(60.0, "roofline", sharing, bw, against, "diloco", None, verdict, 1.0, 2.0,
+                      False, s, 0.0, network)  # fmt: skip
+
+
+def test_the_knee_where_claim_1s_verdict_changes_from_hand_made_rows():
+    cells = [
+        knee_cell(64, INCONCLUSIVE), knee_cell(16, NOT_SUPPORTED), knee_cell(32, INCONCLUSIVE),
+        knee_cell(8, NOT_SUPPORTED),
+        # Another bandwidth, policy, comparison or a brought network: not this row.
+        knee_cell(32, SUPPORTED, bw=10.0), knee_cell(32, SUPPORTED, sharing="time_slicing"),
+        knee_cell(32, SUPPORTED, against="best"), knee_cell(32, SUPPORTED, network="ib"),
+    ]  # fmt: skip
+    row, changes = verdict_changes(cells, "diloco", "concurrent", 1.0)
+    assert row == [(8, NOT_SUPPORTED), (16, NOT_SUPPORTED), (32, INCONCLUSIVE), (64, INCONCLUSIVE)]
+    assert changes == [VerdictChange(16, 32, NOT_SUPPORTED, INCONCLUSIVE)]
+    # Two changes along the row, each between its neighbours.
+    cells = [knee_cell(1, SUPPORTED), knee_cell(2, INCONCLUSIVE), knee_cell(4, INCONCLUSIVE),
+             knee_cell(8, NOT_SUPPORTED)]  # fmt: skip
+    _, changes = verdict_changes(cells, "diloco", "concurrent", 1.0)
+    assert changes == [
+        VerdictChange(1, 2, SUPPORTED, INCONCLUSIVE),
+        VerdictChange(4, 8, INCONCLUSIVE, NOT_SUPPORTED),
+    ]
+    # The same verdict at every knee: no change; nothing swept at that bandwidth: no row.
+    same = [knee_cell(s, INCONCLUSIVE) for s in (1, 2, 4)]
+    assert verdict_changes(same, "diloco", "concurrent", 1.0) == (
+        [(1, INCONCLUSIVE), (2, INCONCLUSIVE), (4, INCONCLUSIVE)],
+        [],
+    )
+    assert verdict_changes(same, "diloco", "concurrent", 0.5) == ([], [])
+
+
+def test_the_knee_row_of_a_real_map_is_its_swept_saturations(pair):
+    grid, _, _ = pair
+    row, changes = verdict_changes(grid.cells, "diloco", "concurrent", 1.0)
+    assert [s for s, _ in row] == SATURATIONS
+    # Each change sits between neighbours whose cells say those verdicts.
+    verdicts = dict(row)
+    for c in changes:
+        assert (verdicts[c.below], verdicts[c.above]) == (c.before, c.after) != (c.after, c.after)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 from by_hand import at_target, logged
 
 from adloco.clock import Network, StepTimeCurve, recompute_sim_time_s
@@ -14,6 +17,8 @@ from adloco.report.regimes import clock_models, is_linear, regime_cells, sweep_b
 from adloco.report.settings import ReportSettings, assign_roles
 from adloco.report.stats import median
 from adloco.report.targets import build_ladder
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +148,54 @@ def test_a_target_the_report_cannot_test_is_not_testable_in_every_cell(sweep):
         else:
             assert c.verdict != NOT_TESTABLE and "needs" in c.reason
     assert {c.target >= unigram for c in cells} == {True, False}
+
+
+def test_claim_1_in_tokens_is_the_median_paired_ratio_by_hand(sweep):
+    from adloco.report.ladder import to_target
+    from adloco.report.regimes import tokens_to_target
+
+    config, runs, roles, ladder, _, _ = sweep
+    settings = ReportSettings.from_section(config.report)
+    found = tokens_to_target(runs, roles, ladder, settings)
+    rule = settings.reach_rule
+    mine = to_target(runs, roles.adloco, ladder.main, "tokens", rule)
+    theirs = to_target(runs, roles.diloco, ladder.main, "tokens", rule)
+    assert (found.quantity, found.target, found.baseline) == ("tokens", ladder.main, roles.diloco)
+    assert found.subject_values == mine and found.against_values == theirs
+    pairs = [mine[s] / theirs[s] for s in sorted(mine) if s in theirs]
+    assert all(math.isfinite(r) for r in pairs)
+    assert found.effect.estimate == pytest.approx(median(pairs))
+    # No DiLoCo: nothing to compare.
+    no_diloco = dataclasses.replace(roles, diloco=None)
+    assert tokens_to_target(runs, no_diloco, ladder, settings) is None
+
+
+def test_the_clock_source_in_words_from_the_calibration_files(tmp_path):
+    import json
+
+    from adloco.config import config_from_dict
+    from adloco.report.regimes import clock_source
+
+    raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    raw["cluster"]["devices"] = [
+        {"name": "gpu-like", "memory_gib": 0.05},
+        {"name": "roof", "memory_gib": 0.05},
+    ]
+    config = config_from_dict(raw)
+    step = {"model": "measured_record", "record": "config/devices/h.json",
+            "record_seq_len_tokens": 512,
+            "source": {"gpu_name": "NVIDIA H100 80GB HBM3", "model_parameters": 304_636_928,
+                       "dtype": "bfloat16",
+                       "provenance": {"shape": "MicroLlama's shape"}}}  # fmt: skip
+    (tmp_path / "gpu-like.json").write_text(json.dumps({"device": "gpu-like", "step_time": step}))
+    roof = {"model": "roofline", "saturation_batch": 64, "speed_tflops": 0.05}
+    (tmp_path / "roof.json").write_text(json.dumps({"device": "roof", "step_time": roof}))
+    seq = config.data.seq_len_tokens
+    assert clock_source(config, tmp_path) == (
+        "gpu-like: an NVIDIA H100 80GB HBM3 at MicroLlama's shape (304,636,928 parameters, 512 "
+        f"tokens a sequence, bfloat16), mapped at equal tokens per pass ({seq}-token sequences "
+        "here); roof: a roofline flat up to 64 sequences a pass, then 0.05 TFLOP/s"
+    )
+    (tmp_path / "roof.json").unlink()
+    (tmp_path / "gpu-like.json").unlink()
+    assert clock_source(config, tmp_path) == ""

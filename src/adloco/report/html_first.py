@@ -2,7 +2,9 @@
 
 :func:`about_block` gives model, data, device and network, seeds and code
 (:mod:`adloco.report.about`); :func:`verdict_items` each claim's verdict with
-its effect in one sentence (:func:`short_reason`); the headline runs' curves
+its effect in one sentence (:func:`short_reason`), and for claim 1 the device
+its clock comes from, its ratio in tokens (no clock in it) and the knee of the
+regime map where its verdict changes (:func:`clock_words`); the headline runs' curves
 against simulated time follow (:mod:`adloco.report.figures_headline`). The
 long reasons, where AdLoCo is faster and the rules fold under a details
 element of the answer section (:func:`adloco.report.html_verdicts.answer_section`).
@@ -14,6 +16,7 @@ import math
 
 from adloco.report.claims import QUANTITY_WORDS, Claim, Comparison, fmt, fmt_p, fmt_ratio
 from adloco.report.page import Page, esc, figure, verdict
+from adloco.report.regime_map import verdict_changes
 from adloco.report.template import render
 
 
@@ -47,13 +50,51 @@ def short_reason(claim: Claim) -> str:
     return "; ".join(_effect_words(c) for c in heads) + "."
 
 
+def knee_words(p: Page) -> str:
+    """At which roofline knee of the regime map claim 1's verdict against DiLoCo changes."""
+    sweeps = p.regime_sweeps
+    if sweeps is None or not sweeps.grid.cells:
+        return ""
+    bandwidth = float(p.own_clock["bandwidth_gbit_s"])
+    row, changes = verdict_changes(
+        sweeps.grid.cells, "diloco", p.own_clock["slot_sharing"], bandwidth
+    )
+    if not row:
+        return ""
+    at = (
+        f"On the regime map's rooflines at {bandwidth:g} Gbit/s (knees of {row[0][0]} to "
+        f"{row[-1][0]} sequences a pass)"
+    )
+    if not changes:
+        return f"{at}, no knee in the swept range changes the verdict ({row[0][1]} at every one)."
+    turns = "; ".join(f"{c.before} at {c.below}, {c.after} at {c.above}" for c in changes)
+    return f"{at}, the verdict changes between knees: {turns}."
+
+
+def clock_words(p: Page) -> str:
+    """Claim 1's context: the device its clock comes from, tokens to target, the knee."""
+    sweeps = p.regime_sweeps
+    if sweeps is None:
+        return ""
+    words = [f"The clock: {sweeps.clock_source}." if sweeps.clock_source else ""]
+    tokens = sweeps.tokens
+    if tokens is not None and tokens.effect is not None:
+        words.append(
+            f"In tokens, which no clock enters: {_effect_words(tokens)}, {tokens.verdict}."
+        )
+    words.append(knee_words(p))
+    return " ".join(w for w in words if w)
+
+
 def verdict_items(p: Page) -> str:
     items = "".join(
         render(
             "verdict_item",
             statement=esc(c.statement),
             verdict=verdict(c.verdict),
-            reason=esc(short_reason(c)),
+            reason=esc(
+                " ".join(w for w in (short_reason(c), clock_words(p) if c.number == 1 else "") if w)
+            ),
         )
         for c in p.claims
     )

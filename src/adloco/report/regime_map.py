@@ -22,7 +22,9 @@ sides of 1: each seed's time is interpolated linearly in 1 / bandwidth there
 depend on it; exact unless a round's slowest trainer changes in between),
 and the crossing solved by bisection. The same is done for the ends of the
 interval of the median ratio: the band between those lines is the
-uncertainty over seeds.
+uncertainty over seeds. At one bandwidth, :func:`verdict_changes` finds the
+knees between which claim 1's verdict changes (the report's first screen
+says where).
 """
 
 from __future__ import annotations
@@ -264,3 +266,36 @@ def _solve(a: Times, b: Times, pa: NetworkPoint, pb: NetworkPoint, g) -> float:
         else:
             hi = mid
     return 1 / (ua + (ub - ua) * (lo + hi) / 2)
+
+
+@dataclass(frozen=True)
+class VerdictChange:
+    """Two neighbouring knees of the map, in increasing order, where a verdict changes."""
+
+    below: int  # the smaller saturation batch, with verdict ``before``
+    above: int  # the next one swept, with verdict ``after``
+    before: str
+    after: str
+
+
+def verdict_changes(
+    cells: list[RegimeCell], against: str, sharing: str, bandwidth_gbit_s: float
+) -> tuple[list[tuple[int, str]], list[VerdictChange]]:
+    """The knees swept at one bandwidth and sharing, and where claim 1's verdict changes.
+
+    ``cells``: the map's rows (:attr:`RegimeMap.cells`); ``against``: diloco
+    or best. Returns (saturation batch, verdict) of every knee found there,
+    in increasing order, and each pair of neighbours whose verdicts differ
+    (none: the verdict is the same at every knee of the swept range).
+    """
+    row = sorted(
+        (c.saturation_batch, c.verdict)
+        for c in cells
+        if c.clock == "roofline" and c.against == against and c.sharing == sharing
+        and not c.network and c.saturation_batch is not None
+        and math.isclose(c.bandwidth_gbit_s, bandwidth_gbit_s, rel_tol=1e-9)
+    )  # fmt: skip
+    changes = [
+        VerdictChange(s, t, v, w) for (s, v), (t, w) in zip(row, row[1:], strict=False) if v != w
+    ]
+    return row, changes

@@ -30,7 +30,16 @@ from adloco.calibration_record import CalibrationRecord
 from adloco.clock import SLOT_SHARING, Network, StepTimeCurve
 from adloco.config import ClusterConfig, Config, DeviceConfig, NetworkConfig
 from adloco.paths import device_calibration_file
-from adloco.report.claims import NOT_TESTABLE, Effect, _counts, judge, measure
+from adloco.report.claims import (
+    NOT_TESTABLE,
+    Comparison,
+    Context,
+    Effect,
+    _counts,
+    compare,
+    judge,
+    measure,
+)
 from adloco.report.inputs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import median
@@ -104,6 +113,65 @@ def clock_models(config: Config, cal_dir: Path) -> list[ClockModel]:
         else:
             out.append(ClockModel(key, CLOCK_LABELS[key], curves, ""))
     return out
+
+
+def clock_source(config: Config, cal_dir: Path) -> str:
+    """The device the runs' clock comes from, in words, from each device's calibration file.
+
+    A ``measured_record`` clock names the GPU, the model shape and the
+    sequence length it was timed at (the record's ``source``); a roofline its
+    knee and peak rate; a measured one this machine. "" when no file says.
+    """
+    words = []
+    for device in config.cluster.devices:
+        record = calibration_record(cal_dir, device.name)
+        step = (record.get("step_time") if record else None) or {}
+        model = step.get("model")
+        if model == "measured_record":
+            source = step.get("source") or {}
+            shape = (source.get("provenance") or {}).get("shape")
+            params = source.get("model_parameters")
+            what = ", ".join(
+                w
+                for w in (
+                    f"{params:,} parameters" if isinstance(params, int) else "",
+                    f"{step.get('record_seq_len_tokens')} tokens a sequence",
+                    str(source.get("dtype") or ""),
+                )
+                if w
+            )
+            gpu = source.get("gpu_name") or step.get("record")
+            at = f" at {shape}" if shape else ""
+            words.append(
+                f"{device.name}: an {gpu}{at} ({what}), mapped at equal tokens per pass "
+                f"({config.data.seq_len_tokens}-token sequences here)"
+            )
+        elif model == "roofline":
+            words.append(
+                f"{device.name}: a roofline flat up to {step.get('saturation_batch')} sequences a "
+                f"pass, then {step.get('speed_tflops'):g} TFLOP/s"
+            )
+        elif model == "measured":
+            words.append(
+                f"{device.name}: the curve measured on the calibrating machine "
+                f"× {step.get('scale')}"
+            )
+    return "; ".join(words)
+
+
+def tokens_to_target(
+    runs: list[RunSeed], roles: Roles, ladder: Ladder, settings: ReportSettings
+) -> Comparison | None:
+    """Claim 1 in tokens to the main target: AdLoCo against DiLoCo, no clock in it.
+
+    The median paired ratio of tokens, judged as the claims judge time
+    (:func:`adloco.report.claims.compare` with quantity ``tokens``): what no
+    device or network changes. None without AdLoCo, DiLoCo or a main target.
+    """
+    if roles.adloco is None or roles.diloco is None or ladder.main is None:
+        return None
+    ctx = Context(runs, roles, ladder, settings, "")
+    return compare(ctx, 1, [roles.diloco], roles.diloco, "tokens", ladder.main, headline=True)
 
 
 def is_linear(curve: StepTimeCurve) -> bool:

@@ -26,7 +26,7 @@ from pathlib import Path
 from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import atomic_files, write_json_atomic
 from adloco.paths import base_summary_file, device_calibration_file
-from adloco.report.claims import fmt
+from adloco.report.claims import Comparison, fmt
 from adloco.report.devices import (
     MODEL_KEYS,
     BroughtDevice,
@@ -48,9 +48,11 @@ from adloco.report.regimes import (
     bandwidth_text,
     calibration_record,
     clock_models,
+    clock_source,
     compared_runs,
     regime_cells,
     sweep_networks,
+    tokens_to_target,
 )
 from adloco.report.settings import ReportSettings, Roles, assign_roles
 from adloco.report.summary import write_csv
@@ -96,6 +98,8 @@ class Regimes:
     crossings: list[Crossing]
     devices: list[BroughtDevice] = field(default_factory=list)
     networks: list[NetworkPoint] = field(default_factory=list)  # brought
+    clock_source: str = ""  # the device the runs' clock comes from, in words (clock_source)
+    tokens: Comparison | None = None  # claim 1 in tokens to the main target: no clock in it
 
     def as_dict(self) -> dict:
         return {
@@ -103,6 +107,7 @@ class Regimes:
             "saturation_batches": list(self.grid.saturations),
             "own_saturation_batch": self.grid.own_saturation,
             "map_note": self.grid.note or None,
+            "clock_source": self.clock_source or None,
             "crossings": [c.as_dict() for c in self.crossings],
             "devices": [{"name": d.name, "source": d.source} for d in self.devices],
             "networks": [
@@ -164,7 +169,10 @@ def compute_regimes(
     )
     grid = regime_map(runs, roles, ladder.main, cluster, cal_dir, settings, swept)
     found = crossings(grid, roles, settings) if grid.cells else []
-    return Regimes(models, cells, grid, found, devices, list(networks))
+    return Regimes(
+        models, cells, grid, found, devices, list(networks),
+        clock_source(config, cal_dir), tokens_to_target(runs, roles, ladder, settings),
+    )  # fmt: skip
 
 
 def regime_rows(regimes: Regimes) -> list[dict]:
