@@ -7,7 +7,10 @@ temporary folder and compared with the checked-in one:
   declarations (``adloco.config.generate.schema_text()``);
 - ``dvc.yaml``, from the stage table (``workflow/lib/adloco_workflow/dvc_yaml.py``);
 - ``params.yaml``, the default preset ``config/config.yaml`` with every
-  default written out (``adloco dvc-params``): a new setting's default changes it.
+  default written out (``adloco dvc-params``): a new setting's default changes it;
+- ``config/tune.yaml``, the tune experiment: its grid declaration
+  ``config/tune-grid.yaml`` over ``config/config.yaml``
+  (``scripts/tune-grid.py``): a change to either changes it.
 
 Exits 1 naming each file that differs, with the command that rewrites it;
 nothing in the repository is written. ``--root <folder>`` checks another copy
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import importlib.util
 import sys
 import tempfile
 from collections.abc import Callable
@@ -27,8 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "workflow" / "lib")]
 
-# (checked-in file, module with the generator, its function, the command that rewrites it,
-# the generator's arguments: the source file of this checkout it reads, if any)
+# (checked-in file, module with the generator (or a script of this checkout, by its path),
+# its function, the command that rewrites it, the generator's arguments: the source file of
+# this checkout it reads, if any)
 GENERATED = (
     (
         "src/adloco/schemas/config.schema.yaml",
@@ -46,11 +51,21 @@ GENERATED = (
     ),
     ("params.yaml", "adloco.dvc_params", "params_text", "adloco dvc-params",
      ("config/config.yaml", ROOT)),
+    ("config/tune.yaml", "scripts/tune-grid.py", "tune_text",
+     "python scripts/tune-grid.py --write", ("config/tune-grid.yaml", ROOT)),
 )  # fmt: skip
 
 
 def generator(module: str, function: str) -> Callable[[], str] | None:
     """The generator ``module.function``, or None when this checkout has no such module."""
+    if module.endswith(".py"):
+        path = ROOT / module
+        if not path.is_file():
+            return None
+        spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+        return getattr(loaded, function, None)
     try:
         return getattr(importlib.import_module(module), function)
     except ModuleNotFoundError as exc:

@@ -197,6 +197,27 @@ def _target(
     return {"level": level, "perplexity": level * scale, "from": source}
 
 
+def _grids(
+    groups: dict[str, tuple[str, ...]],
+    by_run: dict[str, list[RunSeed]],
+    base_perplexity: float | None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Group -> its points (final perplexity and climb), in the order of their settings."""
+    grids = {}
+    for group, names in groups.items():
+        unknown = [n for n in names if n not in by_run]
+        if unknown:
+            raise ConfigError(
+                f"report.tuning_groups.{group}: no run named {', '.join(unknown)} "
+                f"(runs: {', '.join(by_run)})"
+            )
+        grids[group] = sorted(
+            (_point(name, by_run[name], base_perplexity) for name in names),
+            key=lambda p: tuple(float(p[key]) for key in TUNED),
+        )
+    return grids
+
+
 def tuning_record(
     config: Config,
     runs: list[RunSeed],
@@ -214,18 +235,7 @@ def tuning_record(
             "report.tuning_max_climb needs the base model's perplexity (pass --base to "
             "adloco report, or set it to null)"
         )
-    grids = {}
-    for group, names in groups.items():
-        unknown = [n for n in names if n not in by_run]
-        if unknown:
-            raise ConfigError(
-                f"report.tuning_groups.{group}: no run named {', '.join(unknown)} "
-                f"(runs: {', '.join(by_run)})"
-            )
-        grids[group] = sorted(
-            (_point(name, by_run[name], base_perplexity) for name in names),
-            key=lambda p: tuple(float(p[key]) for key in TUNED),
-        )
+    grids = _grids(groups, by_run, base_perplexity)
     # The target first, from the points final perplexity chooses; then the choice by it.
     by_final = {group: choose(points, max_climb)[0] for group, points in grids.items()}
     main = suggested_main(
@@ -248,7 +258,7 @@ def tuning_record(
             "edges": edges(points, chosen, chosen["method"]),
         }
     seeds = sorted({r.seed for r in runs if any(r.run in g for g in groups.values())})
-    record = {
+    return {
         "experiment": config.experiment,
         "seed": config.seed,
         "seeds": seeds,
@@ -264,9 +274,8 @@ def tuning_record(
         "max_climb": max_climb,
         "base_perplexity": base_perplexity,
         "groups": out,
+        "main_target": main,
     }
-    record["main_target"] = main
-    return record
 
 
 def suggested_main(
