@@ -7,8 +7,11 @@ the block between the README's two markers (``<!-- results:begin -->`` and
 ``<!-- results:end -->``) with: the base and the reference perplexities, one
 row per run (median over seeds, min – max) of the final perplexity, its ratio
 to the base, communications, simulated time and optimizer steps, the targets,
-each claim's verdict with the report's own reason, and the rules a headline
-verdict turns on. So the README cannot drift from the report it quotes.
+each claim's verdict (supported, not supported, no meaningful difference,
+inconclusive, not testable) with the report's own reason, the rules a headline
+verdict turns on, and the claim's power warnings (a comparison it rests on
+whose test cannot reach the level or lacks power at the smallest effect). So
+the README cannot drift from the report it quotes.
 ``--check`` writes nothing and exits 1 when the block differs from what the
 report gives (the README then quotes another run).
 """
@@ -158,6 +161,8 @@ def block(report: Path) -> str:
         changes = rule_changes(claim)
         if changes:
             lines.append(f"   Under another rule: {'; '.join(changes)}.")
+        for warning in claim.get("warnings") or []:
+            lines.append(f"   Power: {warning}")
     lines += [
         "",
         "A run on another CPU gives numbers that differ in the last digits (the measured step "

@@ -104,6 +104,19 @@ def test_a_rule_that_changes_a_headline_verdict_is_named(report):
     assert "Under another rule: reached: first makes it supported against diloco." in text
 
 
+def test_a_new_verdict_and_the_power_warnings_are_quoted(report):
+    doc = claims(verdict_under_first="no meaningful difference")
+    warning = (
+        "Claim 1, AdLoCo against diloco (simulated time to 180.5), 3 paired seeds: the "
+        "smallest possible p is 0.125, above the level 0.05"
+    )
+    doc["claims"][0]["warnings"] = [warning]
+    (report / "claims.json").write_text(json.dumps(doc))
+    text = readme_results.block(report)
+    assert "reached: first makes it no meaningful difference against diloco." in text
+    assert f"\n   Power: {warning}\n" in text
+
+
 def test_the_readme_block_is_replaced_and_checked(report, tmp_path):
     readme = tmp_path / "README.md"
     begin, end = readme_results.BEGIN, readme_results.END

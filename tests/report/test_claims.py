@@ -330,3 +330,74 @@ def test_mechanism_checks_are_apart_from_claims(workspace):
     assert (checks["batch grows"].status, checks["batch grows"].seeds_observed) == ("observed", 1)
     assert checks["trainers merge"].detail == "merges per seed: 1, 0"
     assert checks["switch mode engages"].seeds_observed == 1
+
+
+def hand_made(ratios, statistic="signed_rank"):
+    """measure + judge on per-seed ratios (AdLoCo / other) of simulated time, other at 10 s."""
+    from adloco.config import section
+    from adloco.report.claims import judge, measure
+    from adloco.report.settings import ReportSettings
+
+    settings = ReportSettings.from_section(section("report", {"paired_test": statistic}))
+    seeds = range(len(ratios))
+    mine = {s: 10.0 * r for s, r in zip(seeds, ratios, strict=True)}
+    effect = measure(mine, dict.fromkeys(seeds, 10.0), settings)
+    return effect, *judge(effect, "adloco", "diloco", "simulated time", settings)
+
+
+def test_the_verdicts_follow_the_stated_precedence_on_hand_made_ratios():
+    # Equivalent: eight ratios within 1/1.1..1.1 on both sides of 1. Shifted by -log 1.1 all
+    # are negative, by +log 1.1 all positive: each one-sided test has p = 1/256.
+    effect, verdict, reason = hand_made([0.97, 1.02, 0.99, 1.03, 0.98, 1.01, 0.96, 1.04])
+    assert (effect.equivalence.p_below, effect.equivalence.p_above) == (1 / 256, 1 / 256)
+    assert effect.test.p_less > 0.05 and effect.test.p_greater > 0.05
+    assert verdict == NO_DIFFERENCE and "neither one-sided test of a difference rejects" in reason
+    assert "within 0.909–1.1× shown" in reason
+    # Superior but equivalent: every seed faster, every seed within the margin. Both the
+    # superiority test (p = 1/256) and the TOST reject; equivalence comes first.
+    effect, verdict, reason = hand_made([0.95, 0.96, 0.97, 0.98, 0.94, 0.93, 0.99, 0.955])
+    assert effect.test.p_less == 1 / 256 and effect.equivalence.p == 1 / 256
+    assert verdict == NO_DIFFERENCE and "below 1 (AdLoCo's side)" in reason
+    assert "the test that AdLoCo needs less rejects too (p = 0.00391)" in reason
+    # Superior: every seed faster, three beyond 1/1.1 (log ratio < -0.0953). Shifted by
+    # +log 1.1 those three are -0.128, -0.067, -0.033, the others 0.044 to 0.085: the
+    # negative ones have ranks 8, 5 and 1 of |d|, T = 14 of 36, P(T <= 14) = 82/256 > 0.05:
+    # equivalence not shown; the superiority test has p = 1/256.
+    effect, verdict, reason = hand_made([0.8, 0.85, 0.88, 0.95, 0.96, 0.97, 0.98, 0.99])
+    assert effect.equivalence.above.observed == 8 + 5 + 1
+    assert effect.equivalence.p_above == 82 / 256
+    assert effect.equivalence.p > 0.05 and verdict == SUPPORTED
+    # Inferior: every seed slower, half beyond 1.1.
+    effect, verdict, reason = hand_made([1.2, 1.25, 1.3, 1.15, 1.02, 1.03, 1.04, 1.05])
+    assert effect.test.p_greater == 1 / 256 and verdict == NOT_SUPPORTED
+    # Inconclusive: spread wider than the margin on both sides.
+    effect, verdict, reason = hand_made([0.7, 1.3, 0.8, 1.2, 0.9, 1.1, 0.75, 1.25])
+    assert effect.equivalence.p > 0.05 and verdict == INCONCLUSIVE
+
+
+def test_a_sign_tost_by_hand():
+    # Sign statistic, six seeds: five within the margin, one at 1.2 (beyond +margin). Below
+    # +margin: 5 of 6 on the negative side, P(count >= 5) = 7/64 > 0.05: not shown.
+    effect, verdict, _ = hand_made([1.0, 1.01, 0.99, 1.02, 0.98, 1.2], "sign")
+    assert effect.equivalence.p_below == 7 / 64 and effect.equivalence.p_above == 1 / 64
+    assert verdict != NO_DIFFERENCE
+
+
+def test_claims_json_and_power_of_a_comparison(workspace):
+    diloco(workspace)
+    adloco_fast(workspace)
+    claims = workspace.claims([60])
+    head = claims[1].headline[0]
+    # Log ratios log((1 + 0.1 s) / 3), s = 0..7: their sample SD, and the sign-free power.
+    logs = [math.log((1 + 0.1 * s) / 3) for s in EIGHT]
+    mean = sum(logs) / 8
+    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / 7)
+    assert head.power.sd == pytest.approx(sd) and head.power.pairs == 8
+    doc = head.as_dict()
+    assert doc["power"]["seeds_needed"] == head.power.seeds_needed
+    assert doc["power"]["superiority"] == head.power.superiority
+    assert doc["effect_equivalence"]["p"] == head.effect.equivalence.p
+    assert claims[1].as_dict()["warnings"] == claims[1].warnings
+    # Perplexity comparisons have no margin, so neither an equivalence test nor power.
+    at_time = next(c for c in claims[1].comparisons if c.quantity == "perplexity_at_time")
+    assert at_time.effect.equivalence is None and at_time.power is None

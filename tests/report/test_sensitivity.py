@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from adloco.report.claims import NOT_SUPPORTED, SUPPORTED, evaluate_claims
+from adloco.report.claims import NO_DIFFERENCE, NOT_SUPPORTED, SUPPORTED, evaluate_claims
 from adloco.report.sensitivity import attach_alternatives
 from adloco.report.settings import RULES, other_choice
 
@@ -63,3 +63,15 @@ def test_every_comparison_gets_the_other_choice_of_every_rule(workspace):
             rule: other_choice(rule, getattr(settings, rule)) for rule in RULES
         }
     assert other_choice("reached", "stays") == "first" and other_choice("pairing", "none") == "seed"
+
+
+def test_a_rule_can_turn_a_verdict_into_no_meaningful_difference(workspace):
+    # As above: interpolated, adloco needs (1 + 0.15) / (1 + 0.98) = 0.58 of diloco's time,
+    # far beyond the margin (supported). Read at round ends both need 2 s in all eight
+    # seeds: every log ratio is 0, within ±log 1.1, and each one-sided test of the TOST has
+    # p = 1/256, so the alternative is no meaningful difference.
+    head = headline_at_60(workspace, diloco=[90, 59.5, 58], adloco=[62, 50, 49])
+    assert head.verdict == SUPPORTED and head.effect.equivalence.p > 0.05
+    assert head.alternatives["between"] == {"value": "round", "verdict": NO_DIFFERENCE}
+    # The alternatives are verdicts only: the configured evaluation carries the power.
+    assert head.power is not None and head.power.pairs == 8

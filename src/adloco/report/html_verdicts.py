@@ -30,6 +30,7 @@ from adloco.report.page import (
     table,
     verdict,
 )
+from adloco.report.power import DRAWS
 from adloco.report.template import render
 
 
@@ -76,13 +77,24 @@ def _seeds(c: Comparison) -> str:
     return f"{len(c.subject_values)}/{len(c.against_values)}"
 
 
+def _power(c: Comparison) -> str:
+    """The superiority power at the smallest effect, the seeds for the goal, the TOST power."""
+    pw = c.power
+    if pw is None:
+        return "–"
+    return (
+        f"{pw.superiority:.0%}<small>{esc(pw.needed_words())} seeds for {pw.goal:.0%}; "
+        f"equivalence {pw.equivalence:.0%}</small>"
+    )
+
+
 def comparison_rows(comparisons: list[Comparison]) -> list[list[str]]:
     rows = []
     for c in comparisons:
         est, interval = _effect(c)
         p = fmt_p(c.effect.test.p_less) if c.effect else "–"
         rows.append(
-            [f"{c.claim}", _against(c), esc(_what(c)), est, interval, p, _seeds(c),
+            [f"{c.claim}", _against(c), esc(_what(c)), est, interval, p, _seeds(c), _power(c),
              verdict(c.verdict), f"<details><summary>why</summary>{esc(c.reason)}</details>"]
         )  # fmt: skip
     return rows
@@ -96,6 +108,7 @@ COMPARISON_HEADER = [
     "interval of the median",
     "p (AdLoCo less)",
     "seeds",
+    "power",
     "verdict",
     "why",
 ]
@@ -127,6 +140,7 @@ def answer_section(p: Page) -> str:
         warnings.append(render("warning_untestable", why=str(p.ladder.untestable[p.ladder.main])))
     if p.ladder.caveat:
         warnings.append(render("warning_unchecked", caveat=p.ladder.caveat))
+    warnings += [w for claim in p.claims for w in claim.warnings]
     return render(
         "answer",
         warnings="".join(render("warning", text=esc(w)) for w in warnings),
@@ -140,6 +154,7 @@ def answer_section(p: Page) -> str:
         pairing=esc(s.pairing),
         paired_test=esc(s.paired_test),
         test_level=esc(f"{s.test_level:g}"),
+        bound=esc(f"{1 + s.smallest_effect:g}"),
         reach="stays at or below it" if s.reached == "stays" else "first gets to it",
         reached=esc(s.reached),
         between=esc(between_words(s)),
@@ -194,9 +209,13 @@ def claims_section(p: Page) -> str:
         if rest
         else ""
     )
+    s = p.settings
     return render(
         "claims",
-        level=f"{p.settings.test_level:g}",
+        level=f"{s.test_level:g}",
+        bound=f"{1 + s.smallest_effect:g}",
+        goal=f"{s.power_goal:.0%}",
+        draws=f"{DRAWS:,}",
         missing="".join(missing),
         main=main,
         rest=others,

@@ -20,6 +20,7 @@ from typing import Any
 
 from adloco.report.claims import (
     INCONCLUSIVE,
+    NO_DIFFERENCE,
     NOT_SUPPORTED,
     NOT_TESTABLE,
     SUPPORTED,
@@ -48,6 +49,7 @@ CSS = "\n" + stylesheet("page", page_width_px=str(PAGE_WIDTH_PX))
 VERDICT_CSS = {
     SUPPORTED: "supported",
     NOT_SUPPORTED: "not-supported",
+    NO_DIFFERENCE: "no-difference",
     INCONCLUSIVE: "inconclusive",
     NOT_TESTABLE: "not-testable",
 }

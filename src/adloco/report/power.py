@@ -259,23 +259,25 @@ def power_warnings(claim: Claim, settings: ReportSettings) -> list[str]:
     for c in claim.comparisons:
         if not rests_on(claim, c) or c.effect is None or c.verdict == NOT_TESTABLE:
             continue
-        where = f"Claim {claim.number}, AdLoCo against {c.against} ({_what_of(c)})"
         n = len(c.effect.seeds)
-        seeds = f"{n} paired seeds" if c.effect.pairing == "seed" else "these unpaired seeds"
+        seeds = f"{n} paired seeds" if c.effect.pairing == "seed" else "unpaired seeds"
+        parts = []
         smallest = c.effect.test.smallest_p
         if smallest > level:
-            out.append(
-                f"{where}: with {seeds} the smallest possible p is {fmt_p(smallest)}, "
-                f"above the level {level:g}: the test can never support the claim (no "
+            parts.append(
+                f"the smallest possible p is {fmt_p(smallest)}, above the level {level:g} (no "
                 f"comparison may have a smallest possible p above {level:g})"
             )
         pw = c.power
         if pw is not None and pw.superiority < goal:
-            out.append(
-                f"{where}: with {n} paired seeds the test has {pw.superiority:.0%} power to "
-                f"detect a true ratio of 1/{1 + pw.smallest_effect:g} (goal {goal:.0%}, per-seed "
-                f"log-ratio SD {pw.sd:.3g}); {pw.needed_words()} paired seeds would reach it"
+            parts.append(
+                f"{pw.superiority:.0%} power to detect a true ratio of "
+                f"1/{1 + pw.smallest_effect:g} (goal {goal:.0%}, per-seed log-ratio SD "
+                f"{pw.sd:.3g}); {pw.needed_words()} paired seeds would reach it"
             )
+        if parts:
+            where = f"Claim {claim.number}, AdLoCo against {c.against} ({_what_of(c)})"
+            out.append(f"{where}, {seeds}: {'; '.join(parts)}.")
     return out
 
 
