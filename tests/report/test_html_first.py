@@ -99,3 +99,16 @@ def test_no_change_in_the_swept_range_is_said_and_nothing_swept_says_nothing():
     assert clock_words(page(same)).startswith("The clock: cpu-sim") and "tokens," not in (
         clock_words(page(same))
     )
+
+
+def test_no_meaningful_difference_says_the_equivalence_p():
+    # Eight seeds all at 0.98 with margin log 1.1: each one-sided test of the TOST has every
+    # shifted value on its side, p = 1/256.
+    c = comparison("diloco", 0.98)
+    c.effect = Effect("seed", tuple(range(8)), (0.98,) * 8, 0.98, None, c.effect.test, 0,
+                      (math.log(0.98),) * 8, math.log(1.1), (False,) * 8)  # fmt: skip
+    c.verdict = "no meaningful difference"
+    assert short_reason(claim(c)) == (
+        "AdLoCo needs 0.98× diloco's simulated time to 145.2 (median over 8 paired seeds; "
+        "p = 0.0742; within 1.1× either way: p = 0.00391)."
+    )

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import math
 
-from adloco.report.claims import QUANTITY_WORDS, Claim, Comparison, fmt, fmt_p, fmt_ratio
+from adloco.report.claims import (
+    NO_DIFFERENCE,
+    QUANTITY_WORDS,
+    Claim,
+    Comparison,
+    fmt,
+    fmt_p,
+    fmt_ratio,
+)
 from adloco.report.page import Page, esc, figure, verdict
 from adloco.report.regime_map import verdict_changes
 from adloco.report.template import render
@@ -39,7 +47,9 @@ def _effect_words(c: Comparison) -> str:
     else:
         head = f"AdLoCo needs {fmt_ratio(e.estimate)}× {c.baseline}'s {what}"
     seeds = f"{len(e.seeds)} paired seeds" if e.pairing == "seed" else "unpaired runs"
-    return f"{head} (median over {seeds}; p = {fmt_p(e.test.p_less)})"
+    eq = e.equivalence if c.verdict == NO_DIFFERENCE else None
+    within = f"; within {math.exp(eq.margin):.3g}× either way: p = {fmt_p(eq.p)}" if eq else ""
+    return f"{head} (median over {seeds}; p = {fmt_p(e.test.p_less)}{within})"
 
 
 def short_reason(claim: Claim) -> str:
