@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from adloco.config import ConfigError, load_config
 from adloco.report import build_report
+from adloco.report.html_evidence import _sensitivity
 from adloco.report.inputs import load_runs
 from adloco.report.tuning import beyond, choose, edges, load_tuning, tuning_record, tuning_table
 
 BASE = 100.0
+TUNING_JSON = Path(__file__).resolve().parents[2] / "config" / "tuning.json"
 
 
 def curve(ppls, scale=1.0):
@@ -306,8 +309,22 @@ def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp
     build_report(config, ws.runs_dir, ws.root / "calibration", ws.root / "variance", page_dir,
                  base_dir=ws.root / "base")  # fmt: skip
     page = (page_dir / "index.html").read_text()
-    assert "<b>lr 0.0015, outer lr 0.5, outer momentum 0: 60 (climb 0.990×)</b>" in page
-    assert "lr 0.005, outer lr 0.7, outer momentum 0.9 (Nesterov): 50 (climb 1.100×)" in page
+    assert (
+        "<b>lr 0.0015, outer lr 0.5, outer momentum 0: 60 (climb 0.990×), 1 s to the main "
+        "target</b>" in page
+    )
+    assert (
+        "lr 0.005, outer lr 0.7, outer momentum 0.9 (Nesterov): 50 (climb 1.100×), 1.719 s to "
+        "the main target" in page
+    )
+    # The criterion, the sensitivity column and the edges of the grid.
+    assert "The chosen point (bold) has the lowest median simulated time to the main target" in page
+    assert "<th>final perplexity would choose</th><th>edges of the grid</th>" in page
+    assert (
+        "outer lr 0.5 at the low edge of (0.5, 0.7, 1) <span class='verdict fails'>not "
+        "bracketed</span>: next 0.25" in page
+    )
+    assert "inner lr 0.003 inside (0.001, 0.003, 0.01)" in page
     # No run of this config is named diloco: nothing configured to compare.
     assert "Suggested main target: 0.99 × the base" in page
     assert "report.targets.main is 0.95 <span class='verdict fails'>differs</span>" in page
@@ -355,3 +372,28 @@ def test_a_malformed_record_is_refused_naming_the_group(tmp_path, group, message
     path.write_text(json.dumps({"groups": {"diloco": group}}))
     with pytest.raises(ValueError, match=f"groups.diloco: {message}"):
         load_tuning(path)
+
+
+def test_the_table_names_the_point_final_perplexity_would_choose(workspace):
+    race(workspace)
+    record = race_record(workspace, tuning_max_climb=1.02)
+    entry = {e["run"]: e for e in tuning_table(record, {})}["diloco"]
+    assert entry["metric"] == "time_to_main" and entry["by_final_perplexity"] == "diloco-slow"
+    chosen = next(p for p in entry["points"] if p["run"] == "diloco-fast")
+    # slow: effective lr 0.003 (lr scale 1), outer lr 1, final 80; the chosen fast's 85.
+    words = "lr 0.003, outer lr 1: 80 (the chosen point's: 85)"
+    assert _sensitivity(entry, chosen) == words
+
+
+def test_a_record_without_edges_gets_them_from_its_grid():
+    # config/tuning.json was chosen by final perplexity on grids that did not bracket:
+    # adloco's inner lr 0.003 at the low edge of 0.003-0.012, diloco's outer lr 1 at the
+    # high edge of 0.5-1 (the record's own points and choices).
+    rows = {e["run"]: e for e in tuning_table(load_tuning(TUNING_JSON), {})}
+    assert rows["adloco"]["metric"] == "final_perplexity"
+    assert rows["adloco"]["edges"]["inner_lr"] == {
+        "searched": [0.003, 0.006, 0.012], "chosen": 0.003, "edge": "low", "next": [0.0015]
+    }  # fmt: skip
+    assert rows["diloco"]["edges"]["outer_lr"]["edge"] == "high"
+    assert rows["diloco"]["edges"]["outer_lr"]["next"] == [2.0]
+    assert list(rows["ddp"]["edges"]) == ["inner_lr"]  # no outer step to bracket

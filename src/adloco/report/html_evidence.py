@@ -269,7 +269,7 @@ def _point_words(point: dict[str, Any], varied: list[str]) -> str:
 
 
 def _grid_point(point: dict[str, Any], varied: list[str], chosen: bool) -> str:
-    """One grid point of a method: its settings, final perplexity and climb; bold if chosen."""
+    """One grid point of a method: settings, final perplexity, climb, time; bold if chosen."""
     value = fmt(point["value"]) if point["value"] is not None else "n/a"
     climb = point.get("climb")
     text = render(
@@ -278,7 +278,64 @@ def _grid_point(point: dict[str, Any], varied: list[str], chosen: bool) -> str:
         value=value,
         climb=" " + render("tuning_climb", climb=f"{climb:.3f}") if climb is not None else "",
     )
+    if "time_to_main_s" in point:  # a record written before the criterion was stated has none
+        time = point["time_to_main_s"]
+        text += (
+            render("tuning_time", time=fmt(time)) if time is not None else render("tuning_never")
+        )
     return render("bold", text=text) if chosen else text
+
+
+def _picked(entry: dict[str, Any], point: dict[str, Any] | None) -> str:
+    """The chosen point, the train settings that give it, and a flag when none was within."""
+    as_set = ", ".join(f"{k} {_setting(k, entry['chosen'][k])}" for k in TUNED)
+    picked = (
+        render(
+            "tuning_picked", point=esc(_point_words(point, entry["varied"])), settings=esc(as_set)
+        )
+        if point is not None
+        else esc(as_set)
+    )
+    return picked if entry["within_max_climb"] else picked + " " + render("tuning_no_point")
+
+
+def _sensitivity(entry: dict[str, Any], point: dict[str, Any] | None) -> str:
+    """The point final perplexity would choose, with its final perplexity and the chosen one's."""
+    other = next((p for p in entry["points"] if p["run"] == entry["by_final_perplexity"]), None)
+    if other is None or point is None or other["run"] == point["run"]:
+        return render("tuning_same")
+    return render(
+        "tuning_other",
+        point=esc(_point_words(other, entry["varied"])),
+        value=fmt(other["value"]) if other["value"] is not None else "n/a",
+        chosen=fmt(point["value"]) if point["value"] is not None else "n/a",
+    )
+
+
+def _edges(entry: dict[str, Any]) -> str:
+    """Per tuned dimension: the chosen value inside the values searched, or at an edge."""
+    lines = []
+    for key, edge in entry["edges"].items():
+        searched = ", ".join(_setting(key, v) for v in edge["searched"])
+        words = {"dimension": SETTING_WORDS[key], "chosen": _setting(key, edge["chosen"])}
+        if edge["edge"]:
+            nxt = ", ".join(_setting(key, v) for v in edge["next"])
+            lines.append(
+                render("tuning_edge", **words, side=edge["edge"], searched=searched, next=nxt)
+            )
+        else:
+            lines.append(render("tuning_inside", **words, searched=searched))
+    return "<br>".join(lines)
+
+
+def _configured(entry: dict[str, Any]) -> str:
+    if entry["configured"] is None:
+        return "–"
+    if entry["differs"]:
+        mine = entry["configured"]
+        words = ", ".join(f"{k} {_setting(k, mine[k])}" for k in entry["differs"])
+        return words + " " + render("differs")
+    return "as chosen"
 
 
 def tuning_section(p: Page) -> str:
@@ -291,36 +348,28 @@ def tuning_section(p: Page) -> str:
             _grid_point(pt, entry["varied"], pt["run"] == chosen) for pt in entry["points"]
         )
         point = next((pt for pt in entry["points"] if pt["run"] == chosen), None)
-        as_set = ", ".join(f"{k} {_setting(k, entry['chosen'][k])}" for k in TUNED)
-        picked = (
-            render(
-                "tuning_picked",
-                point=esc(_point_words(point, entry["varied"])),
-                settings=esc(as_set),
-            )
-            if point is not None
-            else esc(as_set)
+        rows.append(
+            [
+                esc(entry["run"]),
+                grid,
+                _picked(entry, point),
+                _sensitivity(entry, point),
+                _edges(entry),
+                _configured(entry),
+            ]
         )
-        if not entry["within_max_climb"]:
-            picked += " " + render("tuning_no_point")
-        if entry["configured"] is None:
-            configured = "–"
-        elif entry["differs"]:
-            mine = entry["configured"]
-            configured = (
-                ", ".join(f"{k} {_setting(k, mine[k])}" for k in entry["differs"])
-                + " "
-                + render("differs")
-            )
-        else:
-            configured = "as chosen"
-        rows.append([esc(entry["run"]), grid, picked, configured])
     limit = p.tuning[0]["max_climb"] if p.tuning else None
+    metric = p.tuning[0]["metric"] if p.tuning else "final_perplexity"
+    header = ["run", "grid point: final perplexity", "chosen", "final perplexity would choose",
+              "edges of the grid", "configured"]  # fmt: skip
     grid = render(
         "tuning_grid",
         path=esc(p.tuning_path),
+        criterion=render("tuning_criterion_time_to_main")
+        if metric == "time_to_main"
+        else render("tuning_criterion_final_perplexity"),
         limit=f" ({float(limit):g}× the base)" if limit is not None else "",
-        table=table(["run", "grid point: final perplexity", "chosen", "configured"], rows),
+        table=table(header, rows),
         main=_main_note(p),
         levels=levels_note(p),
     )
