@@ -225,7 +225,7 @@ class ReportConfig:
         (
             "in the tuning experiment: run of the default config -> the runs of this config "
             "that try its settings (inner lr, outer lr, outer momentum); the report then "
-            "writes tuning.json (lowest median final perplexity over seeds among the points "
+            "writes tuning.json (per group the point tuning_metric chooses among the points "
             "within tuning_max_climb; a tie goes to the smaller lrs and momentum); null: none"
         ),
         type=["object", "null"],
