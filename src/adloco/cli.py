@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adloco import __version__, errors, io, paths
+from adloco import __version__, errors, io, numerics, paths
 from adloco.config import ConfigError
 
 # Placeholders for the path examples in the help texts.
@@ -399,10 +399,14 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        # First, before any stage imports torch: the CPU float paths and threads
+        # every stage computes with (adloco.numerics, docs/numerics.md).
+        threads = numerics.threads_for(getattr(args, "threads", None))
+        numerics.pin(threads)
         check_outputs_writable(args._stage, args)
         if args._stage.trains:
             training_process = importlib.import_module("adloco.training_process")
-            training_process.prepare(getattr(args, "threads", None))
+            training_process.prepare(threads)
         return int(importlib.import_module(args._module).run(args) or 0)
     except (OSError, ValueError) as exc:
         # A bad setting, corrupt input, a missing upstream output, a full disk:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from adloco import paths
+from adloco import numerics, paths
 from adloco.algo.schedule import inner_lr
 from adloco.base_model import MODEL_DIR, model_digests
 from adloco.config import Config, ConfigError, ModelConfig, PretrainConfig, load_config, thaw
@@ -294,6 +294,8 @@ def write_base(
             "settings": {**asdict(training.settings), "betas": list(training.settings.betas)},
             "model_dir": MODEL_DIR,
             "model_sha256": model_digests(tmp / MODEL_DIR),
+            # The CPU float paths and threads it was trained with (docs/numerics.md).
+            "numerics": numerics.record(),
         }
         write_json_atomic(paths.base_summary_file(tmp), summary)
     return summary

@@ -2,7 +2,8 @@
 
 Freed memory stays in the process (:mod:`adloco.allocator`), and torch gets the
 threads the command was given (Snakemake passes a job's threads; per process
-under torchrun). Calibration, pretraining, the variance analysis and training
+under torchrun), else :data:`adloco.numerics.DEFAULT_THREADS` (``dvc repro``
+passes none). Calibration, pretraining, the variance analysis and training
 start the same way, so a calibration times passes as a training process runs them.
 Off a terminal (a job's log file) the transformers library's progress bars
 are switched off (:func:`adloco.progress.quiet_library_bars`).

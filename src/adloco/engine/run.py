@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from adloco import paths
+from adloco import numerics, paths
 from adloco.base_model import StartModel, start_model
 from adloco.calibration_record import (
     check_calibrated_model,
@@ -234,6 +234,8 @@ def write_outputs(
     settings = engine.loop.settings
     summary = summarize(rows, settings, seed, len(engine.trainers))
     summary["final_trainer"] = best.id
+    # The CPU float paths and threads the run computed with (docs/numerics.md).
+    summary["numerics"] = numerics.record()
     last = max(r["round"] for r in rows)
     measured = [
         r["val_perplexity"]

@@ -1,0 +1,99 @@
+"""scripts/fingerprint.py: this machine computes the committed numbers to the bit.
+
+The fingerprint (tests/fixtures/fingerprint.json) holds the test preset's
+losses, perplexities and final weights' sha256 and a short run of the default
+model, computed under the pinned numerics (adloco.numerics). A fresh process
+computes them again here; a difference names each number that moved.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adloco import numerics
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "fingerprint.py"
+
+
+@pytest.fixture(scope="module")
+def fp():
+    spec = importlib.util.spec_from_file_location("fingerprint", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_differences_name_every_number_that_moved(fp):
+    committed = {
+        "numerics": {"torch": "2.0"},
+        "runs": {"a": {"rows": [[1, 0, 5.25, None]], "sha": "ab"}},
+        "loss": 7.5,
+    }
+    assert fp.differences(committed, json.loads(json.dumps(committed))) == []
+    moved = json.loads(json.dumps(committed))
+    moved["runs"]["a"]["rows"][0][2] = math.nextafter(5.25, 6.0)  # one ulp
+    moved["runs"]["a"]["sha"] = "cd"
+    moved["numerics"]["torch"] = "2.1"  # shown, not compared
+    del moved["loss"]
+    moved["new"] = 1
+    assert fp.differences(committed, moved) == [
+        "loss: missing (committed 7.5)",
+        "new: new (1)",
+        f"runs.a.rows[0][2]: committed 5.25, now {math.nextafter(5.25, 6.0)!r}",
+        "runs.a.sha: committed 'ab', now 'cd'",
+    ]
+    # 1 and 1.0 are equal numbers but not the same record
+    assert fp.differences({"x": 1}, {"x": 1.0}) == ["x: committed 1, now 1.0"]
+    message = fp.report(committed, moved)
+    assert message.startswith("4 number(s) of the fingerprint drifted from fingerprint.json:")
+    assert "now.torch: '2.1'" in message and fp.REGENERATE in message
+
+
+def test_the_fixture_was_made_under_the_pinned_rule(fp):
+    committed = json.loads(fp.FIXTURE.read_text())["numerics"]
+    assert committed["mode"] == "pinned" and committed["pinned_before_torch"]
+    flags = frozenset({"avx2", "fma"} if committed["cpu_capability"] == "AVX2" else ())
+    rule = numerics.pinned_environment(flags, committed["machine"], 1)
+    assert committed["environment"] == {k: rule.get(k) for k in numerics.VARIABLES}
+    assert committed["intra_op_threads"] == numerics.DEFAULT_THREADS
+
+
+def test_this_machine_computes_the_committed_fingerprint(fp, tmp_path):
+    committed = json.loads(fp.FIXTURE.read_text())
+    if numerics.mode() == numerics.NATIVE:
+        pytest.skip("ADLOCO_NUMERICS=native: the floats are this machine's own")
+    pinned = numerics.pinned_environment(numerics.cpu_flags(), platform.machine(), 1)
+    if pinned["ATEN_CPU_CAPABILITY"].upper() != committed["numerics"]["cpu_capability"]:
+        pytest.skip(
+            f"this CPU pins {pinned['ATEN_CPU_CAPABILITY']}, the fingerprint was made "
+            f"under {committed['numerics']['cpu_capability']}"
+        )
+    out, keep = tmp_path / "fingerprint.json", tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in numerics.VARIABLES}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", str(out), "--keep", str(keep)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert not fp.report(committed, got), fp.report(committed, got)
+    # Every output that trained records the numerics it was trained under.
+    recorded = {k: v for k, v in got["numerics"].items() if k != "transformers"}
+    written = [keep / "base" / "base.json", *sorted((keep / "runs").glob("*/summary.json"))]
+    assert len(written) == 1 + len(got["test_preset"]["runs"])
+    for path in written:
+        assert json.loads(path.read_text())["numerics"] == recorded, path
