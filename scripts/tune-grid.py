@@ -321,9 +321,25 @@ def tune_text(declaration: str | Path = DECLARATION, root: Path | None = None) -
     return "".join(out)
 
 
+def _beyond_already(value: float, chosen: float, values: list[float]) -> bool:
+    """Whether the declaration already searches ``value``, or past ``chosen`` on its side."""
+    if any(math.isclose(value, v) for v in values):
+        return True
+    return any((v - chosen) * (value - chosen) > 0 and not math.isclose(v, chosen) for v in values)
+
+
 def widen(text: str, record: dict[str, Any]) -> tuple[str, list[str]]:
-    """The declaration's text with each value the record proposes added, and what was added."""
+    """The declaration's text with each value the record proposes added, and what was added.
+
+    A value is not added where the declaration searches past the chosen one on
+    that side already (widened since the record's experiment). A record
+    written before it held edges gets them from its own grid and choice.
+    """
     groups = record.get("groups") or {}
+    if any("edges" not in g for g in groups.values()):
+        from adloco.report.tuning import tuning_table
+
+        groups = {row["run"]: {"edges": row["edges"]} for row in tuning_table(record, {})}
     lines = text.splitlines(keepends=True)
     added = []
     group = None
@@ -337,7 +353,7 @@ def widen(text: str, record: dict[str, Any]) -> tuple[str, list[str]]:
         key = match.group(2)
         edge = (groups[group].get("edges") or {}).get(key) or {}
         values = [float(v) for v in match.group(3).split(",") if v.strip()]
-        new = [v for v in edge.get("next", []) if not any(math.isclose(v, w) for w in values)]
+        new = [v for v in edge.get("next", []) if not _beyond_already(v, edge["chosen"], values)]
         if new:
             added += [f"{group}.{key}: {number(v)}" for v in new]
             listed = ", ".join(number(v) for v in sorted(values + new))

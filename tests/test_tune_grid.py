@@ -183,3 +183,30 @@ def test_a_chosen_point_at_an_edge_widens_the_grid(tmp_path):
 
 def test_the_committed_tune_configuration_is_what_its_declaration_gives():
     assert (ROOT / "config" / "tune.yaml").read_text() == tune_grid.tune_text()
+
+
+OLD_GRID = """\
+grids:
+  adloco:
+    settings: {method: adloco}
+    inner_lr: [0.003, 0.006, 0.012]
+    outer_lr: [0.5, 0.7, 1.0]
+    outer_momentum: [0, 0.9]
+  diloco:
+    settings: {method: diloco}
+    inner_lr: [0.003, 0.006, 0.012]
+    outer_lr: [0.5, 0.7, 1.0]
+    outer_momentum: [0, 0.9]
+"""
+
+
+def test_the_committed_record_widens_its_own_grid_and_not_the_declared_one():
+    # config/tuning.json chose adloco's inner lr 0.003, the lowest of its grid, and
+    # diloco's outer lr 1, the highest (a record without edges: computed from its grid).
+    record = yaml.safe_load((ROOT / "config" / "tuning.json").read_text())
+    text, added = tune_grid.widen(OLD_GRID, record)
+    assert added == ["adloco.inner_lr: 0.0015", "diloco.outer_lr: 2.0"]
+    assert "    inner_lr: [0.0015, 0.003, 0.006, 0.012]\n" in text
+    # The committed declaration searches past both already (0.0015; 1.4): nothing to add.
+    declared = (ROOT / "config" / "tune-grid.yaml").read_text()
+    assert tune_grid.widen(declared, record) == (declared, [])
