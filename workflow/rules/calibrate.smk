@@ -7,6 +7,9 @@
 rule calibrate:
     input:
         manifest=MANIFEST,
+        # The measured record a device's clock is mapped from (step_time.model:
+        # measured_record): editing it re-runs the device's calibration.
+        record=device_record_input,
     output:
         report(
             f"{CALIBRATION_DIR}/{{device}}.json",

@@ -94,6 +94,7 @@ run_metrics = PLAN.run_metrics
 base_input = PLAN.base_input
 base_arg = PLAN.base_arg
 report_tuning_input = PLAN.report_tuning_input
+device_record_input = PLAN.device_record_input
 report_tuning_output = PLAN.report_tuning_output
 tokenize_raw_arg = PLAN.tokenize_raw_arg
 tokenize_raw_input = PLAN.tokenize_raw_input

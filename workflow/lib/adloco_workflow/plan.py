@@ -230,6 +230,11 @@ class Plan:
         """`--base <folder>` for the jobs that start from the base model (a list for :q)."""
         return ["--base", self.BASE_DIR] if self.USES_BASE else []
 
+    def device_record_input(self, wildcards) -> list[str]:
+        """The measured record a device's clock is mapped from (step_time.record), if any."""
+        step_time = self.SETTINGS.cluster.device(wildcards.device).step_time
+        return [step_time.record] if step_time.model == "measured_record" else []
+
     def report_tuning_input(self) -> list[str]:
         """The tuning record report.tuning names (config/tuning.json), when it names one."""
         tuning = self.SETTINGS.report.tuning

@@ -143,7 +143,16 @@ CALIBRATE = Stage(
         ),
         Key("train.grad_clip_norm"),
     ),
-    deps=(Path_(TOKENIZED),),
+    deps=(
+        Path_(TOKENIZED),
+        Path_(
+            "config/devices",
+            note=(
+                "The measured records a device's clock may be mapped from",
+                "(step_time.model: measured_record): editing one re-runs calibration.",
+            ),
+        ),
+    ),
     outs=(Path_(str(paths.calibration_file(EXPERIMENT, "{device}"))),),
     foreach="${cluster.devices}",
     wildcards={"device": "${item.name}"},
