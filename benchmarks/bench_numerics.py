@@ -129,7 +129,8 @@ def main() -> None:
         f"{args.threads} thread(s), fastest of {args.repeats} "
         f"({time.perf_counter() - start:.0f} s in all)"
     )
-    for name, got in best.items():
+    for name in runs:
+        got = best[name]
         print(
             f"  {name:26s} {got['tokens_per_s']:9.0f} tokens/s  "
             f"{got['tokens_per_s'] / baseline:.2f}x native  ATen {got['cpu_capability']:7s} "
