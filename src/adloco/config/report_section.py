@@ -202,6 +202,18 @@ class ReportConfig:
         exclusiveMinimum=0,
         exclusiveMaximum=1,
     )
+    max_eval_gap: float = setting(
+        0.05,
+        (
+            "largest gap between consecutive evaluations of a headline run whose model changes"
+            " at every step (ddp), as a share of its tokens, before the page warns that its "
+            "crossing of a target is known only within that gap (a run with an outer step is "
+            "evaluated at every outer step, where its model changes)"
+        ),
+        type="number",
+        exclusiveMinimum=0,
+        maximum=1,
+    )
     confidence: float = setting(
         0.95,
         (

@@ -44,7 +44,7 @@ from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.records import finite_or_none
 from adloco.report.about import about_rows
-from adloco.report.claims import Claim, Context, evaluate_claims
+from adloco.report.claims import Claim, Context, evaluate_claims, headline_runs
 from adloco.report.dvc_files import MEDIAN_CURVES_FILE, METRICS_FILE, write_dvc_files
 from adloco.report.figures import write_figures
 from adloco.report.figures_headline import headline_figure
@@ -76,6 +76,7 @@ from adloco.report.regimes import REGIME_COLUMNS, ClockModel, is_linear
 from adloco.report.replay import Regimes, bring, compute_regimes, draw_regimes, regime_rows
 from adloco.report.sensitivity import attach_alternatives
 from adloco.report.settings import ReportSettings, Roles, assign_roles
+from adloco.report.spacing import Spacing, eval_spacing
 from adloco.report.stats import Spread
 from adloco.report.summary import (
     CURVE_COLUMNS,
@@ -203,6 +204,7 @@ class Findings:
     levels: dict[str, float]  # reference perplexities and the base model's
     gains: GainShares  # each run's share of ddp's gain and its climb
     workers: WorkersMap  # DiLoCo's splits of ddp's global batch
+    spacing: list[Spacing]  # each headline run's evaluation spacing
 
 
 def read_inputs(
@@ -249,6 +251,7 @@ def compute_findings(
     clock, clock_reason = own_clock(config.cluster, regimes.models)
     claims = evaluate_claims(runs, roles, ladder, settings, clock_reason)
     attach_alternatives(claims, runs, roles, ladder, settings, clock_reason)
+    context = Context(runs, roles, ladder, settings, clock_reason)
     names = list(dict.fromkeys(r.run for r in runs))
     adloco_runs = [n for n in names if any(r.run == n and r.method == "adloco" for r in runs)]
     base = inputs.base
@@ -260,7 +263,7 @@ def compute_findings(
         clock=clock,
         clock_reason=clock_reason,
         claims=claims,
-        headline=headline_table(Context(runs, roles, ladder, settings, clock_reason)),
+        headline=headline_table(context),
         checks=mechanism_checks(runs),
         summary=summary_rows(runs, ladder.main, settings.reach_rule),
         ladder_table=ladder_table(runs, ladder, settings.reach_rule),
@@ -280,6 +283,7 @@ def compute_findings(
             gains,
             finite_or_none(inputs.variance.summary.get("b_simple")),
         ),
+        spacing=eval_spacing(runs, headline_runs(context), settings.max_eval_gap),
     )
 
 
@@ -372,6 +376,7 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
         tuning_main=inputs.tuning.get("main_target") if inputs.tuning else None,
         gains=found.gains,
         workers=found.workers,
+        spacing=found.spacing,
         about=about_rows(
             inputs.config,
             inputs.config_path,
@@ -410,7 +415,9 @@ def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
             **settings.rules(),
             "test_level": settings.test_level,
             "confidence": settings.confidence,
+            "max_eval_gap": settings.max_eval_gap,
         },
+        "eval_spacing": [s.as_dict() for s in found.spacing],
         "seeds": page.seeds,
         "gain_shares": page.gains.as_dict(),
         "workers_map": found.workers.as_dict(),

@@ -100,14 +100,29 @@ def headline_section(p: Page) -> str:
     return render("seeds", content=values)
 
 
+HEADLINE_OTHERS = ("best baseline", "ddp anchor")  # beside DiLoCo, the other headline runs
+
+
 def _rule_comparisons(p: Page) -> list[Comparison]:
-    """The headline comparisons and the equal-time one against DiLoCo."""
+    """The headline comparisons (AdLoCo against each headline run at the main target: DiLoCo,
+    the best baseline, the ddp anchor; each ablation) and the equal-time one against DiLoCo."""
     out = []
     for claim in p.claims:
         for c in claim.comparisons:
-            if c.headline or (c.quantity == "perplexity_at_time" and c.against == p.roles.diloco):
+            against_headline = (
+                c.claim in (1, 2) and c.target == p.ladder.main and c.against in HEADLINE_OTHERS
+            )
+            equal_time = c.quantity == "perplexity_at_time" and c.against == p.roles.diloco
+            if c.headline or against_headline or equal_time:
                 out.append(c)
     return out
+
+
+def _rule_label(c: Comparison) -> str:
+    against = f"{c.against} ({c.baseline})" if c.against in HEADLINE_OTHERS else c.against
+    return f"{QUANTITY_WORDS[c.quantity]} against {against}" + (
+        f" at {fmt(c.target)}" if c.target else ""
+    )
 
 
 def rules_section(p: Page) -> str:
@@ -121,9 +136,7 @@ def rules_section(p: Page) -> str:
     ]
     rows = []
     for c in comparisons:
-        what = QUANTITY_WORDS[c.quantity]
-        label = f"{what} against {c.against}" + (f" at {fmt(c.target)}" if c.target else "")
-        row = [str(c.claim), esc(label), verdict(c.verdict)]
+        row = [str(c.claim), esc(_rule_label(c)), verdict(c.verdict)]
         for rule, _ in _alternatives(p):
             alt = c.alternatives.get(rule)
             cell = verdict(alt["verdict"]) if alt else "–"
@@ -132,7 +145,35 @@ def rules_section(p: Page) -> str:
             row.append(cell)
         rows.append(row)
     content = render("rules_table", table=table(header, rows, numeric=(0,)))
-    return render("rules", content=content)
+    return render("rules", content=content + spacing_note(p))
+
+
+SPACING_HEADER = [
+    "run",
+    "model changes",
+    "evaluations",
+    "largest gap<small>tokens</small>",
+    "largest gap<small>share of its tokens</small>",
+    "the crossing",
+]
+
+
+def spacing_note(p: Page) -> str:
+    """Each headline run's evaluation spacing and what it makes of the crossing (none: "")."""
+    if not p.spacing:
+        return ""
+    rows = []
+    for sp in p.spacing:
+        w = sp.widest
+        changes = "at an outer step" if sp.outer_step_only else "at every step"
+        share = f"{w.largest_gap_share:.1%}" + ("<small>above the limit</small>" * bool(sp.warning))
+        seeds = f"<small>seed {w.seed}, widest of {sp.seeds}</small>" if sp.seeds > 1 else ""
+        rows.append(
+            [f"{esc(sp.run)}<small>{esc(sp.method)}</small>", changes, str(w.evaluations),
+             f"{w.largest_gap_tokens:,.0f}{seeds}", share, esc(sp.rule)]
+        )  # fmt: skip
+    max_gap = f"{p.settings.max_eval_gap:.1%}"
+    return render("rules_spacing", max_gap=max_gap, table=table(SPACING_HEADER, rows, (2, 3, 4)))
 
 
 def _alternatives(p: Page) -> list[tuple[str, str]]:

@@ -141,6 +141,7 @@ def answer_section(p: Page) -> str:
     if p.ladder.caveat:
         warnings.append(render("warning_unchecked", caveat=p.ladder.caveat))
     warnings += [w for claim in p.claims for w in claim.warnings]
+    warnings += [sp.warning for sp in p.spacing if sp.warning]
     return render(
         "answer",
         warnings="".join(render("warning", text=esc(w)) for w in warnings),

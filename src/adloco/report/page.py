@@ -35,6 +35,7 @@ from adloco.report.references import Base, References
 from adloco.report.regimes import ClockModel, RegimeCell
 from adloco.report.replay import Regimes
 from adloco.report.settings import ReportSettings, Roles
+from adloco.report.spacing import Spacing
 from adloco.report.stats import Spread
 from adloco.report.targets import Ladder
 from adloco.report.template import render, stylesheet
@@ -171,6 +172,7 @@ class Page:
     gains: GainShares  # adloco.report.gain.gain_shares
     workers: WorkersMap  # adloco.report.workers_map.workers_map
     about: list[tuple[str, str]] = field(default_factory=list)  # adloco.report.about.about_rows
+    spacing: list[Spacing] = field(default_factory=list)  # adloco.report.spacing.eval_spacing
 
     def levels(self) -> dict[str, float]:
         """Reference perplexities and the base model's, highest first."""

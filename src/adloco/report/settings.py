@@ -95,6 +95,7 @@ class ReportSettings:
     confidence: float
     smallest_effect: float  # m: ratios within 1 / (1 + m) and 1 + m make no meaningful difference
     power_goal: float
+    max_eval_gap: float  # a step-wise headline run evaluated further apart (share of tokens) warns
     tuning: str | None
     tuning_groups: dict[str, tuple[str, ...]] | None
     bandwidths_gbit_s: tuple[float, ...]
@@ -117,6 +118,7 @@ class ReportSettings:
             confidence=float(report.confidence),
             smallest_effect=float(report.smallest_effect),
             power_goal=float(report.power_goal),
+            max_eval_gap=float(report.max_eval_gap),
             tuning=report.tuning,
             tuning_groups={k: tuple(v) for k, v in groups.items()} if groups else None,
             bandwidths_gbit_s=tuple(sorted(float(b) for b in bandwidths))
