@@ -18,12 +18,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adloco.clock import StepTimeCurve
-from adloco.config import ClusterConfig, DeviceConfig
 from adloco.io import read_json_object, write_json_atomic
 from adloco.paths import device_calibration_file
+
+if TYPE_CHECKING:
+    # Annotations only: the configuration's device check reads records through this module.
+    from adloco.config import ClusterConfig, DeviceConfig
 
 STEP_TIME_MODELS = ("measured", "roofline", "measured_record")
 

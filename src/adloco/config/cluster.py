@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from adloco.calibration_record import measured_record
 from adloco.config.fields import REQUIRED, setting
 from adloco.config.runs import RunSettings
 from adloco.config.schema import ConfigError
@@ -101,9 +102,6 @@ class DeviceConfig:
                 f"{key}.step_time.record: required when step_time.model is measured_record "
                 "(the calibration record whose curve the clock maps)"
             )
-        # Imported here: the record's reader imports this package.
-        from adloco.calibration_record import measured_record
-
         try:
             measured_record(path)
         except (OSError, ValueError) as exc:

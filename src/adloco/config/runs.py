@@ -43,6 +43,9 @@ METHOD_RULES: dict[str, dict[str, Any]] = {
     },
     "adloco": {},
 }
+# Methods without an outer step: every step's gradient is all-reduced, so the
+# model changes at every step (the others change it only at a round's outer step).
+PER_STEP_SYNC = frozenset({"ddp"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from adloco.algo import outer
-from adloco.config.runs import METHOD_RULES
+from adloco.config.runs import METHOD_RULES, PER_STEP_SYNC
 from adloco.engine import ddp
 
 
@@ -63,13 +63,7 @@ class Method:
 
 
 METHODS: dict[str, Method] = {
-    m.name: m
-    for m in (
-        Method("diloco", outer_step=True),
-        Method("localsgd", outer_step=True),
-        Method("ddp", outer_step=False),
-        Method("adloco", outer_step=True),
-    )
+    m.name: m for m in (Method(name, outer_step=name not in PER_STEP_SYNC) for name in METHOD_RULES)
 }
 
 

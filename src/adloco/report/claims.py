@@ -444,3 +444,18 @@ def evaluate_claims(
     if power:
         attach_power(claims, settings)
     return claims
+
+
+def tokens_to_target(
+    runs: list[RunSeed], roles: Roles, ladder: Ladder, settings: ReportSettings
+) -> Comparison | None:
+    """Claim 1 in tokens to the main target: AdLoCo against DiLoCo, no clock in it.
+
+    The median paired ratio of tokens, judged as the claims judge time
+    (:func:`compare` with quantity ``tokens``): what no
+    device or network changes. None without AdLoCo, DiLoCo or a main target.
+    """
+    if roles.adloco is None or roles.diloco is None or ladder.main is None:
+        return None
+    ctx = Context(runs, roles, ladder, settings, "")
+    return compare(ctx, 1, [roles.diloco], roles.diloco, "tokens", ladder.main, headline=True)

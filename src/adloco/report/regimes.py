@@ -30,16 +30,7 @@ from adloco.calibration_record import CalibrationRecord
 from adloco.clock import SLOT_SHARING, Network, StepTimeCurve
 from adloco.config import ClusterConfig, Config, DeviceConfig, NetworkConfig
 from adloco.paths import device_calibration_file
-from adloco.report.claims import (
-    NOT_TESTABLE,
-    Comparison,
-    Context,
-    Effect,
-    _counts,
-    compare,
-    judge,
-    measure,
-)
+from adloco.report.claims import NOT_TESTABLE, Effect, _counts, judge, measure
 from adloco.report.inputs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.stats import median
@@ -157,21 +148,6 @@ def clock_source(config: Config, cal_dir: Path) -> str:
                 f"× {step.get('scale')}"
             )
     return "; ".join(words)
-
-
-def tokens_to_target(
-    runs: list[RunSeed], roles: Roles, ladder: Ladder, settings: ReportSettings
-) -> Comparison | None:
-    """Claim 1 in tokens to the main target: AdLoCo against DiLoCo, no clock in it.
-
-    The median paired ratio of tokens, judged as the claims judge time
-    (:func:`adloco.report.claims.compare` with quantity ``tokens``): what no
-    device or network changes. None without AdLoCo, DiLoCo or a main target.
-    """
-    if roles.adloco is None or roles.diloco is None or ladder.main is None:
-        return None
-    ctx = Context(runs, roles, ladder, settings, "")
-    return compare(ctx, 1, [roles.diloco], roles.diloco, "tokens", ladder.main, headline=True)
 
 
 def is_linear(curve: StepTimeCurve) -> bool:

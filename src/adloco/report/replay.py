@@ -26,7 +26,7 @@ from pathlib import Path
 from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import atomic_files, write_json_atomic
 from adloco.paths import base_summary_file, device_calibration_file
-from adloco.report.claims import Comparison, fmt
+from adloco.report.claims import Comparison, fmt, tokens_to_target
 from adloco.report.devices import (
     MODEL_KEYS,
     BroughtDevice,
@@ -52,7 +52,6 @@ from adloco.report.regimes import (
     compared_runs,
     regime_cells,
     sweep_networks,
-    tokens_to_target,
 )
 from adloco.report.settings import ReportSettings, Roles, assign_roles
 from adloco.report.summary import write_csv

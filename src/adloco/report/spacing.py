@@ -10,7 +10,7 @@ headline run (:func:`adloco.report.claims.headline_runs`) this module states
   from the metrics rows (``tokens_total`` at each evaluated round, starting
   from 0: the base model, evaluated before the run); over seeds, the largest;
 - whether its model changes only at an outer step (the method has one,
-  :mod:`adloco.engine.methods`: diloco, localsgd, adloco) and whether every
+  ``adloco.config.runs.PER_STEP_SYNC`` names those without: ddp) and whether every
   round, so every outer step, is evaluated.
 
 The rule it supports: where the model changes only at an outer step and every
@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from adloco.config.runs import PER_STEP_SYNC
 from adloco.report.inputs import RunSeed
 from adloco.report.summary import round_values, run_level_perplexity
 
@@ -65,9 +66,7 @@ def seed_spacing(rows: list[dict[str, Any]], seed: int = 0) -> SeedSpacing:
 
 def changes_only_at_outer_step(method: str) -> bool:
     """Whether a run of ``method`` changes its model only at the outer step of each round."""
-    from adloco.engine.methods import get  # torch: imported only when the report asks
-
-    return get(method).outer_step
+    return method not in PER_STEP_SYNC
 
 
 @dataclass(frozen=True)
