@@ -49,12 +49,38 @@ def test_each_tuned_run_trains_with_the_records_choice(group):
     chosen = RECORD["groups"][group]["chosen"]
     run = CONFIG.run(group)
     assert {k: getattr(run, k) for k in TUNED} == pytest.approx(chosen)
-    # Runs of the same method that keep its settings (variants, ablations, the map);
-    # a run tuned on its own (diloco-max-batch) has its own group.
+    # Runs of the same method that keep its settings (variants, ablations); a run
+    # tuned on its own (diloco-max-batch) has its own group; the map's runs (their
+    # own node slots) hold ddp's effective lr instead (the test below).
     for name, entry in CONFIG.runs.items():
         s = entry.settings
-        if group == s.method and name not in RECORD["groups"]:
+        if group == s.method and name not in RECORD["groups"] and s.nodes_per_device is None:
             assert {k: getattr(s, k) for k in TUNED} == pytest.approx(chosen), name
+
+
+def effective_peak_lr(name: str) -> float:
+    """A run's peak inner lr after its lr rule at its first step's local batch."""
+    s = CONFIG.run(name)
+    return s.inner_lr * schedule.lr_scale(s.initial_batch, s.lr_reference_batch, s.lr_scaling)
+
+
+def test_the_workers_maps_runs_hold_ddps_effective_lr_and_diloco_outer_step():
+    own = [n for n, e in CONFIG.runs.items() if e.settings.nodes_per_device is not None]
+    ddp = CONFIG.run("ddp")
+    ddp_batch = CONFIG.cluster.for_run(ddp).slots() * ddp.initial_batch
+    ddp_lr = ddp.inner_lr * schedule.lr_scale(ddp_batch, ddp.lr_reference_batch, ddp.lr_scaling)
+    # The headline DiLoCo (4 x 4) reaches the same effective lr by its own rule.
+    assert effective_peak_lr("diloco") == pytest.approx(ddp_lr)
+    diloco = CONFIG.run("diloco")
+    for name in own:
+        s = CONFIG.run(name)
+        assert effective_peak_lr(name) == pytest.approx(ddp_lr), name
+        assert (s.outer_lr, s.outer_momentum, s.nesterov) == (
+            diloco.outer_lr,
+            diloco.outer_momentum,
+            diloco.nesterov,
+        ), name
+        assert len(CONFIG.run_seeds(name)) >= 2, name
 
 
 def test_the_main_target_is_the_records_suggestion_and_every_level_is_below_the_base():
