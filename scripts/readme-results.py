@@ -113,6 +113,7 @@ def block(report: Path) -> str:
         f"<!-- written by `python scripts/readme-results.py {report}`; do not edit by hand -->",
         "",
     ]
+    lines += in_short(doc)
     facts = []
     if base is not None:
         facts.append(f"The base's validation perplexity is {base:.1f}")
@@ -165,12 +166,48 @@ def block(report: Path) -> str:
             lines.append(f"   Power: {warning}")
     lines += [
         "",
-        "A run on another CPU gives numbers that differ in the last digits (the measured step "
-        "times and thread scheduling differ; the runs themselves are seeded): a fresh clone's "
-        "own report, `results/default/report/index.html`, is the reference.",
+        "Every `adloco` command pins the CPU's float paths and threads (docs/numerics.md), so "
+        "a fresh clone on an x86-64 CPU with AVX2 is meant to give these numbers to the bit "
+        "(tests/test_fingerprint.py checks a committed fingerprint on the machine it runs on); "
+        "the regime map's clock measured on this machine differs. A fresh clone's own report, "
+        "`results/default/report/index.html`, is the reference.",
         END,
     ]
     return "\n".join(lines) + "\n"
+
+
+def in_short(doc: dict) -> list[str]:
+    """The answer, its power and its device, a sentence each (none without claims)."""
+    claims = doc.get("claims") or []
+    if not claims:
+        return []
+    names = {1: "in time", 2: "in communications", 3: "the ablations"}
+    answer = ", ".join(
+        f"claim {c['number']} ({names.get(c['number'], '')}) **{c['verdict']}**" for c in claims
+    )
+    lines = [f"- The answer: {answer}."]
+    head = next((k for k in claims[0].get("comparisons") or [] if k.get("headline")), {})
+    power = head.get("power") or {}
+    if power.get("superiority") is not None:
+        short = sum(len(c.get("warnings") or []) for c in claims)
+        lines.append(
+            f"- Its power: at {power['pairs']} paired seeds, claim 1's test against "
+            f"{head.get('against')} detects a true ratio of 1/{1 + power['smallest_effect']:g} "
+            f"(the smallest effect of interest, {power['smallest_effect']:.0%}) with "
+            f"{power['superiority']:.0%} power and shows no meaningful difference at a ratio "
+            f"of 1 with {power['equivalence']:.0%} (per-seed log-ratio SD "
+            f"{power['sd_log_ratio']:.2g}); "
+            + (
+                f"{short} comparison(s) a claim rests on fall short of the "
+                f"{power['goal']:.0%} goal (the warnings below)."
+                if short
+                else f"every comparison a claim rests on reaches the {power['goal']:.0%} goal."
+            )
+        )
+    context = doc.get("claim_1_context")
+    if context:
+        lines.append(f"- The device: {context}")
+    return ["In short:", "", *lines, ""]
 
 
 def workers_lines(found: dict) -> list[str]:

@@ -95,7 +95,7 @@ def test_the_block_gives_medians_ranges_targets_and_verdicts(report):
         "the base's noise scale B_simple is 51 sequences; AdLoCo's local batches run 4–21 "
         "(median 8)." in text
     )
-    assert "differ in the last digits" in text and "fresh clone's" in text
+    assert "pins the CPU's float paths" in text and "fresh clone's own report" in text
 
 
 def test_a_rule_that_changes_a_headline_verdict_is_named(report):
@@ -136,3 +136,38 @@ def test_the_project_readme_has_one_results_block():
     text = (ROOT / "README.md").read_text()
     assert text.count(readme_results.BEGIN) == 1 and text.count(readme_results.END) == 1
     assert text.index(readme_results.BEGIN) < text.index(readme_results.END)
+
+
+def test_in_short_gives_the_answer_its_power_and_the_device(report):
+    doc = claims()
+    doc["claims"][0]["comparisons"][0]["power"] = {
+        "pairs": 8,
+        "smallest_effect": 0.1,
+        "superiority": 0.9812,
+        "equivalence": 0.9567,
+        "sd_log_ratio": 0.0601,
+        "goal": 0.8,
+    }
+    doc["claims"].append(
+        {"number": 2, "statement": "fewer communications", "verdict": "not supported",
+         "reason": "r", "comparisons": [], "warnings": ["w1", "w2"]}
+    )  # fmt: skip
+    doc["claim_1_context"] = "The clock: an H100."
+    (report / "claims.json").write_text(json.dumps(doc))
+    text = readme_results.block(report)
+    assert (
+        "- The answer: claim 1 (in time) **inconclusive**, claim 2 (in communications) "
+        "**not supported**.\n"
+    ) in text
+    assert (
+        "- Its power: at 8 paired seeds, claim 1's test against diloco detects a true ratio of "
+        "1/1.1 (the smallest effect of interest, 10%) with 98% power and shows no meaningful "
+        "difference at a ratio of 1 with 96% (per-seed log-ratio SD 0.06); 2 comparison(s) a "
+        "claim rests on fall short of the 80% goal (the warnings below).\n"
+    ) in text
+    assert "- The device: The clock: an H100.\n" in text
+    # Without power or context: the answer alone.
+    (report / "claims.json").write_text(json.dumps(claims()))
+    text = readme_results.block(report)
+    assert "- The answer: claim 1 (in time) **inconclusive**.\n" in text
+    assert "Its power" not in text and "The device" not in text

@@ -60,6 +60,7 @@ from adloco.report.figures_runs import (
 from adloco.report.gain import GainShares, gain_shares
 from adloco.report.headline import Headline, headline_table
 from adloco.report.html import PER_RUN, Page, regime_summary, render_page
+from adloco.report.html_first import clock_words
 from adloco.report.inputs import (
     Calibration,
     RunSeed,
@@ -425,6 +426,8 @@ def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
         "claims": [c.as_dict() for c in found.claims],
         "regimes": regime_summary(page),
         "regime_map": found.regimes.as_dict(),
+        # Claim 1's context as the first screen says it: the clock's device, tokens, the knee.
+        "claim_1_context": clock_words(page) or None,
         "mechanisms": [c.as_dict() for c in found.checks],
     }
 
