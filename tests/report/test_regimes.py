@@ -151,8 +151,8 @@ def test_a_target_the_report_cannot_test_is_not_testable_in_every_cell(sweep):
 
 
 def test_claim_1_in_tokens_is_the_median_paired_ratio_by_hand(sweep):
-    from adloco.report.ladder import to_target
     from adloco.report.claims import tokens_to_target
+    from adloco.report.ladder import to_target
 
     config, runs, roles, ladder, _, _ = sweep
     settings = ReportSettings.from_section(config.report)
