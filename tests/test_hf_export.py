@@ -7,8 +7,10 @@ tests/engine/test_run.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +18,7 @@ import pytest
 import torch
 import transformers
 import yaml
+from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from adloco import cli, hf_export
@@ -28,6 +31,13 @@ from adloco.model import build_model
 
 REPO = Path(__file__).parents[1]
 PRETRAIN = {"max_tokens": 2 * 16, "batch_size": 2, "eval_every_steps": 1}
+
+
+def project_license() -> str:
+    """pyproject.toml's licence, as the Hub spells licence identifiers (lower case)."""
+    text = (REPO / "pyproject.toml").read_text()
+    (license_,) = re.findall(r'^license = "([^"]+)"', text, flags=re.MULTILINE)
+    return license_.lower()
 
 
 def front_matter(card: str) -> dict:
@@ -141,6 +151,85 @@ def test_the_base_has_a_model_card_with_its_numbers(base):
     assert f"--out {out} --checkpoints" in card
 
 
+def test_the_bases_card_metadata_reads_back_with_the_hubs_library(base):
+    config_path, out, _ = base
+    config = yaml.safe_load(config_path.read_text())
+    meta = ModelCard.load(out / "model" / MODEL_CARD).data
+    assert config["data"]["source"] == "offline-wiki"  # English Wikipedia
+    assert meta.datasets == [config["data"]["dataset"]] == ["test-tiny"]
+    assert meta.language == ["en"] and meta.license == project_license() == "mit"
+    # Trained from a random start: it continues no model.
+    assert meta.base_model is None and "base_model" not in meta.to_dict()
+    assert meta.tags == ["adloco", "llama", "base-model"]
+
+
+def test_a_run_from_the_base_names_it_as_its_base_model(base, tmp_path, tiny_model_cfg):
+    # A run's export with the metadata of the base fixture's configuration
+    # (model.source: base); the engine passes it as adloco train does
+    # (tests/engine/test_run.py, model.source: config).
+    config_path, _, data = base
+    config = load_config(config_path)
+    model = build_model(tiny_model_cfg, data.vocab_size, data.seq_len_tokens, seed=0)
+    provenance = hf_export.Provenance(
+        "test", "run a, seed 0", 0, None, "adloco train", tags=("adloco",),
+        hub=hf_export.hub_metadata(config),
+    )  # fmt: skip
+    with atomic_dir(tmp_path / "final") as tmp:
+        hf_export.save_model_folder(tmp, model, data.tokenizer_dir, 16, provenance)
+    meta = ModelCard.load(tmp_path / "final" / MODEL_CARD).data
+    assert meta.base_model == f"results/{config.experiment}/base/model" == "results/test/base/model"
+    assert meta.datasets == ["test-tiny"] and meta.language == ["en"]
+    assert meta.license == project_license()
+    # Method adloco: the tag once.
+    assert meta.tags == ["adloco", "llama"]
+
+
+def with_sections(config, **sections):
+    """``config`` with fields of its sections replaced: ``model={"source": ...}``."""
+    changed = {
+        name: dataclasses.replace(getattr(config, name), **fields)
+        for name, fields in sections.items()
+    }
+    return dataclasses.replace(config, **changed)
+
+
+def test_the_hub_metadata_follows_the_configuration():
+    config = load_config(REPO / "config" / "test.yaml")  # offline-wiki, model.source: base
+    assert config.experiment == "test" and config.data.dataset == "test-tiny"
+    assert hf_export.hub_metadata(config) == hf_export.HubMetadata(
+        ("test-tiny",), ("en",), "results/test/base/model", "mit"
+    )
+    assert hf_export.hub_metadata(config, base=True).base_model is None
+    scratch = with_sections(config, model={"source": "config"})
+    assert hf_export.hub_metadata(scratch).base_model is None
+    hub_model = with_sections(config, model={"source": "pretrained", "name": "keeeeenw/MicroLlama"})
+    assert hf_export.hub_metadata(hub_model).base_model == "keeeeenw/MicroLlama"
+    # From the Hub: its data set id, and the language its configuration names.
+    for hub_name, language in [
+        ("en", ("en",)),
+        ("en.noclean", ("en",)),
+        ("realnewslike", ("en",)),
+        ("de", ("de",)),
+        ("multilingual", ()),
+    ]:
+        streamed = with_sections(
+            config, data={"source": "hub", "hub_path": "allenai/c4", "hub_name": hub_name}
+        )
+        got = hf_export.hub_metadata(streamed)
+        assert (got.datasets, got.language) == (("allenai/c4",), language), hub_name
+    local = with_sections(config, data={"source": "local", "dataset": "my-c4"})
+    assert hf_export.hub_metadata(local).datasets == ("my-c4",)
+
+
+def test_a_card_without_a_language_leaves_the_key_out(tiny_model_cfg):
+    model = build_model(tiny_model_cfg, 300, 16, seed=0)
+    hub = hf_export.HubMetadata(("allenai/c4",), ())
+    card = hf_export.model_card(model, 16, hf_export.Provenance("x", "y", 0, None, "z", hub=hub))
+    meta = front_matter(card)
+    assert "language" not in meta and "base_model" not in meta
+    assert meta["datasets"] == ["allenai/c4"] and meta["license"] == "mit"
+
+
 def test_the_model_card_is_left_out_of_the_bases_checksums(base, tmp_path):
     import shutil
 
@@ -183,7 +272,8 @@ def test_files_get_the_mode_a_plain_open_gives_them(tmp_path, tiny_tokenized, ti
     data = TokenData.open(tiny_tokenized)
     before = {p.name: sha256_file(p) for p in data.tokenizer_dir.iterdir()}
     model = build_model(tiny_model_cfg, data.vocab_size, data.seq_len_tokens, seed=0)
-    provenance = hf_export.Provenance("tiny", "a test model", 0, None, "adloco test")
+    hub = hf_export.HubMetadata(("tiny",), ("en",))
+    provenance = hf_export.Provenance("tiny", "a test model", 0, None, "adloco test", hub=hub)
     mask = os.umask(0o027)
     try:
         with atomic_dir(tmp_path / "out") as tmp:
@@ -221,8 +311,6 @@ def test_an_os_error_inside_a_rust_writer_is_that_os_error_naming_the_folder(tmp
 
 def transformers_floor() -> str:
     """The oldest transformers pyproject.toml allows (``transformers>=X``)."""
-    import re
-
     text = (REPO / "pyproject.toml").read_text()
     (floor,) = re.findall(r'"transformers>=([\d.]+)"', text)
     return floor

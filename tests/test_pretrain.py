@@ -18,6 +18,7 @@ from adloco.base_model import start_model
 from adloco.config import ConfigError, section, validate
 from adloco.data.reader import TokenData
 from adloco.data.tokenize import tokenize_corpus
+from adloco.hf_export import HubMetadata
 from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
 from live_events import read_scalars
 
@@ -146,8 +147,9 @@ def test_outputs_are_checksummed_and_a_run_starts_from_exactly_the_base(
     training = pretraining(cfg, based, tmp_path / "ckpt")
     training.run(progress=False)
     summary = pretrain.write_base(
-        training, based, tmp_path / "base", 1.0, experiment="tiny", command="adloco pretrain"
-    )
+        training, based, tmp_path / "base", 1.0, experiment="tiny", command="adloco pretrain",
+        hub=HubMetadata(("tiny",), ("en",)),
+    )  # fmt: skip
     assert summary["val_perplexity"] == training.history[-1]["val_perplexity"]
     assert summary["tokens"] == SETTINGS["max_tokens"] and summary["split"] == "base"
     # What made it, which the stages that start from it check (adloco.base_model.check_made_for).

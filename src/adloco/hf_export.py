@@ -14,8 +14,9 @@ so both folders follow the same conventions:
   its ``tokenizer_config.json`` names a class that transformers 4 and 5 both
   load (:func:`adloco.data.tokenizer.save_tokenizer`). These are set at
   export only: the tokenizer of the tokenized data is not touched;
-- a model card, ``README.md``: metadata for the Hub, what the model is, its
-  numbers, and the command that reproduces it;
+- a model card, ``README.md``: metadata for the Hub (the licence, the data
+  set, the language, the model it continues, :func:`hub_metadata`), what the
+  model is, its numbers, and the command that reproduces it;
 - file modes: every file as a plain ``open()`` leaves it (safetensors writes
   its file 0600);
 - a write the operating system refuses (a full disk) inside the Rust
@@ -41,13 +42,23 @@ from typing import Any
 import yaml
 from transformers import AutoTokenizer
 
-from adloco.base_model import MODEL_CARD
+from adloco import paths
+from adloco.base_model import MODEL_CARD, MODEL_DIR
+from adloco.config import Config, DataConfig
 from adloco.data.tokenizer import save_tokenizer
 from adloco.io import set_plain_modes
 
 # What transformers 5 writes into tokenizer_config.json about how the tokenizer
 # was loaded (from a local folder), not about the tokenizer.
 LOADER_KEYS = ("is_local", "local_files_only")
+
+# The licence of the models adloco writes: the project's own (LICENSE,
+# pyproject.toml's license), as a Hub licence identifier.
+LICENSE = "mit"
+
+# A Hub data set configuration named by a language code (C4's "en",
+# "en.noclean", mC4's "de"); other configurations ("multilingual") name none.
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
 
 
 # How the Rust writers quote the operating system's error: "(os error 28)", or
@@ -74,6 +85,55 @@ def os_errors_of_writers(folder: Path) -> Iterator[None]:
 
 
 @dataclasses.dataclass(frozen=True)
+class HubMetadata:
+    """What the Hub reads from a model card about where a model comes from."""
+
+    datasets: tuple[str, ...]
+    """the corpus: a Hub data set id, or the configuration's ``data.dataset``"""
+    language: tuple[str, ...]
+    """the corpus's language codes (none when the configuration does not say)"""
+    base_model: str | None = None
+    """the model the training continued; None for a model trained from a random start"""
+    license: str = LICENSE
+
+
+def corpus_language(data: DataConfig) -> tuple[str, ...]:
+    """The language of the corpus the configuration reads, as ISO 639 codes.
+
+    offline-wiki is English Wikipedia, and a local source is C4's files (C4 is
+    English). From the Hub, the data set configuration says it: C4's ``en``
+    and ``en.noclean`` or ``realnewslike`` are English, mC4's ``de`` German;
+    ``multilingual`` names no single language, so none is claimed.
+    """
+    if data.source != "hub":
+        return ("en",)
+    code = data.hub_name.split(".")[0]
+    if code == "realnewslike":
+        return ("en",)
+    return (code,) if LANGUAGE_CODE.fullmatch(code) else ()
+
+
+def hub_metadata(config: Config, *, base: bool = False) -> HubMetadata:
+    """The Hub metadata of a model trained by ``config``: the base model (``base``) or a run's.
+
+    ``base_model`` is what a run starts from: ``model.name`` for ``model.source:
+    pretrained``, the experiment's base model for ``model.source: base`` (its
+    folder, ``results/<experiment>/base/model``: it has no Hub id until it is
+    published, and then that id replaces it), none from a random start. The
+    base model itself starts from a random one.
+    """
+    data, model = config.data, config.model
+    datasets = (data.hub_path,) if data.source == "hub" else (data.dataset,)
+    if base or model.source == "config":
+        base_model = None
+    elif model.source == "pretrained":
+        base_model = model.name
+    else:
+        base_model = (paths.base_dir(config.experiment) / MODEL_DIR).as_posix()
+    return HubMetadata(datasets, corpus_language(data), base_model)
+
+
+@dataclasses.dataclass(frozen=True)
 class Provenance:
     """What a saved model is, for its model card."""
 
@@ -90,6 +150,8 @@ class Provenance:
     about: str = ""
     """a paragraph: how it was trained"""
     tags: tuple[str, ...] = ()
+    hub: HubMetadata = dataclasses.field(kw_only=True)
+    """the card's licence, data set, language and base model (:func:`hub_metadata`)"""
 
 
 def command_line(stage: str, options: Iterable[tuple[str, Any]]) -> str:
@@ -135,10 +197,16 @@ def model_card(model, seq_len_tokens: int, provenance: Provenance) -> str:
     """``README.md`` of the folder: Hub metadata, then what the model is and how to make it."""
     p = provenance
     model_type = model.config.model_type
+    hub = p.hub
     meta = {
+        **({"base_model": hub.base_model} if hub.base_model is not None else {}),
+        "license": hub.license,
+        "datasets": list(hub.datasets),
+        **({"language": list(hub.language)} if hub.language else {}),
         "library_name": "transformers",
         "pipeline_tag": "text-generation",
-        "tags": ["adloco", model_type, *p.tags],
+        # Each once: a run of method adloco would name it twice.
+        "tags": list(dict.fromkeys(["adloco", model_type, *p.tags])),
         "adloco": {
             "experiment": p.experiment,
             "model": p.what,

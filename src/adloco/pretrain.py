@@ -45,7 +45,7 @@ from adloco.config import Config, ConfigError, ModelConfig, PretrainConfig, load
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
 from adloco.engine.sampler import SubsetSampler
-from adloco.hf_export import Provenance, command_line, save_model_folder
+from adloco.hf_export import HubMetadata, Provenance, command_line, hub_metadata, save_model_folder
 from adloco.io import atomic_dir, write_json_atomic
 from adloco.live_curves import LiveCurves
 from adloco.model import batch_loss, build_model, evaluate, evaluation_sample
@@ -255,11 +255,12 @@ def write_base(
     *,
     experiment: str,
     command: str,
+    hub: HubMetadata,
 ) -> dict:
     """model/, metrics.jsonl and base.json into ``out`` (replaced atomically); base.json.
 
-    ``experiment`` and ``command`` (the command line that writes ``out``) go
-    into the model card.
+    ``experiment``, ``command`` (the command line that writes ``out``) and
+    ``hub`` (:func:`adloco.hf_export.hub_metadata`) go into the model card.
     """
     final = training.history[-1]
     provenance = Provenance(
@@ -271,6 +272,7 @@ def write_base(
         val_perplexity=final["val_perplexity"],
         command=command,
         tags=("base-model",),
+        hub=hub,
     )
     with atomic_dir(out) as tmp:
         save_model_folder(
@@ -329,8 +331,9 @@ def run(args: argparse.Namespace) -> int:
          ("--checkpoints", args.checkpoints)],
     )  # fmt: skip
     summary = write_base(
-        training, data, args.out, seconds, experiment=config.experiment, command=command
-    )
+        training, data, args.out, seconds, experiment=config.experiment, command=command,
+        hub=hub_metadata(config, base=True),
+    )  # fmt: skip
     checkpoint.mark_finished(args.checkpoints, {"out": str(args.out), "step": training.step})
     log.info(
         "base model: %d tokens in %d steps, validation perplexity %.2f",

@@ -136,6 +136,16 @@ def test_the_final_folder_has_a_model_card_with_the_runs_numbers(final):
     assert f"--out {final.parent} --checkpoints " in card
 
 
+def test_the_final_folders_card_metadata_reads_back_with_the_hubs_library(final):
+    from huggingface_hub import ModelCard
+
+    meta = ModelCard.load(final / "README.md").data
+    # data.source local (C4's English files), model.source config (a random start).
+    assert meta.datasets == [CONFIG["data"]["dataset"]] and meta.language == ["en"]
+    assert meta.base_model is None and meta.license == "mit"
+    assert meta.tags == ["adloco", "llama", "diloco"]
+
+
 @pytest.mark.parametrize(
     ("override", "named"),
     [({"inner_lr": 0.02}, "runs.r.inner_lr"), ({}, "train.inner_lr")],

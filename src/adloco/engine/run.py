@@ -34,7 +34,7 @@ from adloco.engine import checkpoint, distributed
 from adloco.engine.compose import build_engine
 from adloco.engine.driver import Driver
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
-from adloco.hf_export import Provenance, command_line, save_model_folder
+from adloco.hf_export import HubMetadata, Provenance, command_line, hub_metadata, save_model_folder
 from adloco.io import atomic_dir, check_replaceable, write_json_atomic
 from adloco.records import derive_summary
 
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
                                    data.seq_len_tokens)  # fmt: skip
             command = seed_command(args, seed, out, checkpoints)
             train_seed(engine, data, out, checkpoints, experiment=config.experiment,
-                       command=command)  # fmt: skip
+                       command=command, hub=hub_metadata(config))  # fmt: skip
     except distributed.PeerFailure as exc:
         # Leave without tearing the broken process group down: that could wait on the dead peer.
         log.error("%s", exc)
@@ -199,12 +199,19 @@ def seed_live_dir(args: argparse.Namespace, seed: int) -> Path | None:
 
 
 def train_seed(
-    engine: Driver, data, out: Path, checkpoints: Path, *, experiment: str, command: str
+    engine: Driver,
+    data,
+    out: Path,
+    checkpoints: Path,
+    *,
+    experiment: str,
+    command: str,
+    hub: HubMetadata,
 ) -> None:
     """Train (or resume) one seed and write its outputs; the folder is then marked finished.
 
-    ``experiment`` and ``command`` (the command line that writes ``out``) go
-    into the final model's card.
+    ``experiment``, ``command`` (the command line that writes ``out``) and
+    ``hub`` (:func:`adloco.hf_export.hub_metadata`) go into the final model's card.
     """
     try:
         rows = engine.run()
@@ -212,16 +219,23 @@ def train_seed(
         # A diverged run is a result of its settings, not a crash: one line, no traceback.
         raise ValueError(f"{engine.settings.label} diverged: {exc}") from exc
     if engine.comm.is_writer:
-        write_outputs(
-            engine, rows, data, out, engine.loop.seed, experiment=experiment, command=command
-        )
+        write_outputs(engine, rows, data, out, engine.loop.seed, experiment=experiment,
+                      command=command, hub=hub)  # fmt: skip
         # Only now: a job killed before this point resumes; a new job on a
         # finished run (--forcerun, a changed input) trains it again.
         checkpoint.mark_finished(checkpoints, {"out": str(out), "round": engine.round})
 
 
 def write_outputs(
-    engine, rows: list[dict], data, out: Path, seed: int, *, experiment: str, command: str
+    engine,
+    rows: list[dict],
+    data,
+    out: Path,
+    seed: int,
+    *,
+    experiment: str,
+    command: str,
+    hub: HubMetadata,
 ) -> None:
     """metrics.jsonl, final/ (best trainer, tokenizer, model card) and summary.json: all or nothing.
 
@@ -252,6 +266,7 @@ def write_outputs(
         val_perplexity=measured[-1] if measured else None,
         command=command,
         tags=(settings.method,),
+        hub=hub,
     )
     with atomic_dir(out, RUN_FILES, "--out") as folder:
         shutil.copyfile(engine.metrics_path, paths.metrics_file(folder))
