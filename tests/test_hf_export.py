@@ -149,6 +149,8 @@ def test_the_base_has_a_model_card_with_its_numbers(base):
     assert f"| Tokens trained | {summary['tokens']:,} |" in card
     assert f"adloco pretrain --config {config} --data" in card
     assert f"--out {out} --checkpoints" in card
+    # The Hub links a card that cites the paper's arXiv address from the paper's page.
+    assert "(https://arxiv.org/abs/2508.18182)" in card
 
 
 def test_the_bases_card_metadata_reads_back_with_the_hubs_library(base):

@@ -238,7 +238,9 @@ def model_card(model, seq_len_tokens: int, provenance: Provenance) -> str:
         f"---\n{yaml.safe_dump(meta, sort_keys=False)}---",
         f"# adloco {p.experiment}: {p.what}",
         "A causal language model written by adloco, the reproducible pipeline for "
-        "AdLoCo (Adaptive batching for DiLoCo, arXiv 2508.18182).",
+        # The paper's arXiv address: the Hub links the card from the paper's page.
+        "AdLoCo (Adaptive batching for DiLoCo, "
+        "[arXiv 2508.18182](https://arxiv.org/abs/2508.18182)).",
         *([p.about] if p.about else []),
         f"| | |\n|---|---|\n{table}",
         "## Use",
