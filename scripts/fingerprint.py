@@ -65,15 +65,14 @@ def folder_weights_sha256(model_dir: Path) -> str:
 
 def test_preset(folder: Path, threads: list[str]) -> dict:
     """The test preset end to end: its base and every run's seed 0, as numbers."""
-    import yaml
-
     from adloco.cli import main
     from adloco.config import load_config
+    from adloco.config.yaml_file import dump_yaml, read_yaml
 
-    raw = yaml.safe_load(TEST_PRESET.read_text())
+    raw = read_yaml(TEST_PRESET)
     raw["data"]["raw_dir"] = str(folder / "raw")
     config_file = folder / "test.yaml"
-    config_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    config_file.write_text(dump_yaml(raw, sort_keys=False))
     config = load_config(config_file)
     cfg, tok, base, cal = str(config_file), str(folder / "tok"), folder / "base", folder / "cal"
 

@@ -24,12 +24,11 @@ import socket
 import sys
 from pathlib import Path
 
-import yaml
-
 from adloco import paths
 from adloco.calibration_record import read_device_record
 from adloco.cli import main as adloco
 from adloco.config import ClusterConfig, DeviceConfig, load_config, read_yaml, thaw
+from adloco.config.yaml_file import dump_yaml
 
 # Memory a CUDA device may use while timing (the max batch is fixed, so no search runs).
 TIMING_MEMORY_GIB = 4.0
@@ -78,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     out = paths.experiment_dir(experiment) / "replay" / args.name
     out.mkdir(parents=True, exist_ok=True)
     measured = out / "calibrate.yaml"
-    measured.write_text(yaml.safe_dump(calibrate_config(args.config, calibration, args.kind)))
+    measured.write_text(dump_yaml(calibrate_config(args.config, calibration, args.kind)))
     device = config.cluster.devices[0].name
     data = paths.tokenized_dir(config.data.dataset)
     rc = adloco(["calibrate", "--config", str(measured), "--data", str(data),

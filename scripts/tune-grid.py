@@ -37,11 +37,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src")]
 from adloco.config import METHOD_RULES  # noqa: E402
+from adloco.config.yaml_file import load_yaml_text  # noqa: E402
 
 DECLARATION = "config/tune-grid.yaml"
 DEFAULT = "config/config.yaml"
@@ -163,7 +162,7 @@ def check_declaration(raw: Any) -> dict[str, Any]:
 
 
 def load_declaration(path: Path) -> dict[str, Any]:
-    return check_declaration(yaml.safe_load(path.read_text()))
+    return check_declaration(load_yaml_text(path.read_text()))
 
 
 def grid_runs(declaration: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -278,9 +277,9 @@ def tune_text(declaration: str | Path = DECLARATION, root: Path | None = None) -
     """config/tune.yaml's text: the declaration's grid over config/config.yaml."""
     root = root or ROOT
     declared_text = (root / declaration).read_text()
-    declared = check_declaration(yaml.safe_load(declared_text))
+    declared = check_declaration(load_yaml_text(declared_text))
     default_text = (root / DEFAULT).read_text()
-    default = yaml.safe_load(default_text)
+    default = load_yaml_text(default_text)
     _, blocks = sections(default_text)
     groups = grid_runs(declared)
     names = [name for runs in groups.values() for name in runs]
@@ -377,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.widen:
         record = json.loads(args.widen.read_text())
         text, added = widen((ROOT / DECLARATION).read_text(), record)
-        check_declaration(yaml.safe_load(text))
+        check_declaration(load_yaml_text(text))
         (ROOT / DECLARATION).write_text(text)
         print(f"tune-grid: added {', '.join(added)}" if added else "tune-grid: nothing to widen"
               " (every chosen point is inside its grid, or at a range's end)")  # fmt: skip

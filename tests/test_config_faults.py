@@ -117,7 +117,8 @@ CASES += [
     ("more processes than devices", ("cluster.processes_per_machine", 3), "cluster"),
     (
         "two devices of one name",
-        ("cluster.devices", [BASE["cluster"]["devices"][0]] * 2),
+        # Two copies: one object twice would be written as a YAML alias, which is refused.
+        ("cluster.devices", [copy.deepcopy(BASE["cluster"]["devices"][0]) for _ in range(2)]),
         "cluster.devices.1.name",
     ),
     (

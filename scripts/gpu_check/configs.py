@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from adloco.config.yaml_file import dump_yaml, read_yaml
 from adloco.model import MICROLLAMA_ARCHITECTURE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +72,7 @@ SIZE = {
 
 
 def _load(name: str) -> dict[str, Any]:
-    return yaml.safe_load((ROOT / "config" / name).read_text())
+    return read_yaml(ROOT / "config" / name)
 
 
 def _device(kind: str, name: str, memory_gib: float, template: dict[str, Any]) -> dict[str, Any]:
@@ -183,5 +182,5 @@ def paper_shape_config(size_name: str, device: str) -> dict[str, Any]:
 
 def write(config: dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.write_text(dump_yaml(config, sort_keys=False))
     return path

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from adloco.config import ConfigError, check_dvc_raw_dir, load_config, read_yaml, validate
-from adloco.config.yaml_file import check_experiment_named
+from adloco.config.yaml_file import ConfigDumper, check_experiment_named
 from adloco.io import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -34,9 +34,10 @@ log = logging.getLogger(__name__)
 MARK = "# Made by `adloco dvc-params"  # the first line of every file this command writes
 
 
-class _Dumper(yaml.SafeDumper):
-    """PyYAML's safe dumper writing null as nothing, as DVC does when ``-S`` rewrites the
-    file: an experiment's ``git diff params.yaml`` is then the keys it set, and no more."""
+class _Dumper(ConfigDumper):
+    """The configuration dumper (text the stages read back as text) writing null as nothing,
+    as DVC does when ``-S`` rewrites the file: an experiment's ``git diff params.yaml`` is
+    then the keys it set, and no more."""
 
 
 _Dumper.add_representer(

@@ -7,6 +7,7 @@ import yaml
 
 from adloco.config import ConfigError, check_finite, config_from_dict, load_config, validate
 from adloco.config.schema import check_run_names, fill_and_check
+from adloco.config.yaml_file import load_yaml_text
 from config_edits import PRESET, base
 
 
@@ -56,19 +57,29 @@ def test_every_problem_is_one_line_naming_its_key_under_the_prefix():
 
 
 @pytest.mark.parametrize(
-    ("written", "hint"), [("5e3", "5.0e+3"), (".5E3", "0.5e+3"), ("-2.e7", "-2.0e+7")]
+    ("written", "hint", "unquoted"),
+    [("5e3", "5.0e+3", 5000.0), (".5E3", "0.5e+3", ".5E3"), ("-2.e7", "-2.0e+7", -2e7)],
 )
-def test_e_notation_yaml_reads_as_text_is_the_number_or_gets_a_hint(written, hint):
+def test_e_notation_yaml_reads_as_text_is_the_number_or_gets_a_hint(written, hint, unquoted):
     assert yaml.safe_load(f"x: {hint}")["x"] == float(written)
+    assert load_yaml_text(f"x: {hint}")["x"] == float(written)
     assert isinstance(yaml.safe_load(f"x: {written}")["x"], str)
     # Where a number is wanted, the text is read as the number it writes.
     assert fill_and_check({"b": {"d": written}}, SMALL)["b"]["d"] == float(written)
-    # Where an integer is wanted, it is refused with the YAML 1.1 way of writing it.
+    # Where an integer is wanted, the text is refused, with a way to write the number.
     with pytest.raises(ConfigError) as err:
         fill_and_check({"a": written}, SMALL)
-    message = str(err.value)
-    assert f"a: '{written}' is not of type 'integer' (YAML reads {written} as a string: " in message
-    assert f"write {hint}, with a dot" in message
+    assert str(err.value) == (
+        f"invalid configuration: a: '{written}' is not of type 'integer' (text: write {hint}, "
+        "which YAML reads as a number)"
+    )
+    # Unquoted in a file, YAML 1.2 reads 5e3 as the number (a whole one: the int), but
+    # .5E3, with no sign after the e, as text, as DVC does.
+    loaded = load_yaml_text(f"a: {written}")["a"]
+    assert loaded == unquoted and type(loaded) is type(unquoted)
+    if isinstance(unquoted, float):
+        filled = fill_and_check({"a": loaded}, SMALL)["a"]
+        assert filled == unquoted and type(filled) is int
 
 
 def test_a_string_that_is_no_number_gets_no_hint():
@@ -157,5 +168,13 @@ def test_e_notation_yaml_1_1_reads_as_text_is_the_number_where_one_is_wanted(
 def test_e_notation_where_text_is_wanted_stays_text(tmp_path):
     path = tmp_path / "c.yaml"
     text = PRESET.read_text()
-    path.write_text(text.replace("experiment: test ", "experiment: 1e5 ", 1))
+    path.write_text(text.replace("experiment: test ", "experiment: '1e5' ", 1))
     assert load_config(path).experiment == "1e5"  # a name, not the number 100000.0
+    # Unquoted, YAML 1.2 (DVC's too) reads the number: refused, saying to quote it.
+    path.write_text(text.replace("experiment: test ", "experiment: 1e5 ", 1))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        "invalid configuration: experiment: 100000.0 is not of type 'string' (YAML reads the "
+        "name as a number: write it in quotes)"
+    )

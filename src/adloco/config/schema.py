@@ -66,7 +66,34 @@ def _extend_with_default(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-_DefaultFillingValidator = _extend_with_default(jsonschema.Draft202012Validator)
+def _whole_text(pattern: str) -> str:
+    """``pattern`` with a final ``$`` matching at the very end of the text alone.
+
+    The schema's patterns are JSON Schema's (ECMA-262), where ``$`` matches at
+    the end only; Python's ``re`` also matches it before a final line break, so
+    ``'run\\n'`` would pass ``^[A-Za-z0-9_-]*$`` and name a folder ending in one.
+    """
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        return pattern[:-1] + r"\Z"
+    return pattern
+
+
+def _pattern(validator, pattern, instance, schema):
+    if validator.is_type(instance, "string") and not re.search(_whole_text(pattern), instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_DefaultFillingValidator = jsonschema.validators.extend(
+    _extend_with_default(jsonschema.Draft202012Validator), {"pattern": _pattern}
+)
+# The same schema with an integer an int alone: JSON Schema also takes 2.0 for one.
+_StrictIntegerValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    {"pattern": _pattern},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
 
 
 def _key_path(error: jsonschema.ValidationError, prefix: str = "") -> str:
@@ -80,11 +107,11 @@ def _key_path(error: jsonschema.ValidationError, prefix: str = "") -> str:
     return ".".join(p for p in (prefix, key) if p) or "<root>"
 
 
-# What YAML 1.1 (PyYAML) takes for a float needs a dot in the mantissa and a
-# sign in the exponent: `1e-4` and `1.0e4` are strings, `1.0e-4` is a number.
-# Where the schema wants a number, such a string is read as the number it
-# writes (_read_e_notation); the hint below remains for a field that wants an
-# integer.
+# A number in e-notation that reached the schema as text: quoted in a file (which
+# adloco reads as YAML 1.2, where `1e-4` is a number), or read by a YAML 1.1 reader
+# (PyYAML's own: `1e-4` and `1.0e4` are strings there, `1.0e-4` a number). Where
+# the schema wants a number, such a string is read as the number it writes
+# (_read_e_notation); the hint below remains for a field that wants an integer.
 _E_NOTATION = re.compile(r"([-+]?)(\d*)(?:\.(\d*))?[eE]([-+]?)(\d+)")
 # A float64 holds magnitudes up to about 1.8e308; YAML reads a larger one (1.0e+400) as infinity.
 _TOO_LARGE = f"beyond the largest number a float holds ({sys.float_info.max:.2g})"
@@ -99,24 +126,62 @@ def _yaml_float(text: str) -> str | None:
     return f"{sign}{whole or '0'}.{frac or '0'}e{exp_sign or '+'}{exp}"
 
 
+# What YAML 1.1 read as a base-60 number (1:0 is 60) and as a boolean, and YAML 1.2
+# (as DVC and adloco read configuration files) reads as text.
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?")
+_YAML_11_BOOLS = {"y": True, "yes": True, "on": True, "n": False, "no": False, "off": False}
+
+
+def _text_hint(expected: list[str], text: str) -> str:
+    """Why text stands where the schema wants a number or a boolean, and what to write."""
+    if {"number", "integer"} & set(expected) and _SEXAGESIMAL.fullmatch(text.strip()):
+        return (
+            f" (YAML 1.2, which DVC and adloco read, takes {text} as text, not the "
+            "base-60 number YAML 1.1 made of it: write the number in decimal)"
+        )
+    if "boolean" in expected and text.strip().lower() in _YAML_11_BOOLS:
+        written = str(_YAML_11_BOOLS[text.strip().lower()]).lower()
+        return f" (YAML 1.2, which DVC and adloco read, takes {text} as text: write {written})"
+    return ""
+
+
+def _name_hint(text: str) -> str:
+    """Where a name holds whitespace or a control character, which a folder's name must not."""
+    for index, char in enumerate(text):
+        if char.isspace() or not char.isprintable():
+            where = "at its end" if index == len(text) - 1 else f"at character {index + 1}"
+            return (
+                f" (it holds {char!r} {where}: a name holds no whitespace or control "
+                "character, since it names folders and files; remove it)"
+            )
+    return ""
+
+
 def _message(error: jsonschema.ValidationError) -> str:
     message = error.message
-    if error.validator == "type" and isinstance(error.instance, str):
-        expected = error.validator_value
-        expected = expected if isinstance(expected, list) else [expected]
-        written = _yaml_float(error.instance)
-        if written and {"number", "integer"} & set(expected):
-            if not math.isfinite(float(written)):
-                # Rewritten, it would read as infinity, which check_finite refuses.
-                message += (
-                    f" (YAML reads {error.instance} as a string, and as a number it is "
-                    f"{_TOO_LARGE}, so infinite: write a finite number)"
-                )
-            else:
-                message += (
-                    f" (YAML reads {error.instance} as a string: write {written}, with a "
-                    "dot before the e and a sign after it)"
-                )
+    instance = error.instance
+    if error.validator == "pattern" and isinstance(instance, str):
+        message += _name_hint(instance)
+    if error.validator != "type":
+        return message
+    expected = error.validator_value
+    expected = expected if isinstance(expected, list) else [expected]
+    if "pattern" in error.schema and isinstance(instance, (bool, int, float)):
+        # A name such as 1e5 or 2024, which YAML reads as a number.
+        kind = "a boolean" if isinstance(instance, bool) else "a number"
+        return message + f" (YAML reads the name as {kind}: write it in quotes)"
+    if not isinstance(instance, str):
+        return message
+    message += _text_hint(expected, instance)
+    written = _yaml_float(instance)
+    if written and {"number", "integer"} & set(expected):
+        if not math.isfinite(float(written)):
+            # Rewritten, it would read as infinity, which check_finite refuses.
+            message += (
+                f" (as a number, {instance} is {_TOO_LARGE}, so infinite: write a finite number)"
+            )
+        else:
+            message += f" (text: write {written}, which YAML reads as a number)"
     return message
 
 
@@ -165,8 +230,43 @@ def _read_e_notation(config: dict, errors: list[jsonschema.ValidationError]) -> 
     return replaced
 
 
+def _type_errors(errors) -> list[jsonschema.ValidationError]:
+    """The ``type`` errors among ``errors`` and those of their branches (``oneOf``, ...)."""
+    found = []
+    for error in errors:
+        if error.validator == "type":
+            found.append(error)
+        found += _type_errors(error.context or ())
+    return found
+
+
+def _ints_of_whole_floats(config: dict, schema: dict) -> None:
+    """Where the schema wants an integer, put ``int`` in place of a whole float (2.0 is 2).
+
+    JSON Schema takes a float with no fraction for an integer, and ``dvc exp
+    run -S key=2.0`` writes one, so a valid configuration could hand 2.0 to
+    ``range`` or a tensor's shape; the number meant is not in doubt, so it
+    becomes the int. Called once the mapping is valid: every float left at an
+    integer key is whole.
+    """
+    for error in _type_errors(_StrictIntegerValidator(schema).iter_errors(config)):
+        expected = error.validator_value
+        expected = expected if isinstance(expected, list) else [expected]
+        value = error.instance
+        if "integer" in expected and isinstance(value, float) and value.is_integer():
+            path = list(error.absolute_path)
+            parent = config
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = int(value)
+
+
 def fill_and_check(config: dict, schema: dict, prefix: str = "") -> dict:
-    """Fill ``schema``'s defaults into ``config`` in place and check it against ``schema``."""
+    """Fill ``schema``'s defaults into ``config`` in place and check it against ``schema``.
+
+    A whole float where the schema wants an integer is then made an int
+    (:func:`_ints_of_whole_floats`).
+    """
     check_finite(config, prefix)
     validator = _DefaultFillingValidator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
@@ -177,6 +277,7 @@ def fill_and_check(config: dict, schema: dict, prefix: str = "") -> dict:
         lines = [f"{_key_path(e, prefix)}: {_message(e)}" for e in errors]
         # One line, every problem in it: what `adloco <stage>: error:` prints.
         raise ConfigError("invalid configuration: " + "; ".join(lines))
+    _ints_of_whole_floats(config, schema)
     return config
 
 
