@@ -215,7 +215,7 @@ INFINITE = (
 @pytest.mark.parametrize(
     ("written", "message"),
     [
-        # YAML 1.1 reads 1e400 as a string; the number it writes is infinite, refused as such.
+        # 1e400 is beyond a float (YAML 1.2 reads it as infinity): refused as infinite.
         ("1e400", f"train.inner_lr: inf {INFINITE}"),
         ("1.0e+400", f"train.inner_lr: inf {INFINITE}"),
         ("-.inf", f"train.inner_lr: -inf {INFINITE}"),
