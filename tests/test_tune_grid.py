@@ -201,12 +201,21 @@ grids:
 
 
 def test_the_committed_record_widens_its_own_grid_and_not_the_declared_one():
-    # config/tuning.json chose adloco's inner lr 0.003, the lowest of its grid, and
+    # The previous record chose adloco's inner lr 0.003, the lowest of its grid, and
     # diloco's outer lr 1, the highest (a record without edges: computed from its grid).
-    record = yaml.safe_load((ROOT / "config" / "tuning.json").read_text())
+    record = yaml.safe_load(
+        (ROOT / "tests" / "fixtures" / "tuning-by-final-perplexity.json").read_text()
+    )
     text, added = tune_grid.widen(OLD_GRID, record)
     assert added == ["adloco.inner_lr: 0.0015", "diloco.outer_lr: 2.0"]
     assert "    inner_lr: [0.0015, 0.003, 0.006, 0.012]\n" in text
     # The committed declaration searches past both already (0.0015; 1.4): nothing to add.
+    declared = (ROOT / "config" / "tune-grid.yaml").read_text()
+    assert tune_grid.widen(declared, record) == (declared, [])
+
+
+def test_the_committed_record_leaves_nothing_to_widen():
+    record = yaml.safe_load((ROOT / "config" / "tuning.json").read_text())
+    assert record["bracketed"] is True
     declared = (ROOT / "config" / "tune-grid.yaml").read_text()
     assert tune_grid.widen(declared, record) == (declared, [])

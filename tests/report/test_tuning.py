@@ -16,6 +16,8 @@ from adloco.report.tuning import beyond, choose, edges, load_tuning, tuning_reco
 
 BASE = 100.0
 TUNING_JSON = Path(__file__).resolve().parents[2] / "config" / "tuning.json"
+# The record the grid before this one gave, chosen by final perplexity (no edges in it).
+OLD_RECORD = Path(__file__).resolve().parents[1] / "fixtures" / "tuning-by-final-perplexity.json"
 
 
 def curve(ppls, scale=1.0):
@@ -386,10 +388,10 @@ def test_the_table_names_the_point_final_perplexity_would_choose(workspace):
 
 
 def test_a_record_without_edges_gets_them_from_its_grid():
-    # config/tuning.json was chosen by final perplexity on grids that did not bracket:
+    # The previous record was chosen by final perplexity on grids that did not bracket:
     # adloco's inner lr 0.003 at the low edge of 0.003-0.012, diloco's outer lr 1 at the
     # high edge of 0.5-1 (the record's own points and choices).
-    rows = {e["run"]: e for e in tuning_table(load_tuning(TUNING_JSON), {})}
+    rows = {e["run"]: e for e in tuning_table(load_tuning(OLD_RECORD), {})}
     assert rows["adloco"]["metric"] == "final_perplexity"
     assert rows["adloco"]["edges"]["inner_lr"] == {
         "searched": [0.003, 0.006, 0.012], "chosen": 0.003, "edge": "low", "next": [0.0015]
@@ -397,3 +399,16 @@ def test_a_record_without_edges_gets_them_from_its_grid():
     assert rows["diloco"]["edges"]["outer_lr"]["edge"] == "high"
     assert rows["diloco"]["edges"]["outer_lr"]["next"] == [2.0]
     assert list(rows["ddp"]["edges"]) == ["inner_lr"]  # no outer step to bracket
+
+
+def test_the_committed_record_is_chosen_by_time_and_bracketed():
+    record = load_tuning(TUNING_JSON)
+    rows = {e["run"]: e for e in tuning_table(record, {})}
+    assert {e["metric"] for e in rows.values()} == {"time_to_main"}
+    for name, entry in rows.items():
+        assert all(e["edge"] is None for e in entry["edges"].values()), name
+        # The chosen point is the fastest to the main target among those within the climb.
+        within = [p for p in record["groups"][name]["points"] if p["climb"] <= 1.02]
+        fastest = min(p["time_to_main_s"] for p in within if p["time_to_main_s"] is not None)
+        chosen = record["groups"][name]["chosen_run"]
+        assert next(p for p in within if p["run"] == chosen)["time_to_main_s"] == fastest
