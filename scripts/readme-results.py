@@ -223,6 +223,9 @@ def workers_lines(found: dict) -> list[str]:
         f"Where DiLoCo keeps ddp's gain (the report's workers map): ddp's global batch of "
         f"{found['global_batch']} split as workers × local batch keeps {splits}"
     )
+    if found.get("effective_lr") is not None:
+        words += f", all at an effective peak inner lr of {found['effective_lr']:g}"
+
     if found.get("b_simple"):
         words += f"; the base's noise scale B_simple is {found['b_simple']:.0f} sequences"
     batches = found.get("adloco_batches")

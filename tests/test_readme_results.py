@@ -171,3 +171,11 @@ def test_in_short_gives_the_answer_its_power_and_the_device(report):
     text = readme_results.block(report)
     assert "- The answer: claim 1 (in time) **inconclusive**.\n" in text
     assert "Its power" not in text and "The device" not in text
+
+
+def test_the_workers_line_names_the_maps_effective_lr(report):
+    doc = claims()
+    doc["workers_map"]["effective_lr"] = 0.00075
+    (report / "claims.json").write_text(json.dumps(doc))
+    text = readme_results.block(report)
+    assert "1 × 16 96%, 4 × 4 11%, all at an effective peak inner lr of 0.00075;" in text

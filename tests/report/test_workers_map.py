@@ -105,3 +105,35 @@ def test_the_report_shows_the_map_on_the_first_screen_and_in_claims_json(workspa
     assert "(workers × local batch): 1 × 16: 74%, 4 × 4: 32%, 16 × 1: 15%" in answer
     assert "local batch runs 4 – 20 (<a href='#workers'>map</a>)" in answer
     assert (out / "figures" / "workers_map.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_map_is_the_largest_group_of_one_effective_lr(workspace):
+    """The map's runs state their lr otherwise (lr_scaling none) and step at ddp's lr,
+    0.00075; the headline diloco steps at 0.003 x 0.5 = 0.0015: not on the map."""
+
+    def held(ppls, workers, local, scale):
+        rows = split(ppls, workers, local)
+        rows[0][0]["lr_scale"] = scale
+        return rows
+
+    three = range(3)
+    workspace.run("ddp", {"method": "ddp"}, {s: split([90, 50], 4, 4) for s in three})
+    workspace.run("diloco", {"method": "diloco", "inner_lr": 0.003},
+                  {s: held([95, 80], 4, 4, 0.5) for s in three})  # fmt: skip
+    for name, workers, local, ppl in (("w1", 1, 16, 60), ("w4", 4, 4, 82), ("w16", 16, 1, 90)):
+        workspace.run(
+            f"diloco-{name}",
+            {"method": "diloco", "nodes_per_device": workers, "initial_batch": local,
+             "inner_lr": 0.00075, "lr_scaling": "none"},
+            {s: held([95, ppl], workers, local, 1.0) for s in three},
+        )  # fmt: skip
+    config = load_config(workspace.write([60]))
+    loaded = load_runs(workspace.runs_dir, config)
+    found = workers_map(loaded, "diloco", "ddp", None, gain_shares(loaded, "ddp", BASE), None)
+    assert [(p.run, p.workers, p.local_batch, p.final) for p in found.points] == [
+        ("diloco-w1", 1, 16, 60.0),
+        ("diloco-w4", 4, 4, 82.0),
+        ("diloco-w16", 16, 1, 90.0),
+    ]
+    assert found.effective_lr == pytest.approx(0.00075)
+    assert found.as_dict()["effective_lr"] == pytest.approx(0.00075)

@@ -78,6 +78,7 @@ def workers_section(p: Page) -> str:
     content = render(
         "workers_map",
         global_batch=str(w.global_batch),
+        lr=f" ({w.effective_lr:g})" if w.effective_lr is not None else "",
         table=table(header, _rows(w), numeric=(1, 2, 3, 4, 5, 6)),
         figure=figure(p.figures.get("workers_map"), "workers_map", "fewer than two splits"),
     )

@@ -4,8 +4,13 @@ Part of ``adloco report``. The DiLoCo family splits one global batch over
 its workers; with few sequences per worker each inner step sees a noisy
 gradient, far below the base model's noise scale B_simple. The map's runs
 are DiLoCo runs that differ from the headline DiLoCo run only in how they
-split ddp's global batch (``train.nodes_per_device`` and ``initial_batch``):
-1 × 16, 2 × 8, 4 × 4 (the headline run), 8 × 2, 16 × 1. Per run: its workers,
+split ddp's global batch (``train.nodes_per_device`` and ``initial_batch``)
+and in how their learning rate is stated (``inner_lr``, ``lr_scaling``), and
+that step at one effective peak inner lr (inner lr × its lr scale at the first
+round): 1 × 16, 2 × 8, 4 × 4, 8 × 2, 16 × 1. Where runs at several effective
+lrs qualify, the map is the largest group of one lr (a tie: the group of the
+headline run), so it varies the split alone; config/config.yaml holds its runs
+at ddp's effective lr, and the page names the lr. Per run: its workers,
 its local batch, its median final perplexity over seeds and its share of
 ddp's log-perplexity gain (:mod:`adloco.report.gain`). Beside them, the
 base's B_simple (the variance stage) and the local batches the AdLoCo run
@@ -25,9 +30,11 @@ from adloco.records import is_number
 from adloco.report.figures import WIDTH_IN, plain_numbers, pyplot, to_png
 from adloco.report.gain import GainShares, median_final
 from adloco.report.inputs import RunSeed
+from adloco.report.tuning import effective_inner_lr
 
-# Settings a map run may change against the headline DiLoCo run: the split, its name, seeds.
-SPLIT_KEYS = ("name", "nodes_per_device", "initial_batch")
+# Settings a map run may change against the headline DiLoCo run: the split, its name, seeds,
+# and how its lr is stated (the map holds one effective lr, checked from the rows).
+SPLIT_KEYS = ("name", "nodes_per_device", "initial_batch", "inner_lr", "lr_scaling")
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class WorkersMap:
     adloco_final: float | None = None
     adloco_share: float | None = None
     note: str = ""  # why there is no map ("" when there is one)
+    effective_lr: float | None = None  # the points' effective peak inner lr (None: not logged)
 
     def as_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -83,14 +91,27 @@ def _same_but_split(a: RunSettings, b: RunSettings) -> bool:
 
 
 def _on_the_map(runs: list[RunSeed], head: RunSeed, global_batch: int):
-    """(name, workers, local batch, seeds) of each DiLoCo run that splits ``global_batch``."""
+    """(name, workers, local batch, seeds) of the map's runs, and their effective lr.
+
+    Every DiLoCo run that splits ``global_batch`` and is the headline run but for
+    :data:`SPLIT_KEYS` qualifies; the map keeps the largest group of one effective
+    peak lr (a tie: the headline run's group).
+    """
+    groups: dict[float | None, list[tuple[str, int, int, int]]] = {}
     for name in dict.fromkeys(r.run for r in runs):
         first = _first(runs, name)
         split = _split(first)
         if first.method != "diloco" or split is None or split[2] != global_batch:
             continue
         if _same_but_split(first.settings, head.settings):
-            yield name, split[0], split[1], sum(1 for r in runs if r.run == name)
+            lr = effective_inner_lr(first)
+            key = None if lr is None else float(f"{lr:.12g}")
+            seeds = sum(1 for r in runs if r.run == name)
+            groups.setdefault(key, []).append((name, split[0], split[1], seeds))
+    if not groups:
+        return [], None
+    lr = max(groups, key=lambda k: (len(groups[k]), any(g[0] == head.run for g in groups[k])))
+    return groups[lr], lr
 
 
 def workers_map(
@@ -110,10 +131,11 @@ def workers_map(
     if anchor is None or head is None or _split(anchor) is None:
         return WorkersMap(note="needs a DiLoCo run and a ddp run")
     global_batch = _split(anchor)[2]
+    found, lr = _on_the_map(runs, head, global_batch)
     points = [
         MapPoint(name, workers, local, median_final(runs, name), gains.shares.get(name), seeds,
                  gains.climbs.get(name))
-        for name, workers, local, seeds in _on_the_map(runs, head, global_batch)
+        for name, workers, local, seeds in found
     ]  # fmt: skip
     points.sort(key=lambda p: p.workers)
     if len(points) < 2:
@@ -125,7 +147,7 @@ def workers_map(
             "differently (train.nodes_per_device with initial_batch)",
         )
     if adloco is None:
-        return WorkersMap(global_batch, points, b_simple)
+        return WorkersMap(global_batch, points, b_simple, effective_lr=lr)
     batches = [
         float(r["local_batch"])
         for x in runs
@@ -135,8 +157,9 @@ def workers_map(
     ]
     final = median_final(runs, adloco)
     return WorkersMap(
-        global_batch, points, b_simple, adloco, batches, final, gains.shares.get(adloco)
-    )
+        global_batch, points, b_simple, adloco, batches, final, gains.shares.get(adloco),
+        effective_lr=lr,
+    )  # fmt: skip
 
 
 def workers_map_figure(found: WorkersMap) -> bytes | None:
