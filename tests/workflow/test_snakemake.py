@@ -8,6 +8,7 @@ configuration fails at parse time naming the key.
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 import subprocess
@@ -359,7 +360,7 @@ def test_malformed_config_fails_at_parse_time_naming_the_key(
 def test_two_devices_with_one_name_fail_at_parse_time(tmp_path):
     config = load_yaml(ROOT / "config/config.yaml")
     devices = config["cluster"]["devices"]
-    devices.append({**devices[0], "count": 1})
+    devices.append({**copy.deepcopy(devices[0]), "count": 1})  # no shared dict: no YAML alias
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(config))
     result = snakemake("-n", "--configfile", str(path))
