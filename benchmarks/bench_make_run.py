@@ -52,8 +52,9 @@ VENV_BIN = Path(sys.executable).parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 RESULTS_HEADER = """# Measured runs of the benchmarks
 
-Every run of a benchmark that keeps a history appends a row here; the README's
-"Measured figures" quotes the current one.
+Every run of a benchmark that keeps a history appends a row here (so the
+`make run` table, which `benchmarks/bench_make_run.py` appends to, stays last);
+the README's "Measured figures" quotes the current one.
 
 ## `make run` (`benchmarks/bench_make_run.py`)
 
