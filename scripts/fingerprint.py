@@ -121,6 +121,7 @@ def default_model() -> dict:
     import torch
 
     from adloco.config import load_config
+    from adloco.engine.inner import make_optimizer
     from adloco.model import batch_loss, build_model
 
     config = load_config(DEFAULT_PRESET)
@@ -130,13 +131,7 @@ def default_model() -> dict:
     params = list(model.parameters())
     gen = torch.Generator().manual_seed(DATA_SEED)
     data = torch.randint(0, vocab, (DEFAULT_STEPS, DEFAULT_BATCH, seq_len), generator=gen)
-    opt = torch.optim.AdamW(
-        params,
-        lr=settings.inner_lr,
-        betas=settings.betas,
-        weight_decay=settings.weight_decay,
-        foreach=True,
-    )
+    opt = make_optimizer(params, settings)  # the engine's inner optimizer: AdamW here
     losses = []
     for seqs in data:
         for p in params:
