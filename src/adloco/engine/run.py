@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 device,
                 [s for s in range(len(collective.slot_owner)) if collective.owns(s)],
             )
+        hub = hub_metadata(config)  # the final models' card metadata: the same for every seed
         for seed, out, checkpoints in todo:
             engine = make_engine(config, settings, start, seed, data, batches, checkpoints, args,
                                  device=device, collective=collective,
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                                    data.seq_len_tokens)  # fmt: skip
             command = seed_command(args, seed, out, checkpoints)
             train_seed(engine, data, out, checkpoints, experiment=config.experiment,
-                       command=command, hub=hub_metadata(config))  # fmt: skip
+                       command=command, hub=hub)  # fmt: skip
     except distributed.PeerFailure as exc:
         # Leave without tearing the broken process group down: that could wait on the dead peer.
         log.error("%s", exc)
