@@ -2,7 +2,8 @@
 # virtual environment on first use, so a fresh clone needs nothing else.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-TORCH_VERSION ?= 2.13.0
+# torch's version is requirements.lock's, the pins every install path reads.
+TORCH_VERSION ?= $(shell sed -n 's/^torch==\([^ ]*\).*/\1/p' requirements.lock)
 STAMP := $(VENV)/.installed-stamp
 CORES ?= all
 export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -12,10 +13,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/install-torch.sh
+$(STAMP): pyproject.toml requirements.lock scripts/install-torch.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	sh scripts/install-torch.sh $(PY) $(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[dev,data,workflow]'
+	$(PY) -m pip install -q -c requirements.lock -e '.[dev,data,workflow]'
 	$(PY) -c "import adloco, torch, transformers, snakemake"
 	touch $@
 

@@ -10,7 +10,9 @@ temporary folder and compared with the checked-in one:
   default written out (``adloco dvc-params``): a new setting's default changes it;
 - ``config/tune.yaml``, the tune experiment: its grid declaration
   ``config/tune-grid.yaml`` over ``config/config.yaml``
-  (``scripts/tune-grid.py``): a change to either changes it.
+  (``scripts/tune-grid.py``): a change to either changes it;
+- ``environment.yml`` and ``workflow/envs/adloco.yaml``, the conda files, from
+  ``requirements.lock``, the one set of pins (``scripts/lock.py``).
 
 Exits 1 naming each file that differs, with the command that rewrites it;
 nothing in the repository is written. ``--root <folder>`` checks another copy
@@ -53,6 +55,10 @@ GENERATED = (
      ("config/config.yaml", ROOT)),
     ("config/tune.yaml", "scripts/tune-grid.py", "tune_text",
      "python scripts/tune-grid.py --write", ("config/tune-grid.yaml", ROOT)),
+    ("environment.yml", "scripts/lock.py", "host_env_text",
+     "python scripts/lock.py --from-lock", (ROOT,)),
+    ("workflow/envs/adloco.yaml", "scripts/lock.py", "rule_env_text",
+     "python scripts/lock.py --from-lock", (ROOT,)),
 )  # fmt: skip
 
 
