@@ -203,7 +203,7 @@ def test_the_message_of_a_full_disk_names_the_output_not_its_temporary(tmp_path)
     from adloco.io import atomic_dir, atomic_path
 
     target = tmp_path / "data"
-    with pytest.raises(OSError) as failed, atomic_dir(target) as tmp:
+    with pytest.raises(OSError) as failed, atomic_dir(target, "adloco tokenize") as tmp:
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp / "train-00000.bin"))
     assert failed.value.filename == str(target / "train-00000.bin")
     with pytest.raises(OSError) as failed, atomic_path(tmp_path / "a.json"):

@@ -176,7 +176,7 @@ def test_a_run_from_the_base_names_it_as_its_base_model(base, tmp_path, tiny_mod
         "test", "run a, seed 0", 0, None, "adloco train", tags=("adloco",),
         hub=hf_export.hub_metadata(config),
     )  # fmt: skip
-    with atomic_dir(tmp_path / "final") as tmp:
+    with atomic_dir(tmp_path / "final", "adloco train") as tmp:
         hf_export.save_model_folder(tmp, model, data.tokenizer_dir, 16, provenance)
     meta = ModelCard.load(tmp_path / "final" / MODEL_CARD).data
     assert meta.base_model == f"results/{config.experiment}/base/model" == "results/test/base/model"
@@ -278,7 +278,7 @@ def test_files_get_the_mode_a_plain_open_gives_them(tmp_path, tiny_tokenized, ti
     provenance = hf_export.Provenance("tiny", "a test model", 0, None, "adloco test", hub=hub)
     mask = os.umask(0o027)
     try:
-        with atomic_dir(tmp_path / "out") as tmp:
+        with atomic_dir(tmp_path / "out", "adloco train") as tmp:
             hf_export.save_model_folder(tmp, model, data.tokenizer_dir, 16, provenance)
     finally:
         os.umask(mask)

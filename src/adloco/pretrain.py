@@ -274,7 +274,7 @@ def write_base(
         tags=("base-model",),
         hub=hub,
     )
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, "adloco pretrain", "--out") as tmp:
         save_model_folder(
             tmp / MODEL_DIR, training.model, data.tokenizer_dir, training.seq_len, provenance
         )

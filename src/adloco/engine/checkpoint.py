@@ -53,7 +53,7 @@ import torch
 import adloco
 from adloco.io import (
     atomic_path,
-    check_replaceable,
+    check_only_named,
     read_json_object,
     sha256_file,
     write_json_atomic,
@@ -336,7 +336,7 @@ def check_folder(directory: str | Path, what: str = "--checkpoints") -> None:
     A stale checkpoint is moved aside and a finished one trained over: a
     user's file in the folder would go with it.
     """
-    check_replaceable(directory, CHECKPOINT_FILES, what)
+    check_only_named(directory, CHECKPOINT_FILES, what)
 
 
 def set_aside(directory: str | Path) -> Path:
@@ -347,7 +347,7 @@ def set_aside(directory: str | Path) -> Path:
     """
     directory = Path(directory)
     stale = directory.with_name(directory.name + ".stale")
-    check_replaceable(stale, CHECKPOINT_FILES, "the stale checkpoint's place")
+    check_only_named(stale, CHECKPOINT_FILES, "the stale checkpoint's place")
     shutil.rmtree(stale, ignore_errors=True)
     os.replace(directory, stale)
     directory.mkdir(parents=True)

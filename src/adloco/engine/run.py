@@ -67,9 +67,9 @@ def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers
     return {"run": settings.name, "seed": seed, "method": settings.method, **summary}
 
 
-# What a run's seed folder holds, all of it adloco's (a folder written before
-# it listed its files in .adloco-output.json is recognised by these names).
-RUN_FILES = ("metrics.jsonl", "summary.json", "final/*", ".*.tmp")
+# The writer named in the manifest of a run's seed folder and of its final/
+# (adloco.io.check_replaceable: a folder holding anything else is refused).
+WRITER = "adloco train"
 
 
 def seeds_to_train(config: Config, args: argparse.Namespace) -> list[tuple[int, Path, Path]]:
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
                 "a whole and would take the checkpoints with them; put them beside it "
                 f"({paths.checkpoint_dir('<experiment>', '<run>', '<seed>')})"
             )
-        check_replaceable(out, RUN_FILES, "--out")
+        check_replaceable(out, WRITER, "--out")
         checkpoint.check_folder(checkpoints)
     try:
         if launch is not None:
@@ -269,9 +269,9 @@ def write_outputs(
         tags=(settings.method,),
         hub=hub,
     )
-    with atomic_dir(out, RUN_FILES, "--out") as folder:
+    with atomic_dir(out, WRITER, "--out") as folder:
         shutil.copyfile(engine.metrics_path, paths.metrics_file(folder))
-        with atomic_dir(paths.final_model_dir(folder), what="--out") as tmp:
+        with atomic_dir(paths.final_model_dir(folder), WRITER, "--out") as tmp:
             save_model_folder(tmp, model, data.tokenizer_dir, data.seq_len_tokens, provenance)
         write_json_atomic(paths.run_summary_file(folder), summary)
     log.info(

@@ -45,7 +45,7 @@ from adloco.io import atomic_dir, check_replaceable, write_json_atomic, write_te
 from adloco.records import finite_or_none
 from adloco.report.about import about_rows
 from adloco.report.claims import Claim, Context, evaluate_claims, headline_runs
-from adloco.report.dvc_files import MEDIAN_CURVES_FILE, METRICS_FILE, write_dvc_files
+from adloco.report.dvc_files import write_dvc_files
 from adloco.report.figures import write_figures
 from adloco.report.figures_headline import headline_figure
 from adloco.report.figures_noise import noise_figure, variance_figure
