@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -14,9 +15,10 @@ import torch
 import yaml
 
 from adloco import base_model, cli, paths
-from adloco.base_model import StartModel, model_digests, start_model
+from adloco.base_model import DATA_KEY, StartModel, model_digests, start_model
 from adloco.clock import StepTimeCurve
 from adloco.config import ConfigError, config_from_dict, validate
+from adloco.data.tokenize import tokenize_corpus
 from adloco.engine import checkpoint
 from adloco.engine import run as run_module
 from adloco.engine.compose import build_engine
@@ -256,3 +258,151 @@ def test_variance_refuses_a_base_made_for_another_config(preset, tiny_tokenized,
     assert err.startswith(f"adloco variance: error: {paths.base_summary_file(folder)} ("), err
     assert "pretrain.max_tokens 20000, the config says 40000" in err and err.count("\n") == 1
     assert not (tmp_path / "variance").exists()
+
+
+# ------------------------------------------------------- a base pretrained on other data
+ENGINE_FIXTURE = Path(__file__).parent / "report" / "fixtures" / "engine"
+
+
+@pytest.fixture(scope="module")
+def two_tokenizations(tmp_path_factory, tiny_data_config):
+    """The tiny corpus tokenized twice, its BPE trained on two seeds' train splits.
+
+    Two tokenizers of the same vocabulary size and sequence length: the model's
+    shape cannot tell a base pretrained on one from a base pretrained on the other.
+    """
+    root = tmp_path_factory.mktemp("two-tokenizations")
+    for name, seed in (("mine", 0), ("other", 1)):
+        tokenize_corpus(tiny_data_config(), seed, root / name, progress=False)
+    return root / "mine", root / "other"
+
+
+def manifest_sha256(data: Path) -> str:
+    return hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
+
+
+def edit_summary(folder: Path, **changes) -> None:
+    """base.json of ``folder`` with keys set (a value of None: the key removed)."""
+    path = paths.base_summary_file(folder)
+    summary = json.loads(path.read_text())
+    summary.update(changes)
+    path.write_text(json.dumps({k: v for k, v in summary.items() if v is not None}))
+
+
+@pytest.fixture
+def pretrained_on_mine(preset, two_tokenizations):
+    """The test preset, its base recorded as pretrained on ``mine``; both data folders."""
+    raw, folder = preset
+    mine, other = two_tokenizations
+    edit_summary(folder, **{DATA_KEY: manifest_sha256(mine)})
+    return raw, folder, mine, other
+
+
+def test_a_base_is_accepted_on_its_data_and_refused_on_another_tokenizers(pretrained_on_mine):
+    raw, folder, mine, other = pretrained_on_mine
+    manifests = [json.loads((d / "manifest.json").read_text()) for d in (mine, other)]
+    # Same vocabulary size and sequence length, another tokenizer.
+    assert [(m["vocab_size"], m["seq_len_tokens"]) for m in manifests] == [(300, 16)] * 2
+    tokenizers = [(d / "tokenizer" / "tokenizer.json").read_bytes() for d in (mine, other)]
+    assert tokenizers[0] != tokenizers[1]
+    config = config_from_dict(raw)
+    assert start_model(config.model, folder, config, mine).base_sha256
+    with pytest.raises(ValueError) as refused:
+        start_model(config.model, folder, config, other)
+    assert str(refused.value) == (
+        f"{folder / 'base.json'}: the base was pretrained on data with {DATA_KEY} "
+        f"{manifest_sha256(mine)!r}, --data {other} has {manifest_sha256(other)!r} (the sha256 "
+        "of its manifest.json): it was pretrained on other data (another tokenizer or corpus); "
+        "run adloco pretrain again on this data, or point --base and --data at a base and the "
+        "data it was pretrained on"
+    )
+    # Written before base.json recorded its data: it cannot be checked.
+    edit_summary(folder, **{DATA_KEY: None})
+    with pytest.raises(ValueError, match=f"has no {DATA_KEY} .* run adloco pretrain again on"):
+        start_model(config.model, folder, config, mine)
+
+
+def stage_args(stage: str, raw: dict, folder: Path, data: Path, tmp_path: Path) -> list[str]:
+    """``adloco <stage>`` from the base ``folder`` on ``data``, writing under ``tmp_path``."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    out = ["--base", str(folder), "--data", str(data), "--out", str(tmp_path / "out")]
+    if stage == "train":
+        args = ["--config", str(config), "--run", "diloco", "--seed", "0"]
+        return [*args, "--calibration", str(tmp_path / "no-cal"), *out,
+                "--checkpoints", str(tmp_path / "ckpt")]  # fmt: skip
+    if stage == "variance":
+        return ["--config", str(config), *out]
+    f = ENGINE_FIXTURE  # the report: the engine fixture's runs, from this base and data
+    return ["--config", str(f / "config.yaml"), "--runs", str(f / "runs"), "--calibration",
+            str(f / "calibration"), "--variance", str(f / "variance"), *out]  # fmt: skip
+
+
+@pytest.mark.reliability("inputs")
+@pytest.mark.parametrize(
+    "stage, recorded",
+    [("train", "other"), ("variance", "other"), ("report", "other"), ("train", "none"),
+     ("report", "none")],
+)  # fmt: skip
+def test_every_stage_refuses_a_base_pretrained_on_other_data_in_one_line(
+    pretrained_on_mine, tmp_path, capsys, stage, recorded
+):
+    raw, folder, mine, other = pretrained_on_mine
+    if recorded == "none":  # a base.json written before it recorded its data
+        edit_summary(folder, **{DATA_KEY: None})
+    data = other if recorded == "other" else mine
+    assert cli.main([stage, *stage_args(stage, raw, folder, data, tmp_path)]) == 1
+    err = capsys.readouterr().err
+    summary = paths.base_summary_file(folder)
+    assert err.count("\n") == 1 and err.startswith(f"adloco {stage}: error: {summary}: "), err
+    if recorded == "other":
+        assert f"{DATA_KEY} {manifest_sha256(mine)!r}, --data {other} has " in err, err
+        assert f"{manifest_sha256(other)!r}" in err, err
+        assert "run adloco pretrain again on this data, or point --base and --data at" in err
+    else:
+        assert f"has no {DATA_KEY} (written before base.json recorded the data" in err, err
+        assert err.rstrip().endswith("run adloco pretrain again on this data"), err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt").exists()
+
+
+# ------------------------------------------------------- a base.json edited by hand
+HAND_EDITED = [
+    ("not JSON", "{'model_dir': 'model'}", "not valid JSON ("),
+    ("no model_sha256", {"model_sha256": None}, "has no key 'model_sha256'; run adloco pretrain "
+     "again"),
+    ("no model_dir", {"model_dir": None}, "has no key 'model_dir'; run adloco pretrain again"),
+    ("model_dir null", '{"model_dir": null, "note": "model.source is config: no base"}',
+     "records no base model (model_dir is null: the config it was written with has a "
+     "model.source other than base); run adloco pretrain with this config"),
+    ("model_dir a number", {"model_dir": 3}, "model_dir is an integer, adloco pretrain writes "
+     "text; run adloco pretrain again"),
+    ("checksums a list", {"model_sha256": ["a"]}, "model_sha256 is a list, adloco pretrain "
+     "writes an object; run adloco pretrain again"),
+    ("a checksum a number", {"model_sha256": {"config.json": 5}}, "model_sha256['config.json'] "
+     "is an integer, adloco pretrain writes a sha256 as text; run adloco pretrain again"),
+    ("seed as text", {"seed": "0"}, "seed is text, adloco pretrain writes an integer; run "
+     "adloco pretrain again"),
+    ("settings a list", {"settings": []}, "settings is a list, adloco pretrain writes an "
+     "object; run adloco pretrain again"),
+    ("data a boolean", {DATA_KEY: True}, f"{DATA_KEY} is a boolean, adloco pretrain writes "
+     "text; run adloco pretrain again"),
+]  # fmt: skip
+
+
+@pytest.mark.reliability("messages")
+@pytest.mark.parametrize("case, edit, message", HAND_EDITED, ids=[c[0] for c in HAND_EDITED])
+def test_a_hand_edited_base_json_is_one_line_naming_it_and_the_key(
+    pretrained_on_mine, tmp_path, capsys, case, edit, message
+):
+    raw, folder, mine, _ = pretrained_on_mine
+    summary = paths.base_summary_file(folder)
+    if isinstance(edit, str):  # the whole file
+        summary.write_text(edit)
+    else:
+        edit_summary(folder, **edit)
+    for stage in ("train", "variance"):
+        assert cli.main([stage, *stage_args(stage, raw, folder, mine, tmp_path)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith(f"adloco {stage}: error: {summary}: {message}"), err
+        assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt").exists()

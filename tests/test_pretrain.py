@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 import logging
 import re
@@ -14,7 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from adloco import pretrain
-from adloco.base_model import start_model
+from adloco.base_model import DATA_KEY, start_model
 from adloco.config import ConfigError, section, validate
 from adloco.data.reader import TokenData
 from adloco.data.tokenize import tokenize_corpus
@@ -154,6 +155,10 @@ def test_outputs_are_checksummed_and_a_run_starts_from_exactly_the_base(
     assert summary["tokens"] == SETTINGS["max_tokens"] and summary["split"] == "base"
     # What made it, which the stages that start from it check (adloco.base_model.check_made_for).
     assert summary["seed"] == 3 and summary["settings"]["max_tokens"] == SETTINGS["max_tokens"]
+    # The data it was pretrained on: the sha256 of the data's manifest.json.
+    manifest = (based.folder / "manifest.json").read_bytes()
+    assert summary[DATA_KEY] == hashlib.sha256(manifest).hexdigest()
+    assert start_model(cfg, tmp_path / "base", data=based.folder).base_sha256
     rows = [json.loads(x) for x in (tmp_path / "base" / "metrics.jsonl").read_text().splitlines()]
     assert rows == training.history
     start = start_model(cfg, tmp_path / "base")

@@ -12,6 +12,17 @@ pretrained``, ``name`` its folder) with the checksums, which go into a run's
 checkpoint fingerprint: a checkpoint says which base its run started from. Any
 other source is returned unchanged, without checksums. Not a stage: the engine
 and the stages read it; :mod:`adloco.pretrain` writes the folder it checks.
+
+The base also knows its data: ``base.json`` records the sha256 of the
+tokenized data's ``manifest.json`` it was pretrained on (:data:`DATA_KEY`),
+and every stage that starts from it (and ``adloco report``, which quotes its
+perplexity) checks it against the ``--data`` it is given
+(:func:`check_pretrained_on`). The manifest holds every shard's and tokenizer
+file's sha256 and the data settings, so one checksum tells apart another
+tokenizer of the same vocabulary size and sequence length, which the model's
+shape cannot. ``base.json`` is read through :func:`read_summary`: a
+hand-edited one (not JSON, a key missing or of another type) is one line
+naming the file and the key.
 """
 
 from __future__ import annotations
@@ -32,6 +43,21 @@ MODEL_DIR = "model"
 # without refusing the base, and a card that quotes other paths (the command
 # that wrote it) does not make the runs' checkpoints stale.
 MODEL_CARD = "README.md"
+# base.json's record of the data the base was pretrained on: the sha256 of the
+# tokenized data folder's manifest.json (adloco.data.manifest).
+DATA_KEY = "data_manifest_sha256"
+# What to do with a base.json that cannot be used: adloco pretrain writes it.
+PRETRAIN_AGAIN = "run adloco pretrain again"
+# The keys of base.json the stages read, and the JSON type adloco pretrain writes each
+# as (seed, settings and DATA_KEY: absent from bases written before base.json held them).
+SUMMARY_TYPES: dict[str, type] = {
+    "model_dir": str,
+    "model_sha256": dict,
+    "seed": int,
+    "settings": dict,
+    DATA_KEY: str,
+}
+REQUIRED_KEYS = ("model_dir", "model_sha256")
 # The model section's keys that fix the base's shape, as its config.json names them.
 SHAPE_KEYS = (
     "hidden_size",
@@ -59,6 +85,55 @@ def model_digests(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): sha256_file(p) for p in files}
 
 
+def data_digest(data: str | Path) -> str:
+    """sha256 of the tokenized data folder's ``manifest.json``, which base.json records."""
+    return sha256_file(paths.manifest_file(data))
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of ``value``, in words."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "a boolean"
+    names = {dict: "an object", list: "a list", str: "text", int: "an integer", float: "a number"}
+    return next((names[t] for t in names if isinstance(value, t)), type(value).__name__)
+
+
+def read_summary(base: str | Path) -> dict:
+    """``base.json`` of the folder ``base``, with the keys the stages read of the types written.
+
+    A file that is not JSON, lacks ``model_dir`` or ``model_sha256``, or holds
+    a key of another type (a checksum that is not text, ``seed`` as text) is
+    one line naming the file and the key: it was edited by hand or cut
+    part-way, and ``adloco pretrain`` writes it again.
+    """
+    path = paths.base_summary_file(base)
+    summary = read_json_object(
+        path, f"{path}: no base model here; run adloco pretrain first", fix=PRETRAIN_AGAIN
+    )
+    if "model_dir" in summary and summary["model_dir"] is None:
+        raise ValueError(
+            f"{path}: records no base model (model_dir is null: the config it was written "
+            "with has a model.source other than base); run adloco pretrain with this config"
+        )
+    for key in REQUIRED_KEYS:
+        if key not in summary:
+            raise ValueError(f"{path}: has no key {key!r}; {PRETRAIN_AGAIN}")
+    for key, wanted in SUMMARY_TYPES.items():
+        value = summary.get(key)
+        if key in summary and (not isinstance(value, wanted) or isinstance(value, bool)):
+            raise ValueError(
+                f"{path}: {key} is {json_type(value)}, adloco pretrain writes "
+                f"{json_type(wanted())}; {PRETRAIN_AGAIN}"
+            )
+    for name, digest in summary["model_sha256"].items():
+        if not isinstance(digest, str):
+            raise ValueError(
+                f"{path}: model_sha256[{name!r}] is {json_type(digest)}, adloco pretrain "
+                f"writes a sha256 as text; {PRETRAIN_AGAIN}"
+            )
+    return summary
+
+
 def verified_model_dir(base: str | Path) -> tuple[Path, dict]:
     """The base model's folder and ``base.json``, after checking every file's sha256.
 
@@ -67,11 +142,7 @@ def verified_model_dir(base: str | Path) -> tuple[Path, dict]:
     """
     base = Path(base)
     summary_path = paths.base_summary_file(base)
-    summary = read_json_object(
-        summary_path,
-        f"{summary_path}: no base model here; run adloco pretrain first",
-        fix="run adloco pretrain again",
-    )
+    summary = read_summary(base)
     folder = base / summary["model_dir"]
     found = model_digests(folder) if folder.is_dir() else {}
     expected = summary["model_sha256"]
@@ -128,15 +199,53 @@ def check_made_for(
             )
 
 
+def check_pretrained_on(base: str | Path, summary: Mapping, data: str | Path) -> None:
+    """The base was pretrained on the tokenized data ``data``, or one line saying what to do.
+
+    ``summary``'s :data:`DATA_KEY` against the sha256 of ``data``'s
+    ``manifest.json``. A base.json without the key (written before base.json
+    recorded its data) cannot be checked: pretrain again. A ``data`` without a
+    manifest is left to the stage's reader, whose message names it.
+    """
+    manifest = paths.manifest_file(data)
+    if not manifest.is_file():
+        return
+    path = paths.base_summary_file(base)
+    recorded = summary.get(DATA_KEY)
+    if recorded is None:
+        raise ValueError(
+            f"{path}: has no {DATA_KEY} (written before base.json recorded the data it was "
+            f"pretrained on), so whether --data {data} is that data cannot be checked; "
+            f"{PRETRAIN_AGAIN} on this data"
+        )
+    if not isinstance(recorded, str):
+        raise ValueError(
+            f"{path}: {DATA_KEY} is {json_type(recorded)}, adloco pretrain writes a sha256 as "
+            f"text; {PRETRAIN_AGAIN}"
+        )
+    found = data_digest(data)
+    if recorded != found:
+        raise ValueError(
+            f"{path}: the base was pretrained on data with {DATA_KEY} {recorded!r}, --data "
+            f"{data} has {found!r} (the sha256 of its manifest.json): it was pretrained on "
+            "other data (another tokenizer or corpus); run adloco pretrain again on this data, "
+            "or point --base and --data at a base and the data it was pretrained on"
+        )
+
+
 def start_model(
-    model: ModelConfig, base: str | Path | None, config: Config | None = None
+    model: ModelConfig,
+    base: str | Path | None,
+    config: Config | None = None,
+    data: str | Path | None = None,
 ) -> StartModel:
     """The model a stage starts from.
 
     With ``model.source: base``, the verified base model of folder ``base``
     (as ``pretrained``, its checksums kept), made for ``model`` and for
-    ``config`` (the stage's configuration; :func:`check_made_for`);
-    otherwise ``model`` unchanged.
+    ``config`` (the stage's configuration; :func:`check_made_for`) and
+    pretrained on the tokenized data folder ``data`` (the stage's ``--data``;
+    :func:`check_pretrained_on`); otherwise ``model`` unchanged.
     """
     if model.source != "base":
         return StartModel(model)
@@ -147,5 +256,7 @@ def start_model(
         )
     folder, summary = verified_model_dir(base)
     check_made_for(Path(base), summary, folder, model, config)
+    if data is not None:
+        check_pretrained_on(base, summary, data)
     resolved = dataclasses.replace(model, source="pretrained", name=str(folder))
     return StartModel(resolved, dict(summary["model_sha256"]))

@@ -19,9 +19,11 @@ the runs' are measured alike.
 Outputs in ``results/<experiment>/base/``: ``model/`` (the model, the
 tokenizer and a model card, :func:`adloco.hf_export.save_model_folder`;
 ``AutoModelForCausalLM.from_pretrained`` loads it), ``metrics.jsonl`` (one
-row per evaluation) and ``base.json`` (its final perplexity and the sha256 of
+row per evaluation) and ``base.json`` (its final perplexity, the sha256 of
 every file of ``model/`` but the card, which ``adloco train`` and ``adloco
-variance`` check before using it). Checkpoints in
+variance`` check before using it, and the sha256 of the tokenized data's
+``manifest.json``, which they and ``adloco report`` check against their
+``--data``: a base pretrained on other data is refused). Checkpoints in
 ``results/<experiment>/checkpoints/base/`` (the engine's format, one
 process) make a killed job resume exactly.
 """
@@ -40,7 +42,7 @@ import torch
 
 from adloco import numerics, paths
 from adloco.algo.schedule import inner_lr
-from adloco.base_model import MODEL_DIR, model_digests
+from adloco.base_model import DATA_KEY, MODEL_DIR, data_digest, model_digests
 from adloco.config import Config, ConfigError, ModelConfig, PretrainConfig, load_config, thaw
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
@@ -296,6 +298,8 @@ def write_base(
             "settings": {**asdict(training.settings), "betas": list(training.settings.betas)},
             "model_dir": MODEL_DIR,
             "model_sha256": model_digests(tmp / MODEL_DIR),
+            # The data it was pretrained on (adloco.base_model.check_pretrained_on).
+            DATA_KEY: data_digest(data.folder),
             # The CPU float paths and threads it was trained with (docs/numerics.md).
             "numerics": numerics.record(),
         }

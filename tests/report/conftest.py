@@ -10,6 +10,7 @@ hand. A run whose seeds differ from the others' gets its own ``seeds``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from adloco.base_model import DATA_KEY
 from adloco.report.claims import evaluate_claims
 from adloco.report.inputs import load_runs
 from adloco.report.references import References
@@ -317,6 +319,8 @@ def write_references_and_base(root: Path) -> tuple[Path, Path]:
     (data / "manifest.json").write_text(json.dumps({"reference_perplexity": reference}))
     base_record = {"val_perplexity": 64.0, "val_loss": 4.16, "val_loss_stderr": 0.01,
                    "tokens": 9600, "steps": 40}  # fmt: skip
+    # Pretrained on this data, as adloco pretrain records it.
+    base_record[DATA_KEY] = hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
     (base / "base.json").write_text(json.dumps(base_record))
     return data, base
 

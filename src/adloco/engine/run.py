@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     settings = config.run(args.run)
     # Every run of a base experiment starts from the verified base model.
-    start = start_model(config.model, getattr(args, "base", None), config)
+    start = start_model(config.model, getattr(args, "base", None), config, args.data)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(args.data)
     # Needs the train split's size, known only now: before any training.

@@ -228,7 +228,10 @@ def read_inputs(
         calibrations=load_calibration(Path(calibration_dir), config.cluster),
         variance=load_variance(Path(variance_dir)),
         references=load_references(Path(data_dir) if data_dir is not None else None),
-        base=load_base(Path(base_dir) if base_dir is not None else None),
+        base=load_base(
+            Path(base_dir) if base_dir is not None else None,
+            Path(data_dir) if data_dir is not None else None,
+        ),
         tuning=load_tuning(settings.tuning),
     )
 

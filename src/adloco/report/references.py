@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adloco.base_model import check_pretrained_on
 from adloco.io import read_json_object
 from adloco.paths import base_summary_file, manifest_file, metrics_file
 from adloco.records import is_number
@@ -123,8 +124,13 @@ class Base:
     curve: list[dict[str, Any]] = field(default_factory=list)  # metrics.jsonl rows
 
 
-def load_base(base_dir: Path | None) -> Base | None:
-    """base.json (required in a given folder) and metrics.jsonl (shown when present)."""
+def load_base(base_dir: Path | None, data_dir: Path | None = None) -> Base | None:
+    """base.json (required in a given folder) and metrics.jsonl (shown when present).
+
+    With ``data_dir`` (the report's ``--data``), the base must have been
+    pretrained on that data (:func:`adloco.base_model.check_pretrained_on`):
+    the page would quote another base's perplexity beside this data's levels.
+    """
     if base_dir is None:
         return None
     folder = Path(base_dir)
@@ -132,6 +138,8 @@ def load_base(base_dir: Path | None) -> Base | None:
     fields = read_json_object(path, f"{path}: base model not found (run `adloco pretrain`)")
     if "model_dir" in fields and fields["model_dir"] is None:
         return None  # adloco pretrain's record that this experiment has no base (dvc.yaml)
+    if data_dir is not None:
+        check_pretrained_on(folder, fields, data_dir)
     ppl = fields.get("val_perplexity")
     if not is_number(ppl) or not ppl > 0:
         raise ValueError(f"{path}: val_perplexity must be a positive number, got {ppl!r}")

@@ -265,8 +265,9 @@ def run(args: argparse.Namespace) -> int:
     runs = load_runs(Path(args.runs), config)
     cal_dir = Path(args.calibration)
     roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    references = load_references(Path(args.data) if args.data else None)
-    base = load_base(base_folder(args, settings))
+    data = Path(args.data) if args.data else None
+    references = load_references(data)
+    base = load_base(base_folder(args, settings), data)
     ladder = build_ladder(runs, roles, settings, base, references)
     devices, networks = bring(config.cluster, cal_dir, args.device, args.roofline, args.network)
     regimes = compute_regimes(runs, roles, ladder, config, cal_dir, settings, devices, networks)

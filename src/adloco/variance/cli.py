@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device(args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model_dir = args.model
     if model_dir is None and config.model.source == "base":
-        model_dir = start_model(config.model, getattr(args, "base", None), config).model.name
+        base = getattr(args, "base", None)
+        model_dir = start_model(config.model, base, config, args.data).model.name
     model = load_model(model_dir, config.model, data.vocab_size, data.seq_len_tokens, config.seed)
     # The comparison of stats_reduce modes: one trainer on every slot of the
     # cluster, one statistics block per slot (stats_steps x stats_microbatches groups).
