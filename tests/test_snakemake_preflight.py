@@ -133,29 +133,40 @@ def test_a_raw_folder_adloco_did_not_write_stops_before_snakemake_empties_it(tmp
 
 @pytest.mark.reliability("configs")
 @pytest.mark.parametrize(
-    ("folder", "what"),
+    ("folder", "inside", "writer", "what"),
     [
-        ("results/test/runs/diloco/seed0/final", "run diloco seed 0's final model"),
-        ("results/test/report/figures", "the report's figures"),
+        (
+            "results/test/runs/diloco/seed0/final",
+            "",
+            "adloco train",
+            "run diloco seed 0's final model",
+        ),
+        (
+            "results/test/report",
+            "figures/",
+            "adloco report",
+            "the report's folder (with its figures/)",
+        ),
     ],
 )
 def test_a_directory_output_holding_a_users_file_stops_before_snakemake_empties_it(
-    tmp_path, monkeypatch, folder, what
+    tmp_path, monkeypatch, folder, inside, writer, what
 ):
     # Snakemake removes a directory() output before its job (--forcerun train report):
     # a user's notes in one would be gone.
+    from adloco.io import atomic_dir
+
     monkeypatch.chdir(tmp_path)
-    (tmp_path / folder).mkdir(parents=True)
-    (tmp_path / folder / "notes.txt").write_text("mine")
-    (tmp_path / folder / "kept.png").write_text("a figure or model file adloco wrote")
-    if folder.endswith("final"):
-        (tmp_path / folder / ".adloco-output.json").write_text('{"files": ["kept.png"]}')
+    with atomic_dir(tmp_path / folder, writer) as tmp:
+        (tmp / inside / "kept.png").parent.mkdir(parents=True, exist_ok=True)
+        (tmp / inside / "kept.png").write_text("a figure or model file adloco wrote")
+    (tmp_path / folder / inside / "notes.txt").write_text("mine")
     with pytest.raises(SystemExit) as stop:
         check_configfiles(["--configfile", str(TEST_PRESET)])
     message = str(stop.value)
-    assert f"{what} {folder}: holds 1 file(s) adloco did not write (notes.txt)" in message
-    assert "\n" not in message and (tmp_path / folder / "notes.txt").read_text() == "mine"
-    (tmp_path / folder / "notes.txt").unlink()
+    assert f"{what} {folder}: holds 1 file(s) adloco did not write ({inside}notes.txt)" in message
+    assert "\n" not in message and (tmp_path / folder / inside / "notes.txt").read_text() == "mine"
+    (tmp_path / folder / inside / "notes.txt").unlink()
     check_configfiles(["--configfile", str(TEST_PRESET)])  # adloco's own files alone: no stop
 
 

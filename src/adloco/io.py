@@ -3,27 +3,33 @@
 Every stage writes its outputs through these helpers: a file is written to a
 temporary name in the same folder and renamed into place, so a killed job never
 leaves a half-written output that a later stage or Snakemake would trust. What a
-killed writer does leave, its temporary ``.<name>.<random>.tmp`` (and, for a
-folder, the ``.<name>.old`` of a swap cut between its two renames), is removed
-by the next write of the same output: one job writes an output at a time
-(Snakemake and DVC see to that), so such a sibling belongs to no live writer.
+killed writer does leave, its temporary ``.<name>.<8 characters>.tmp`` (for a
+folder also the old copy of a swap cut between its two renames, kept under such
+a name), is removed by the next write of the same output: one job writes an
+output at a time (Snakemake and DVC see to that), so such a sibling belongs to
+no live writer. adloco marks its temporaries' names (:func:`_temporary_name`),
+so a user's file of a similar name beside an output, a ``.<name>.old`` or a
+hand-named ``.<name>.abcdefgh.tmp``, is never removed.
 
-A folder is replaced as a whole only when adloco wrote everything in it: each
-folder :func:`atomic_dir` writes lists its files in ``.adloco-output.json``,
-and a folder that holds anything else (a home folder given as an output, a
-file a user added) is refused by :func:`check_replaceable` before any work.
-A stage that writes only some files of a folder writes them beside it and
-moves them in once all are written (:func:`atomic_files`). An output that
-cannot be written (no space left, a read-only folder) raises an ``OSError``
-that names the output, not a temporary.
+A folder is replaced as a whole only when adloco wrote everything in it, as
+stated in the manifest each folder :func:`atomic_dir` writes,
+``.adloco-output.json`` (the rule: :func:`check_replaceable`); a folder that
+holds anything else (a home folder given as an output, a file a user added or
+changed, another stage's output) is refused before any work. A stage that
+writes only some files of a folder writes them beside it and moves them in once
+all are written (:func:`atomic_files`). An output that cannot be written (no
+space left, a read-only folder) raises an ``OSError`` that names the output,
+not a temporary.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import tempfile
@@ -32,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-# Written into every folder atomic_dir writes: the files adloco put there.
+# Written into every folder atomic_dir writes: which stage wrote it, and each of its files.
 OWNED_LIST = ".adloco-output.json"
 # What the workflow's tools put into an output folder (Snakemake's time stamp of
 # a directory output) and what check_writable's probe may leave after a kill:
@@ -40,6 +46,13 @@ OWNED_LIST = ".adloco-output.json"
 BOOKKEEPING = (".snakemake_timestamp", ".adloco-write-check.*")
 # Examples quoted when a folder holds files adloco did not write.
 EXAMPLES_SHOWN = 3
+# A temporary's 8 characters: 4 random ones, then 4 that only adloco derives from them.
+RANDOM_CHARS = 4
+CHECK_CHARS = 4
+ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+# What to do about files, or a whole folder, adloco may not replace.
+MOVE_OUT = "move them out, or choose a new or empty folder"
+MOVE_FOLDER = "move or delete the folder (adloco writes it again), or choose a new or empty folder"
 
 
 class ForeignFolderError(ValueError):
@@ -57,19 +70,59 @@ def _umask() -> int:
 
 
 def _temporary_name(name: str) -> re.Pattern:
-    # tempfile.mkstemp/mkdtemp names: prefix, 8 characters of [a-z0-9_], suffix.
+    # Any temporary of ``name``: its prefix, 8 characters of [a-z0-9_], its suffix.
     return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
 
 
+def _check_of(name: str, chosen: str) -> str:
+    """The 4 characters adloco appends to the random ``chosen`` ones of a temporary of ``name``."""
+    digest = hashlib.sha256(f"adloco temporary\0{name}\0{chosen}".encode()).hexdigest()
+    return digest[:CHECK_CHARS]
+
+
+def is_own_temporary(name: str, sibling: str) -> bool:
+    """Whether ``sibling`` is a temporary adloco made for an output called ``name``.
+
+    Its name is ``.<name>.<4 random characters><their check>.tmp``: a user's
+    file of that shape carries the right check once in 65,536 random tries,
+    and no one names a file ``.summary.json.k3x9....tmp`` by chance.
+    """
+    match = re.fullmatch(
+        rf"\.{re.escape(name)}\.([a-z0-9]{{{RANDOM_CHARS}}})([0-9a-f]{{{CHECK_CHARS}}})\.tmp",
+        sibling,
+    )
+    return match is not None and match[2] == _check_of(name, match[1])
+
+
+def _new_temporary(path: Path, folder: bool) -> Path:
+    """A new temporary file (mode 0600) or folder (0700) beside ``path``, named as adloco's."""
+    chooser = random.SystemRandom()
+    for _ in range(1000):
+        chosen = "".join(chooser.choice(ALPHABET) for _ in range(RANDOM_CHARS))
+        tmp = path.with_name(f".{path.name}.{chosen}{_check_of(path.name, chosen)}.tmp")
+        try:
+            if folder:
+                os.mkdir(tmp, 0o700)
+            else:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(errno.EEXIST, "no free temporary name beside it", str(path))
+
+
 def remove_stale_temporaries(path: str | Path) -> list[Path]:
-    """Remove what killed writers of ``path`` left beside it; return the removed paths."""
+    """Remove what killed writers of ``path`` left beside it; return the removed paths.
+
+    Only adloco's own temporaries (:func:`is_own_temporary`): a user's
+    ``.<name>.old`` or ``.<name>.abcdefgh.tmp`` is kept.
+    """
     path = Path(path)
     if not path.parent.is_dir():
         return []
-    pattern = _temporary_name(path.name)
     removed = []
     for sibling in path.parent.iterdir():
-        if pattern.fullmatch(sibling.name) or sibling.name == f".{path.name}.old":
+        if is_own_temporary(path.name, sibling.name):
             if sibling.is_dir() and not sibling.is_symlink():
                 shutil.rmtree(sibling, ignore_errors=True)
             else:
@@ -87,22 +140,87 @@ def _files_in(folder: Path) -> list[str]:
     return sorted(found)
 
 
-def _listed(folder: Path) -> set[str]:
+def _size_bytes(path: Path) -> int:
+    """The size of the file ``path`` (of what a link points to; of the link when it dangles)."""
     try:
-        listed = json.loads((folder / OWNED_LIST).read_text()).get("files", [])
-    except (OSError, ValueError, AttributeError):
-        return set()
-    return {str(name) for name in listed} if isinstance(listed, list) else set()
+        return os.stat(path).st_size
+    except OSError:
+        return os.lstat(path).st_size
 
 
-def check_replaceable(path: str | Path, own: Iterable[str] = (), what: str = "") -> None:
-    """Refuse to replace ``path`` unless every file in it is one adloco wrote.
+def _is_bookkeeping(name: str) -> bool:
+    # The tools' bookkeeping at any depth (Snakemake stamps a directory output
+    # inside it, e.g. the report's figures/.snakemake_timestamp).
+    base = name.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(base, p) for p in BOOKKEEPING)
 
-    A missing or empty folder may be written. Otherwise each of its files must
-    be listed in its ``.adloco-output.json`` or match one of the glob patterns
-    ``own`` (the names the writing stage gives its files, which also covers
-    folders written before the list existed). ``what`` names the setting or
-    argument that chose ``path``, for the message.
+
+def manifest_of(folder: str | Path, writer: str) -> dict:
+    """The manifest :func:`atomic_dir` writes into ``folder``: ``writer`` and each file's size.
+
+    ``{"written_by": "adloco <stage>", "files": {"<relative path>":
+    {"size_bytes": <n>}, ...}}``, every file under ``folder`` but the
+    manifest itself.
+    """
+    folder = Path(folder)
+    files = {
+        name: {"size_bytes": _size_bytes(folder / name)}
+        for name in _files_in(folder)
+        if name != OWNED_LIST
+    }
+    return {"written_by": writer, "files": files}
+
+
+def write_manifest(folder: str | Path, writer: str) -> Path:
+    """Write ``folder``'s manifest (:func:`manifest_of`): everything in it is ``writer``'s."""
+    path = Path(folder) / OWNED_LIST
+    write_text_atomic(path, json.dumps(manifest_of(folder, writer), indent=1) + "\n")
+    return path
+
+
+def _read_manifest(folder: Path) -> tuple[dict | None, str]:
+    """``folder``'s manifest, or None and why it is not one adloco wrote ("" when missing)."""
+    path = folder / OWNED_LIST
+    if not path.is_file() or path.is_symlink():
+        return None, "" if not os.path.lexists(path) else "not a plain file"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None, "it does not read as JSON"
+    if isinstance(manifest, dict) and "written_by" not in manifest:
+        return None, "an older adloco's list, naming neither its writer nor the sizes"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("written_by"), str):
+        return None, "it names no writer"
+    if not manifest["written_by"].startswith("adloco "):
+        return None, f"it names {manifest['written_by']!r} as its writer"
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(
+        isinstance(entry, dict) and type(entry.get("size_bytes")) is int for entry in files.values()
+    ):
+        return None, "it lists no size for each file"
+    return manifest, ""
+
+
+def _examples(names: list[str]) -> str:
+    return ", ".join(names[:EXAMPLES_SHOWN]) + (", ..." if len(names) > EXAMPLES_SHOWN else "")
+
+
+def check_replaceable(path: str | Path, writer: str, what: str = "") -> None:
+    """Refuse to replace ``path`` unless ``writer`` wrote every file in it.
+
+    The rule: a missing folder, or one that holds nothing but the tools'
+    bookkeeping (``BOOKKEEPING``), may be written. Otherwise the folder's
+    ``.adloco-output.json`` must be a manifest adloco wrote (:func:`manifest_of`)
+    whose ``written_by`` is ``writer`` (``"adloco <stage>"``: a stage never
+    replaces another stage's output, a base model given as ``data.raw_dir``),
+    and every file in the folder must be listed there with the size it has
+    now: a file added, or changed in size since, is the user's. A listed file
+    that is gone is no loss. A hand-made list (no writer, no sizes) is refused,
+    and so is a folder without one (a folder of the user's, or one an older
+    adloco wrote before manifests named their writer: move or delete it). A
+    file edited in place to the very same size passes: sizes are what adloco
+    can check without reading gigabytes of models at every run. ``what``
+    names the setting or argument that chose ``path``, for the message.
     """
     path = Path(path)
     where = f"{what} {path}" if what else str(path)
@@ -112,24 +230,75 @@ def check_replaceable(path: str | Path, own: Iterable[str] = (), what: str = "")
         raise ForeignFolderError(
             f"{where}: exists and is not a folder adloco wrote; choose a new or empty folder"
         )
-    listed = _listed(path) | {OWNED_LIST}
-
-    def owned(name: str) -> bool:
-        # The tools' bookkeeping at any depth (Snakemake stamps a directory output
-        # inside it, e.g. the report's figures/.snakemake_timestamp).
-        base = name.rsplit("/", 1)[-1]
-        return (
-            name in listed
-            or any(fnmatch.fnmatchcase(name, p) for p in own)
-            or any(fnmatch.fnmatchcase(base, p) for p in BOOKKEEPING)
+    present = [name for name in _files_in(path) if not _is_bookkeeping(name)]
+    if not present:
+        return
+    manifest, why = _read_manifest(path)
+    others = [name for name in present if name != OWNED_LIST]
+    if manifest is None and not why:
+        raise ForeignFolderError(
+            f"{where}: holds {len(present)} file(s) adloco did not write ({_examples(present)}) "
+            f"and no {OWNED_LIST}, adloco's list of what it wrote (a folder of yours, or the "
+            f"output of an adloco older than that list), which writing this output would "
+            f"delete; {MOVE_FOLDER}"
+        )
+    if manifest is None:
+        raise ForeignFolderError(
+            f"{where}: its {OWNED_LIST} is not a list adloco wrote ({why}), so its "
+            f"{len(present)} file(s) ({_examples(present)}) are not known to be adloco's and "
+            f"writing this output would delete them; {MOVE_FOLDER}"
+        )
+    if manifest["written_by"] != writer:
+        raise ForeignFolderError(
+            f"{where}: written by {manifest['written_by']}, not {writer} (its {OWNED_LIST}), "
+            f"so writing this output would delete another stage's output "
+            f"({_examples(others)}); choose another folder"
+        )
+    listed = manifest["files"]
+    foreign = [name for name in others if name not in listed]
+    if foreign:
+        raise ForeignFolderError(
+            f"{where}: holds {len(foreign)} file(s) adloco did not write ({_examples(foreign)}), "
+            f"which writing this output would delete; {MOVE_OUT}"
+        )
+    changed = [name for name in others if _size_bytes(path / name) != listed[name]["size_bytes"]]
+    if changed:
+        name = changed[0]
+        raise ForeignFolderError(
+            f"{where}: {len(changed)} file(s) changed since {writer} wrote them "
+            f"({_examples(changed)}; {name} is {_size_bytes(path / name)} bytes, listed at "
+            f"{listed[name]['size_bytes']}), which writing this output would delete; "
+            f"{MOVE_OUT}"
         )
 
-    foreign = [name for name in _files_in(path) if not owned(name)]
-    if foreign:
-        shown = ", ".join(foreign[:EXAMPLES_SHOWN]) + (", ..." if len(foreign) > 3 else "")
+
+def check_only_named(path: str | Path, names: Iterable[str], what: str = "") -> None:
+    """Refuse ``path`` unless each of its files matches one of the glob patterns ``names``.
+
+    For the one folder adloco writes file by file over a whole run, never as a
+    whole, so that no manifest lists it: a checkpoint folder, whose round
+    files the checkpoint's own manifest names with their sha256. Every folder
+    :func:`atomic_dir` writes is checked by its manifest instead
+    (:func:`check_replaceable`).
+    """
+    path = Path(path)
+    where = f"{what} {path}" if what else str(path)
+    if not os.path.lexists(path):
+        return
+    if not path.is_dir() or path.is_symlink():
         raise ForeignFolderError(
-            f"{where}: holds {len(foreign)} file(s) adloco did not write ({shown}), which "
-            "writing this output would delete; choose a new or empty folder, or move them out"
+            f"{where}: exists and is not a folder adloco wrote; choose a new or empty folder"
+        )
+    patterns = tuple(names)
+    foreign = [
+        name
+        for name in _files_in(path)
+        if not _is_bookkeeping(name) and not any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    ]
+    if foreign:
+        raise ForeignFolderError(
+            f"{where}: holds {len(foreign)} file(s) adloco did not write ({_examples(foreign)}), "
+            f"which writing this output would delete; {MOVE_OUT}"
         )
 
 
@@ -164,13 +333,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     with naming_output(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-    tmp_path = Path(tmp)
+        tmp_path = _new_temporary(path, folder=False)
     try:
         with naming_output(path, tmp_path):
             yield tmp_path
-            # mkstemp makes the file private; give it the permissions of a plain open().
+            # A new temporary is private; give it the permissions of a plain open().
             os.chmod(tmp_path, 0o666 & ~_umask())
             os.replace(tmp_path, path)
     finally:
@@ -183,39 +350,70 @@ def _temporary_beside(path: Path) -> Path:
     with naming_output(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(path)
-        return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        return _new_temporary(path, folder=True)
 
 
 @contextmanager
-def atomic_dir(path: str | Path, own: Iterable[str] = (), what: str = "") -> Iterator[Path]:
+def atomic_dir(path: str | Path, writer: str, what: str = "") -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; swap it into place on success.
 
-    An existing ``path`` is replaced only if adloco wrote all of it
-    (:func:`check_replaceable`, with ``own`` and ``what``), checked before the
-    work; the new folder lists its files in ``.adloco-output.json``.
+    ``writer`` is the stage, ``"adloco <stage>"``. An existing ``path`` is
+    replaced only if that stage wrote all of it (:func:`check_replaceable`,
+    with ``what``), checked before the work and again before the swap; the new
+    folder carries its manifest (:func:`manifest_of`). The old folder is moved
+    to a temporary name of its own before the new one takes its place, so a
+    swap killed between the two renames leaves it to the next write's clean-up.
     """
     path = Path(path)
-    check_replaceable(path, own, what)
+    check_replaceable(path, writer, what)
     tmp = _temporary_beside(path)
     try:
         with naming_output(path, tmp):
             yield tmp
-            files = [name for name in _files_in(tmp) if name != OWNED_LIST]
-            (tmp / OWNED_LIST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+            write_manifest(tmp, writer)
             os.chmod(tmp, 0o777 & ~_umask())
             # Checked again: a folder that appeared or changed during the work.
-            check_replaceable(path, own, what)
+            check_replaceable(path, writer, what)
         if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
+            old = _new_temporary(path, folder=True)
+            try:
+                os.replace(path, old)  # onto the empty folder: one rename
+                os.replace(tmp, path)
+            finally:
+                shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _relist(folder: Path, names: list[str]) -> None:
+    """Bring the sizes of ``names`` up to date in adloco's manifests in ``folder`` and below.
+
+    A folder that :func:`atomic_dir` wrote stays adloco's after
+    :func:`atomic_files` replaced some of its files; the innermost manifest
+    first, since an outer one lists the inner one's size. Folders without a
+    manifest adloco wrote are left as they are.
+    """
+    folders = {""} | {p.as_posix() for name in names for p in Path(name).parents if p.parts}
+    changed = list(names)
+    for relative in sorted(folders, key=lambda f: -len(Path(f).parts)):
+        here = folder / relative
+        manifest, _ = _read_manifest(here)
+        if manifest is None:
+            continue
+        prefix = f"{relative}/" if relative else ""
+        for name in changed:
+            if not name.startswith(prefix):
+                continue
+            inside = name[len(prefix) :]
+            if (here / inside).is_file():
+                manifest["files"][inside] = {"size_bytes": _size_bytes(here / inside)}
+            else:
+                manifest["files"].pop(inside, None)
+        write_text_atomic(here / OWNED_LIST, json.dumps(manifest, indent=1) + "\n")
+        changed.append(f"{prefix}{OWNED_LIST}")
 
 
 @contextmanager
@@ -229,7 +427,9 @@ def atomic_files(folder: str | Path, names: Iterable[str]) -> Iterator[Path]:
     would no longer match the others); nothing else in ``folder`` is touched.
     A failure while writing (a full disk) leaves ``folder`` as it was: the
     files are only moved in once all are written, by renames within one file
-    system, which need no space.
+    system, which need no space. A folder adloco wrote as a whole (a report)
+    has its manifest brought up to date (:func:`_relist`), so the stage that
+    wrote it may replace it again.
     """
     folder, names = Path(folder), list(names)
     tmp = _temporary_beside(folder)
@@ -243,6 +443,8 @@ def atomic_files(folder: str | Path, names: Iterable[str]) -> Iterator[Path]:
                 os.replace(tmp / name, folder / name)
             else:
                 (folder / name).unlink(missing_ok=True)
+        with naming_output(folder):
+            _relist(folder, names)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -148,10 +148,6 @@ def report_figures_dir(experiment: str) -> Path:
     return report_dir(experiment) / "figures"
 
 
-# What the report writes into its figures folder: PNGs, and a killed write's temporary.
-REPORT_FIGURE_FILES = ("*.png", ".*.tmp")
-
-
 def variance_summary_file(folder: str | Path) -> Path:
     """The variance stage's results in its folder (``--variance``)."""
     return Path(folder) / "variance.json"

@@ -66,9 +66,9 @@ def test_prepare_is_deterministic_and_honours_max_documents(tmp_path):
 
 def test_prepare_replaces_the_folder_it_wrote(tmp_path):
     out = tmp_path / "raw"
-    corpus.prepare_wiki_corpus(out, max_documents=3)
-    # A file of an earlier, larger corpus: adloco's own name, so it is replaced.
-    (out / "c4-train.00001-of-00002.json.gz").write_bytes(b"old")
+    # An earlier corpus in two files, listed in the folder's manifest: replaced whole.
+    corpus.prepare_wiki_corpus(out, max_documents=3, documents_per_file=2)
+    assert (out / "c4-train.00001-of-00002.json.gz").is_file()
     corpus.prepare_wiki_corpus(out, max_documents=3)
     assert sorted(p.name for p in out.iterdir()) == [
         ".adloco-output.json",

@@ -19,8 +19,8 @@ from adloco.data import c4
 from adloco.data.reader import TokenData
 from adloco.data.reference import reference_perplexity
 from adloco.data.splits import SPLITS, document_splits, validation_mask
-from adloco.data.tokenize import tokenize_corpus
-from adloco.io import sha256_file
+from adloco.data.tokenize import WRITER, tokenize_corpus
+from adloco.io import OWNED_LIST, atomic_dir, sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -231,11 +231,12 @@ def test_a_base_split_takes_documents_from_train_and_never_from_validation(
 
 def test_empty_split_is_an_error_and_leaves_the_output_alone(tmp_path, tiny_data_config):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "manifest.json").write_text("previous output")
+    with atomic_dir(out, WRITER) as tmp:
+        (tmp / "manifest.json").write_text("previous output")
     with pytest.raises(ValueError, match="validation split got 0 documents"):
         tokenize_corpus(tiny_data_config(validation_fraction=1e-9), 0, out, progress=False)
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == [OWNED_LIST, "manifest.json"]
+    assert (out / "manifest.json").read_text() == "previous output"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 

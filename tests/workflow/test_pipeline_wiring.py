@@ -35,6 +35,7 @@ import json, os, sys, time
 from pathlib import Path
 
 from adloco.cli import build_parser
+from adloco.io import write_manifest
 
 args = build_parser().parse_args(sys.argv[1:])
 stage = args.stage
@@ -66,7 +67,6 @@ elif stage == "variance":
     (out / "per_batch.csv").write_text("batch,deviation\\n0,1.5\\n")
     (out / "draws.csv").write_text("draw,trace_cov_pooled\\n")
     (out / "deviations.png").write_bytes(b"png")
-    (out / ".adloco-output.json").write_text('{{"files": ["variance.json"]}}')
 elif stage == "pretrain":
     Path(args.checkpoints).mkdir(parents=True, exist_ok=True)
     (Path(args.checkpoints) / "step-000001.pt").write_bytes(b"state")
@@ -91,8 +91,9 @@ elif stage == "train":
                                                          "final_val_perplexity": 12.5}}))
         (folder / "final").mkdir(exist_ok=True)
         (folder / "final" / "config.json").write_text("{{}}")
-        # As adloco.io.atomic_dir does: the folder lists the files adloco wrote.
-        (folder / "final" / ".adloco-output.json").write_text('{{"files": ["config.json"]}}')
+        # As adloco.io.atomic_dir does: each folder lists the files adloco wrote.
+        write_manifest(folder / "final", "adloco train")
+        write_manifest(folder, "adloco train")
 elif stage == "report":
     (out / "index.html").write_text("<html></html>")
     (out / "summary.csv").write_text("run,seed,final_val_perplexity\\ndiloco,0,12.5\\n")
@@ -104,10 +105,11 @@ elif stage == "report":
     (out / "noise_scale.csv").write_text("run,seed,round,noise_scale\\nadloco,0,1,12.0\\n")
     (out / "figures").mkdir(exist_ok=True)
     (out / "figures" / "perplexity.png").write_bytes(b"png")
-    (out / ".adloco-output.json").write_text('{{"files": ["index.html"]}}')
     (out / "metrics.json").write_text(json.dumps({{"target": 12.5, "ppl": {{"diloco": 12.5}}}}))
     (out / "median_curves.csv").write_text("run,round,seeds,tokens_total,sim_time_s,"
                                            "val_perplexity\\ndiloco,1,1,1000,1.0,12.5\\n")
+if stage in ("prepare-corpus", "tokenize", "variance", "pretrain", "report"):
+    write_manifest(out, f"adloco {{stage}}")  # as adloco.io.atomic_dir does
 """
 
 

@@ -42,9 +42,10 @@ WIKI_TIMESTAMP = "2019-04-25T00:00:00Z"
 # 10,033 articles -> 2 files, like C4's many-files layout on a small scale.
 DOCUMENTS_PER_FILE = 5120
 C4_FIELDS = ("text", "timestamp", "url")
-# What this stage writes into its folder: a folder holding anything else (a
-# home folder given as data.raw_dir) is refused, never emptied (adloco.io).
-CORPUS_FILES = ("c4-train.*-of-*.json.gz", "SOURCE.json")
+# The writer named in the folder's manifest: a folder holding anything this
+# stage did not write there (a home folder, a user's own C4 shards, another
+# stage's output given as data.raw_dir) is refused, never emptied (adloco.io).
+WRITER = "adloco prepare-corpus"
 WHAT = "--out (data.raw_dir)"
 
 
@@ -134,7 +135,7 @@ def write_c4_files(
     Returns the file paths in order.
     """
     folder = Path(folder)
-    with atomic_dir(folder, CORPUS_FILES, WHAT) as tmp:
+    with atomic_dir(folder, WRITER, WHAT) as tmp:
         names = [p.name for p in write_c4_files_into(records, tmp, documents_per_file)]
     return [folder / name for name in names]
 
@@ -164,14 +165,14 @@ def prepare_wiki_corpus(
 ) -> dict:
     """Build the offline corpus in ``out``; return its provenance (also written as SOURCE.json)."""
     out = Path(out)
-    check_replaceable(out, CORPUS_FILES, WHAT)
+    check_replaceable(out, WRITER, WHAT)
     path = Path(source) if source is not None else wiki_summaries_path()
     records = wiki_records(path, max_documents)
     try:
         version = metadata.version(WIKI_PACKAGE)
     except metadata.PackageNotFoundError:
         version = None
-    with atomic_dir(out, CORPUS_FILES, WHAT) as tmp:
+    with atomic_dir(out, WRITER, WHAT) as tmp:
         files = write_c4_files_into(records, tmp, documents_per_file)
         provenance = {
             "kind": "offline-wiki",
@@ -202,7 +203,7 @@ def note_hub_source(out: str | Path, data: DataConfig) -> dict:
         "files": [],
         "text": "nothing stored: adloco tokenize streams the records from the hub",
     }
-    with atomic_dir(out, CORPUS_FILES, WHAT) as tmp:
+    with atomic_dir(out, WRITER, WHAT) as tmp:
         (tmp / "SOURCE.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
     return provenance
 

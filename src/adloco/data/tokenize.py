@@ -53,8 +53,9 @@ log = logging.getLogger(__name__)
 # bytes per byte of text.
 BATCH_DOCUMENTS = 512
 BATCH_CHARS = 1 << 20
-# What this stage writes into its folder (adloco.io.check_replaceable).
-TOKENIZED_FILES = ("manifest.json", "tokenizer/*", "*-[0-9][0-9][0-9][0-9][0-9].bin")
+# The writer named in the folder's manifest, which lists the tokenizer/ files
+# too (adloco.io.check_replaceable).
+WRITER = "adloco tokenize"
 
 
 def batched_texts(
@@ -143,7 +144,7 @@ def tokenize_corpus(
     if shard_sequences is None:
         shard_sequences = max(1, SHARD_TOKENS // seq_len)
     with (
-        atomic_dir(out, TOKENIZED_FILES, "--out") as tmp,
+        atomic_dir(out, WRITER, "--out") as tmp,
         tempfile.TemporaryDirectory(prefix="adloco-tok-") as scratch,
     ):
         tokenizer = build_tokenizer(data, seed, raw_dir, tmp, scratch, progress)

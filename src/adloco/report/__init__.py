@@ -108,22 +108,11 @@ FIGURE_NAMES = (
     "workers_map",
 )
 
-# Every file the report writes into its folder (and a killed write's temporary;
-# regimes.json of `adloco regimes` pointed at the same folder): a report folder
-# holding anything else is refused before any work, never replaced.
+# The writer named in the report folder's manifest: a report folder holding
+# anything the report (or `adloco regimes` after it) did not write is refused
+# before any work, never replaced (adloco.io.check_replaceable).
+WRITER = "adloco report"
 TABLES = ("summary.csv", "curves.csv", "ladder.csv", "regimes.csv", "noise_scale.csv")
-REPORT_FILES = (
-    "index.html",
-    "claims.json",
-    METRICS_FILE,
-    MEDIAN_CURVES_FILE,
-    "tuning.json",
-    "regimes.json",
-    *TABLES,
-    *(f"figures/{name}.png" for name in FIGURE_NAMES),
-    ".*.tmp",
-    "figures/.*.tmp",
-)
 
 
 def own_clock(cluster: ClusterConfig, models: list[ClockModel]) -> tuple[dict, str]:
@@ -455,7 +444,7 @@ def build_report(
     ``rooflines``, ``networks``: brought from elsewhere for the regime
     section (:mod:`adloco.report.devices`).
     """
-    check_replaceable(out_dir, REPORT_FILES, "--out")  # before any work
+    check_replaceable(out_dir, WRITER, "--out")  # before any work
     inputs = read_inputs(config_path, runs_dir, calibration_dir, variance_dir, data_dir, base_dir)
     found = compute_findings(inputs, devices, rooflines, networks)
     drawn = draw_figures(inputs, found)
@@ -463,7 +452,7 @@ def build_report(
     doc = claims_document(inputs, found, page)
     # All or nothing: the folder is written beside the old one and swapped in at
     # the end, so a failure (a full disk) leaves the previous report whole.
-    with atomic_dir(out_dir, REPORT_FILES, "--out") as out:
+    with atomic_dir(out_dir, WRITER, "--out") as out:
         curves = write_tables(out, inputs, found)
         write_json_atomic(out / "claims.json", doc)
         write_dvc_files(out, found.summary, found.claims, found.ladder.main, curves)

@@ -16,7 +16,7 @@ from adloco.io import atomic_dir, naming_output, write_json_atomic
 from adloco.variance.analysis import VarianceAnalysis
 from adloco.variance.reductions import ESTIMATORS, SPREAD_QUANTITIES
 
-# What this stage writes into its folder (adloco.io.check_replaceable).
+# What this stage writes into its folder.
 VARIANCE_FILES = tuple(
     f(".").name
     for f in (
@@ -81,7 +81,7 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
         if analysis.draws
         else pd.DataFrame(columns=list(DRAW_COLUMNS)),
     }
-    with atomic_dir(out_dir, VARIANCE_FILES, "--out") as tmp:
+    with atomic_dir(out_dir, "adloco variance", "--out") as tmp:
         for file_in, frame in tables.items():
             with naming_output(file_in(tmp)):
                 frame.to_csv(file_in(tmp), index=False)

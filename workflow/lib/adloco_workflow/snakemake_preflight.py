@@ -30,7 +30,7 @@ from pathlib import Path
 
 from adloco import paths
 from adloco.config import Config, ConfigError, load_config
-from adloco.data.corpus import CORPUS_FILES
+from adloco.data import corpus
 from adloco.io import ForeignFolderError, check_replaceable
 
 DEFAULT = Path("config/config.yaml")
@@ -70,26 +70,30 @@ def config_args(argv: list[str]) -> list[str]:
     return _values(argv, CONFIG_OPTIONS)
 
 
-def directory_outputs(config: Config) -> list[tuple[Path, tuple[str, ...], str]]:
-    """Every folder the workflow declares as a ``directory()`` output, with what adloco
-    writes there and what names it: (folder, file patterns, name)."""
+def directory_outputs(config: Config) -> list[tuple[Path, str, str]]:
+    """Every folder the workflow declares as a ``directory()`` output, with the stage
+    that writes it and what names it: (folder, writer, name).
+
+    The report's ``figures/`` is listed in the manifest of the report's folder,
+    which the report replaces as a whole: that folder is the one checked.
+    """
     out = []
     if config.data.source == "offline-wiki":
-        out.append((Path(config.data.raw_dir), CORPUS_FILES, "data.raw_dir"))
+        out.append((Path(config.data.raw_dir), corpus.WRITER, "data.raw_dir"))
     for run in config.runs:
         for seed in config.run_seeds(run):
             folder = paths.final_model_dir(paths.run_dir(config.experiment, run, seed))
-            out.append((folder, (), f"run {run} seed {seed}'s final model"))
-    figures = paths.report_figures_dir(config.experiment)
-    out.append((figures, paths.REPORT_FIGURE_FILES, "the report's figures"))
+            out.append((folder, "adloco train", f"run {run} seed {seed}'s final model"))
+    report = paths.report_dir(config.experiment)
+    out.append((report, "adloco report", "the report's folder (with its figures/)"))
     return out
 
 
 def check_directory_outputs(config: Config) -> None:
     """Snakemake empties a ``directory()`` output before its job runs (``--forcerun``, a
     changed setting): refuse, before any job, one that holds a file adloco did not write."""
-    for folder, own, what in directory_outputs(config):
-        check_replaceable(folder, own, what)
+    for folder, writer, what in directory_outputs(config):
+        check_replaceable(folder, writer, what)
 
 
 def _problem(name: str) -> str | None:
