@@ -150,11 +150,11 @@ def dvc_stages() -> dict[str, dict]:
 
 
 def expected_outputs(config: dict) -> dict[str, list[str]]:
-    """Each stage's outputs (cached, metrics, plots; persistent ones aside), from adloco.paths."""
+    """Each stage's outputs (persistent ones too, checkpoints aside), from adloco.paths."""
     exp, dataset = config["experiment"], config["data"]["dataset"]
     variance, report = paths.variance_dir(exp), paths.report_dir(exp)
     expected = {
-        "prepare-corpus": [],
+        "prepare-corpus": [config["data"]["raw_dir"]],
         "tokenize": [paths.tokenized_dir(dataset)],
         "pretrain": [paths.base_dir(exp)],
         "variance": [
@@ -185,7 +185,11 @@ def expected_outputs(config: dict) -> dict[str, list[str]]:
 
 
 def stage_outputs(stages: dict[str, dict]) -> dict[str, list[str]]:
-    return {s["name"]: sorted(s["outs"]) for s in stages.values()}
+    """Each stage's outputs, persistent ones too, but for the checkpoints (no path of a result)."""
+    return {
+        s["name"]: sorted(s["outs"] + [p for p in s["persist"] if "/checkpoints/" not in p + "/"])
+        for s in stages.values()
+    }
 
 
 def test_every_job_is_a_stage_with_the_same_command(snakemake_jobs, dvc_stages):
@@ -234,7 +238,9 @@ def test_checkpoints_persist_in_dvc_and_are_no_snakemake_output(snakemake_jobs, 
     for command, job in trains:
         stage = dvc_stages[command]
         checkpoints = re.search(r"--checkpoints (\S+)", command).group(1)
-        assert stage["persist"] == [checkpoints]
+        # The run's folder persists too: its stage is in no run cache anyway.
+        out = re.search(r"--out (\S+)", command).group(1)
+        assert stage["persist"] == [out, checkpoints]
         assert not any(within(o, checkpoints) for o in job["output"])
     # The corpus folder persists too: DVC must not empty a folder the user
     # named as data.raw_dir before adloco has checked what it holds.
@@ -243,7 +249,10 @@ def test_checkpoints_persist_in_dvc_and_are_no_snakemake_output(snakemake_jobs, 
     assert [s["persist"] for s in corpus] == [[config["data"]["raw_dir"]]]
     pretrain = [s for s in dvc_stages.values() if s["name"] == "pretrain"]
     assert [s["persist"] for s in pretrain] == [
-        [str(paths.base_checkpoint_dir(config["experiment"]))]
+        [
+            str(paths.base_dir(config["experiment"])),
+            str(paths.base_checkpoint_dir(config["experiment"])),
+        ]
     ]
     others = [
         s
@@ -282,7 +291,8 @@ def test_stages_write_the_paths_of_the_package(dvc_stages):
         if stage["name"].startswith("train@"):
             run = stage["name"].removeprefix("train@")
             seed_folder = paths.checkpoint_dir(config["experiment"], run, 0)
-            assert stage["persist"] == [str(seed_folder.parent)]
+            assert stage["persist"] == [str(paths.run_seeds_dir(config["experiment"], run)),
+                                        str(seed_folder.parent)]  # fmt: skip
 
 
 BIN = Path(sys.executable).parent

@@ -70,10 +70,10 @@ def test_dvc_flags_of_each_output():
     assert persist == {
         "prepare-corpus": ["${data.raw_dir}"],
         "tokenize": [],
-        "pretrain": ["results/${experiment}/checkpoints/base"],
+        "pretrain": ["results/${experiment}/base", "results/${experiment}/checkpoints/base"],
         "calibrate": [],
         "variance": [],
-        "train": ["results/${experiment}/checkpoints/${key}"],
+        "train": ["results/${experiment}/runs/${key}", "results/${experiment}/checkpoints/${key}"],
         "report": [],
     }
     report = body(stages["report"])

@@ -81,6 +81,15 @@ def _files(folder, *names: str) -> tuple[Path_, ...]:
     return tuple(Path_(str(folder / name)) for name in names)
 
 
+# A stage with a persistent output is never in DVC's run cache, so its other
+# folder outputs persist too at no cost: DVC then leaves a user's file there for
+# the stage to refuse rather than deleting it first (docs/workflow.md, DVC).
+KEPT_NOTE = (
+    "Not emptied by DVC before the stage runs (a stage with a persistent output",
+    "is in no run cache anyway): a file of yours there meets adloco's refusal",
+    "instead (adloco dvc-check finds it first).",
+)
+
 PREPARE_CORPUS = Stage(
     name="prepare-corpus",
     args=(("--config", PARAMS_FILE), ("--out", RAW)),
@@ -118,7 +127,7 @@ PRETRAIN = Stage(
     keys=_keys("seed", "model", "pretrain", "train.eval_sequences", "train.eval_batch"),
     deps=(Path_(TOKENIZED),),
     outs=(
-        Path_(BASE),
+        Path_(BASE, note=KEPT_NOTE, persist=True),
         Path_(
             str(paths.base_checkpoint_dir(EXPERIMENT)),
             note=("Kept when the stage re-runs, so that pretraining resumes.",),
@@ -209,7 +218,11 @@ TRAIN = Stage(
     ),
     deps=(Path_(TOKENIZED), Path_(CALIBRATION), Path_(BASE)),
     outs=(
-        Path_(RUN_OUT, note=("seed<seed>/metrics.jsonl, summary.json and final/ of each seed",)),
+        Path_(
+            RUN_OUT,
+            note=("seed<seed>/metrics.jsonl, summary.json and final/ of each seed.", *KEPT_NOTE),
+            persist=True,
+        ),
         Path_(
             RUN_CHECKPOINTS,
             note=("Kept when the stage re-runs, so that training resumes.",),
