@@ -282,3 +282,91 @@ def test_a_damaged_round_with_its_previous_folder_gone_is_refused(trained, make_
     (ckpt / manifest["previous"]["dir"] / "shared.pt").unlink()
     with pytest.raises(checkpoint.CorruptCheckpointError, match="no intact earlier round"):
         checkpointed_run(make_config, array_data, ckpt).run()
+
+
+# ------------------------------------------------------------------ one trainer per folder
+HOLD = """
+import sys
+from adloco.engine import checkpoint_lock
+held = checkpoint_lock.lock(sys.argv[1], sys.argv[2])
+print("locked", flush=True)
+sys.stdin.read()  # held until the test kills this process
+"""
+
+
+@pytest.mark.reliability("locks")
+def test_a_held_lock_refuses_a_second_trainer_and_dies_with_its_holder(tmp_path):
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from adloco.engine import checkpoint_lock
+
+    ckpt = tmp_path / "ckpt"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(ckpt), str(tmp_path / "out")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "locked\n"  # no sleep: the holder says when
+        for _ in range(2):
+            with pytest.raises(checkpoint_lock.FolderLockedError) as refused:
+                checkpoint_lock.lock(ckpt)
+            assert str(refused.value).startswith(
+                f"--checkpoints {ckpt}: another `adloco train` (pid {holder.pid} on "
+                f"{socket.gethostname()}, writing --out {tmp_path / 'out'}) is writing it; "
+            )
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # kill -9 leaves the file, but the kernel dropped the lock with the process.
+    assert (ckpt / checkpoint_lock.LOCK_NAME).is_file()
+    with checkpoint_lock.lock(ckpt, "mine") as mine:
+        record = json.loads(mine.path.read_text())
+        assert record["pid"] == os.getpid() and record["out"] == "mine"
+        with pytest.raises(checkpoint_lock.FolderLockedError, match=f"pid {os.getpid()} "):
+            checkpoint_lock.lock(ckpt)  # a second open file of this process is refused too
+    checkpoint_lock.lock(ckpt).release()  # released on leaving `with`
+
+
+@pytest.mark.reliability("locks")
+def test_setting_a_stale_checkpoint_aside_keeps_the_folders_lock(trained):
+    from adloco.engine import checkpoint_lock
+
+    ckpt, _ = trained
+    names = sorted(p.name for p in ckpt.iterdir())
+    with checkpoint_lock.lock(ckpt):
+        stale = checkpoint.set_aside(ckpt)
+        # Everything but the lock file moved; the lock is still held on the folder's path.
+        assert sorted(p.name for p in stale.iterdir()) == names
+        assert sorted(p.name for p in ckpt.iterdir()) == [checkpoint_lock.LOCK_NAME]
+        with pytest.raises(checkpoint_lock.FolderLockedError):
+            checkpoint_lock.lock(ckpt)
+
+
+def test_a_folders_identity_is_read_from_its_manifest_else_its_finished_mark(tmp_path):
+    from adloco.engine import checkpoint_identity as identity
+
+    mine = identity.identity("e", "r", 3)
+    assert mine == {"experiment": "e", "run": "r", "seed": 3}
+    assert identity.recorded(tmp_path) is None
+    identity.check(tmp_path, mine)  # an empty folder, or one written before identities: taken
+    (tmp_path / checkpoint.MANIFEST_NAME).write_text(json.dumps({"round": 2}))
+    identity.check(tmp_path, mine)
+    checkpoint.mark_finished(tmp_path, {"identity": identity.identity("e", "r", 4)})
+    assert identity.recorded(tmp_path) == {"experiment": "e", "run": "r", "seed": 4}
+    with pytest.raises(identity.ForeignCheckpointError, match="run r, seed 4, not of this"):
+        identity.check(tmp_path, mine)
+    # The manifest, when it records one, decides (it names the rounds the folder holds).
+    (tmp_path / checkpoint.MANIFEST_NAME).write_text(json.dumps({"identity": mine}))
+    identity.check(tmp_path, mine)
+    with pytest.raises(identity.ForeignCheckpointError) as refused:
+        identity.check(tmp_path, identity.identity("other", "r", 3), what="--where")
+    assert str(refused.value) == (
+        f"--where {tmp_path} holds the checkpoint of experiment e, run r, seed 3, not of this "
+        f"command's experiment other, run r, seed 3: point --where at this run's own folder, or "
+        f"move {tmp_path} away to train this run from the start (it was left as it is)"
+    )

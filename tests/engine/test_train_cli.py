@@ -1,11 +1,16 @@
 """`adloco train` on real tokenized data: a new job never resumes a finished run's checkpoint,
-and a checkpoint of other code is not resumed either."""
+and a checkpoint of other code is not resumed either; another run's checkpoint folder, a
+folder another trainer holds and a --live folder among the outputs are refused before training."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import socket
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -34,16 +39,24 @@ CONFIG = {
 }
 
 
-def run_train(config, data, calibration, seed: str, out, ckpt) -> None:
-    """`adloco train` of run r in this process, torch's determinism flag restored after."""
-    args = ["train", "--config", str(config), "--run", "r", "--seed", seed]
+def train_args(config, data, calibration, seed: str, out, ckpt, run: str = "r") -> list[str]:
+    args = ["train", "--config", str(config), "--run", run, "--seed", seed]
     args += ["--data", str(data), "--calibration", str(calibration)]
-    args += ["--out", str(out), "--checkpoints", str(ckpt), "--no-progress", "--threads", "1"]
+    return args + ["--out", str(out), "--checkpoints", str(ckpt), "--no-progress", "--threads", "1"]
+
+
+def main(args: list[str]) -> int:
+    """`adloco <args>` in this process, torch's determinism flag restored after."""
     deterministic = torch.are_deterministic_algorithms_enabled()
     try:
-        assert cli.main(args) == 0
+        return cli.main(args)
     finally:
         torch.use_deterministic_algorithms(deterministic)
+
+
+def run_train(config, data, calibration, seed: str, out, ckpt) -> None:
+    """`adloco train` of run r in this process; it must succeed."""
+    assert main(train_args(config, data, calibration, seed, out, ckpt)) == 0
 
 
 def read_rows(folder) -> list[dict]:
@@ -295,3 +308,150 @@ def test_a_failure_while_the_model_is_saved_leaves_the_previous_outputs_whole(
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before and first
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def snapshot(folder) -> dict:
+    """Every file under ``folder`` with its bytes."""
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def two_runs(tmp_path, tiny_tokenized, curves_from_config):
+    """A config of runs r and q, 3 rounds, a checkpoint each round; ``args(...)`` for either."""
+    config = tmp_path / "config.yaml"
+    runs = {"r": {"method": "diloco"}, "q": {"method": "diloco", "inner_lr": 0.02}}
+    config.write_text(
+        yaml.safe_dump({**CONFIG, "train": {**CONFIG["train"], "max_rounds": 3}, "runs": runs})
+    )
+
+    def args(run: str, seed: str, out, ckpt) -> list[str]:
+        return train_args(config, tiny_tokenized, tmp_path / "calibration", seed, out, ckpt, run)
+
+    return args
+
+
+def interrupt_after_round(monkeypatch, last: int) -> None:
+    """Ctrl-C right after round ``last``'s checkpoint is saved (an unfinished run)."""
+    save = checkpoint.save
+
+    def save_then_stop(directory, round_, *args, **kwargs):
+        saved = save(directory, round_, *args, **kwargs)
+        if round_ == last:
+            raise KeyboardInterrupt
+        return saved
+
+    monkeypatch.setattr(checkpoint, "save", save_then_stop)
+
+
+@pytest.mark.reliability("checkpoints")
+@pytest.mark.parametrize("other", [("q", "0"), ("r", "1")], ids=["another run", "another seed"])
+def test_a_mistyped_checkpoints_folder_is_refused_and_its_run_still_resumes(
+    two_runs, tmp_path, monkeypatch, capsys, caplog, other
+):
+    ckpt = tmp_path / "checkpoints" / "r" / "seed0"
+    with monkeypatch.context() as patch:
+        interrupt_after_round(patch, 2)
+        assert main(two_runs("r", "0", tmp_path / "out-r", ckpt)) == 130
+    assert json.loads((ckpt / checkpoint.MANIFEST_NAME).read_text())["round"] == 2
+    assert not (ckpt / checkpoint.FINISHED_NAME).exists()  # unfinished: it would resume
+    before = snapshot(ckpt)
+    run, seed = other
+    # Another run's (or seed's) command given r's folder, twice: refused, nothing touched.
+    for _ in range(2):
+        assert main(two_runs(run, seed, tmp_path / "out-other", ckpt)) == 1
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err == (
+            f"adloco train: error: --checkpoints {ckpt} holds the checkpoint of experiment "
+            f"train-cli, run r, seed 0, not of this command's experiment train-cli, run {run}, "
+            f"seed {seed}: point --checkpoints at this run's own folder, or move {ckpt} away to "
+            "train this run from the start (it was left as it is)"
+        )
+    assert snapshot(ckpt) == before
+    assert sorted(p.name for p in ckpt.parent.iterdir()) == ["seed0"]  # no seed0.stale
+    assert not (tmp_path / "out-other").exists()
+    # The right command resumes after round 2 and ends where an uninterrupted run does.
+    with caplog.at_level(logging.INFO):
+        assert main(two_runs("r", "0", tmp_path / "out-r", ckpt)) == 0
+    assert "resuming r seed 0 after round 2" in caplog.text
+    assert main(two_runs("r", "0", tmp_path / "straight", tmp_path / "straight-ckpt")) == 0
+    resumed = without_wall_time(read_rows(tmp_path / "out-r"))
+    assert resumed == without_wall_time(read_rows(tmp_path / "straight"))
+    assert [r["round"] for r in resumed][-1] == 3
+
+
+@pytest.mark.reliability("checkpoints")
+def test_a_finished_run_of_another_identity_is_refused_not_set_aside(two_runs, tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    assert main(two_runs("q", "0", tmp_path / "out-q", ckpt)) == 0
+    before = snapshot(ckpt)
+    assert json.loads((ckpt / checkpoint.FINISHED_NAME).read_text())["identity"] == {
+        "experiment": "train-cli", "run": "q", "seed": 0
+    }  # fmt: skip
+    assert main(two_runs("r", "0", tmp_path / "out-r", ckpt)) == 1
+    assert "holds the checkpoint of experiment train-cli, run q, seed 0" in capsys.readouterr().err
+    assert snapshot(ckpt) == before and not tmp_path.joinpath("ckpt.stale").exists()
+
+
+@pytest.mark.reliability("locks")
+def test_a_second_trainer_on_the_same_folders_fails_at_once(two_runs, tmp_path, monkeypatch):
+    # While the first trainer is between rounds 1 and 2 (it holds the lock), a real second
+    # `adloco train` process on the same folders: it must fail at once, and the first ends
+    # with its rows whole and in order.
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    args = two_runs("r", "0", out, ckpt)
+    second = {}
+    save = checkpoint.save
+
+    def save_then_start_another(directory, round_, *a, **k):
+        saved = save(directory, round_, *a, **k)
+        if round_ == 1:
+            proc = subprocess.run(
+                [sys.executable, "-m", "adloco", *args], capture_output=True, text=True, timeout=600
+            )
+            second.update(rc=proc.returncode, err=proc.stderr, rows=read_rows(ckpt))
+        return saved
+
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpoint, "save", save_then_start_another)
+        assert main(args) == 0
+    assert second["rc"] == 1, second["err"]
+    assert second["err"].strip().splitlines()[-1] == (
+        f"adloco train: error: --checkpoints {ckpt}: another `adloco train` (pid {os.getpid()} "
+        f"on {socket.gethostname()}, writing --out {out}) is writing it; let it finish or stop "
+        "it before training into this folder (two trainers on one folder would mix their rounds)"
+    )
+    assert "Traceback" not in second["err"]
+    assert {r["round"] for r in second["rows"]} == {1}  # the second wrote no row
+    rows = read_rows(out)
+    assert read_rows(ckpt) == rows
+    keys = [(r["round"], r["trainer"]) for r in rows]
+    assert keys == sorted(set(keys)) and keys[-1][0] == 3  # ordered, each row once
+    assert main(two_runs("r", "0", tmp_path / "straight", tmp_path / "straight-ckpt")) == 0
+    assert without_wall_time(rows) == without_wall_time(read_rows(tmp_path / "straight"))
+    # The lock went with the first process: the same command now runs (a finished run, again).
+    assert main(args) == 0
+
+
+@pytest.mark.reliability("live curves")
+@pytest.mark.parametrize(
+    "live, clash",
+    [
+        ("out/live", "--live {live} is inside --out {out}"),
+        ("ckpt/live", "--live {live} is inside --checkpoints {ckpt}"),
+        ("out", "--live {live} is --out {out}"),
+        (".", "--out {out} is inside --live {live}"),
+    ],
+    ids=["in --out", "in --checkpoints", "is --out", "holds --out"],
+)
+def test_live_curves_among_the_outputs_are_refused_before_any_step(
+    two_runs, tmp_path, monkeypatch, capsys, live, clash
+):
+    out, ckpt, live = tmp_path / "out", tmp_path / "ckpt", tmp_path / live
+    from adloco.engine import run as run_module
+
+    monkeypatch.setattr(run_module, "make_engine", lambda *a, **k: pytest.fail("trained"))
+    assert main([*two_runs("r", "0", out, ckpt), "--live", str(live)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("adloco train: error: " + clash.format(live=live, out=out, ckpt=ckpt))
+    assert "give --live a folder of its own (logs/<experiment>/live/<run>/seed<seed>)" in err
+    assert not out.exists() and not ckpt.exists()  # nothing trained: no metrics rows

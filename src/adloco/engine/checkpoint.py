@@ -51,6 +51,7 @@ from pathlib import Path
 import torch
 
 import adloco
+from adloco.engine.checkpoint_lock import LOCK_NAME
 from adloco.io import (
     atomic_path,
     check_only_named,
@@ -227,6 +228,7 @@ def save(
     rank: int,
     world_size: int,
     barrier: Callable[[], None],
+    identity_: dict | None = None,
 ) -> Path:
     """Save round ``round_``: call on every rank; ``shared`` is given by rank 0 only.
 
@@ -262,6 +264,7 @@ def save(
                 "sha256": {name: _read_digest(round_dir / name) for name in files},
                 # Kept, so that a corrupt file of this round resumes from that one.
                 "previous": previous,
+                **({} if identity_ is None else {"identity": identity_}),
             },
         )
         kept = {round_dir.name, previous["dir"] if previous else None}
@@ -327,6 +330,7 @@ CHECKPOINT_FILES = (
     "round-[0-9]*/*.pt.sha256",
     ".*.tmp",
     "round-[0-9]*/.*.tmp",
+    LOCK_NAME,
 )
 
 
@@ -340,17 +344,20 @@ def check_folder(directory: str | Path, what: str = "--checkpoints") -> None:
 
 
 def set_aside(directory: str | Path) -> Path:
-    """Move a stale checkpoint folder to ``<folder>.stale`` (replacing an older one).
+    """Move a stale checkpoint to ``<folder>.stale`` (replacing an older one); return that.
 
     An existing ``<folder>.stale`` is deleted only when it holds nothing but a
     checkpoint's files: a user's own folder of that name is refused, named.
+    Only a run's own (checkpoint_identity); its lock file stays, the manifest moves first.
     """
     directory = Path(directory)
     stale = directory.with_name(directory.name + ".stale")
     check_only_named(stale, CHECKPOINT_FILES, "the stale checkpoint's place")
     shutil.rmtree(stale, ignore_errors=True)
-    os.replace(directory, stale)
-    directory.mkdir(parents=True)
+    stale.mkdir()
+    for old in sorted(directory.iterdir(), key=lambda p: (p.name != MANIFEST_NAME, p.name)):
+        if old.name != LOCK_NAME:
+            os.replace(old, stale / old.name)
     return stale
 
 

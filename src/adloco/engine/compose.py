@@ -17,6 +17,7 @@ import torch
 
 from adloco import clock
 from adloco.config import ClusterConfig, ModelConfig, RunSettings
+from adloco.engine import checkpoint_identity
 from adloco.engine.collective import LocalCollective
 from adloco.engine.driver import Driver, DriverSettings, run_fingerprint
 from adloco.engine.loop import RoundLoop
@@ -40,13 +41,16 @@ def build_engine(
     collective=None,
     resume_finished: bool = False,
     live_dir: str | Path | None = None,
+    experiment: str | None = None,
 ) -> Driver:
     """The driver of the run's round loop; ``run()`` resumes from the last checkpoint.
 
     ``model``: a base model resolved (:func:`adloco.base_model.start_model`, its
     ``base_sha256`` in the fingerprint); ``lr_keys``: where the run's inner and
     outer lr are written, for the message of a diverged round; ``live_dir``:
-    where the run's live curves go (:mod:`adloco.live_curves`).
+    where the run's live curves go (:mod:`adloco.live_curves`); ``experiment``:
+    the configuration's, which with the run's name and the seed says whose
+    checkpoints the folder holds (:func:`adloco.engine.checkpoint_identity.identity`).
     """
     comm = collective or LocalCollective()
     wall_clock = WallClock()
@@ -66,5 +70,6 @@ def build_engine(
         progress=progress,
         resume_finished=resume_finished,
         live_dir=None if live_dir is None else Path(live_dir),
+        identity=checkpoint_identity.identity(experiment, settings.name, seed),
     )
     return Driver(loop, comm, driver_settings, wall_clock)

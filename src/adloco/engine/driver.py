@@ -32,7 +32,7 @@ import torch
 from adloco import paths
 from adloco.clock import StepTimeCurve
 from adloco.config import ClusterConfig, ModelConfig, RunSettings, thaw
-from adloco.engine import checkpoint
+from adloco.engine import checkpoint, checkpoint_identity
 from adloco.engine.state import RunState, WallClock
 from adloco.engine.trainers import Trainer
 from adloco.live_curves import LiveCurves
@@ -112,6 +112,9 @@ class DriverSettings:
     # outputs of the seeds a killed job had finished.
     resume_finished: bool = False
     live_dir: Path | None = None  # the folder of the run's live curves (None: none)
+    # Whose checkpoints these are (checkpoint_identity.identity): recorded in
+    # each one; a folder holding another's is refused, never set aside (None: unchecked).
+    identity: dict | None = None
 
 
 class Driver:
@@ -213,14 +216,19 @@ class Driver:
             self.comm.rank,
             self.comm.world_size,
             barrier=lambda: self.loop.agree(f"when saving round {self.round}"),
+            identity_=self.settings.identity,
         )
 
     def load_checkpoint(self) -> bool:
         """Load the last complete round, if any; whether there was one.
 
-        A checkpoint of another configuration, run or seed cannot be resumed:
-        it is moved aside to ``<folder>.stale`` and the run starts over.
+        A checkpoint of this run under other settings or code (or finished)
+        cannot be resumed: it is moved aside to ``<folder>.stale`` and the run
+        starts over. One of another experiment, run or seed is refused
+        (``checkpoint_identity.ForeignCheckpointError``) and left as it is.
         """
+        if self.settings.identity is not None:
+            checkpoint_identity.check(self.ckpt_dir, self.settings.identity)
         try:
             saved = checkpoint.load(self.ckpt_dir, self.fingerprint, self.settings.resume_finished)
             stale = None

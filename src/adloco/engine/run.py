@@ -7,14 +7,19 @@ and a model card, :func:`adloco.hf_export.save_model_folder`) into the run
 folder. Checkpoints go to a separate folder (``--checkpoints``) that
 Snakemake does not remove when a job fails, so running the same command again
 after a kill resumes from the last complete round; once the outputs are written
-the folder is marked finished, and a new job trains the run again. Started by
+the folder is marked finished, and a new job trains the run again. Before any
+work it refuses a ``--live`` folder that is, holds or lies in ``--out`` or
+``--checkpoints``, a checkpoint folder holding another run's checkpoint, and a
+checkpoint folder another ``adloco train`` holds the lock of
+(:mod:`adloco.engine.checkpoint_lock`: one trainer per folder). Started by
 ``torchrun``, it joins the process group and spreads the node slots over the processes
-(:mod:`adloco.engine.distributed`); only rank 0 writes the run folder.
+(:mod:`adloco.engine.distributed`); only rank 0 writes the run folder and takes the lock.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import shutil
 from pathlib import Path
@@ -30,7 +35,7 @@ from adloco.calibration_record import (
 )
 from adloco.config import ClusterConfig, Config, RunSettings, check_subset_fraction, load_config
 from adloco.data.reader import TokenData
-from adloco.engine import checkpoint, distributed
+from adloco.engine import checkpoint, checkpoint_identity, checkpoint_lock, distributed
 from adloco.engine.compose import build_engine
 from adloco.engine.driver import Driver
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
@@ -89,7 +94,62 @@ def seeds_to_train(config: Config, args: argparse.Namespace) -> list[tuple[int, 
     ]  # fmt: skip
 
 
+def check_live_folder(args: argparse.Namespace) -> None:
+    """Refuse a ``--live`` that is, holds or lies in ``--out`` or ``--checkpoints``.
+
+    Checked before any work: live curves written into ``--out`` are files the
+    outputs' swap refuses after the last round (every round trained for
+    nothing), and inside ``--checkpoints`` they make that folder refused on
+    every later resume. With ``--seed all`` the seed folders lie under these
+    three, so the command's own paths decide.
+    """
+    live = getattr(args, "live", None)
+    if live is None:
+        return
+    where = paths.live_dir("<experiment>", "<run>", "<seed>")
+    for flag, other in (("--out", args.out), ("--checkpoints", args.checkpoints)):
+        mine, theirs = Path(live).resolve(), Path(other).resolve()
+        if mine == theirs:
+            clash = f"--live {live} is {flag} {other}"
+        elif mine.is_relative_to(theirs):
+            clash = f"--live {live} is inside {flag} {other}"
+        elif theirs.is_relative_to(mine):
+            clash = f"{flag} {other} is inside --live {live}"
+        else:
+            continue
+        raise ValueError(
+            f"{clash}: live curves are written while the run trains and would mix with "
+            f"its outputs or checkpoints; give --live a folder of its own ({where})"
+        )
+
+
+def claim_folders(
+    config: Config, args: argparse.Namespace, todo: list, locks: contextlib.ExitStack, writer: bool
+) -> None:
+    """Check every seed's folders before any training; the writer locks the checkpoint folders.
+
+    ``todo``: :func:`seeds_to_train`'s; ``locks`` holds the locks to the end of
+    the command. The folder's identity is checked again under the lock when the
+    engine loads it (:meth:`adloco.engine.driver.Driver.load_checkpoint`).
+    """
+    for seed, out, checkpoints in todo:
+        if checkpoints.resolve().is_relative_to(out.resolve()):
+            raise ValueError(
+                f"--checkpoints {checkpoints} is inside --out {out}: the outputs are replaced as "
+                "a whole and would take the checkpoints with them; put them beside it "
+                f"({paths.checkpoint_dir('<experiment>', '<run>', '<seed>')})"
+            )
+        check_replaceable(out, WRITER, "--out")
+        checkpoint.check_folder(checkpoints)
+        # Before the lock, which would write its holder into another run's folder.
+        mine = checkpoint_identity.identity(config.experiment, args.run, seed)
+        checkpoint_identity.check(checkpoints, mine)
+        if writer:
+            locks.enter_context(checkpoint_lock.lock(checkpoints, out))
+
+
 def run(args: argparse.Namespace) -> int:
+    check_live_folder(args)
     config = load_config(args.config)
     settings = config.run(args.run)
     # Every run of a base experiment starts from the verified base model.
@@ -105,43 +165,37 @@ def run(args: argparse.Namespace) -> int:
     collective = None
     launch = distributed.launch_env()
     todo = seeds_to_train(config, args)
-    for _, out, checkpoints in todo:  # before any training
-        if checkpoints.resolve().is_relative_to(out.resolve()):
-            raise ValueError(
-                f"--checkpoints {checkpoints} is inside --out {out}: the outputs are replaced as "
-                "a whole and would take the checkpoints with them; put them beside it "
-                f"({paths.checkpoint_dir('<experiment>', '<run>', '<seed>')})"
-            )
-        check_replaceable(out, WRITER, "--out")
-        checkpoint.check_folder(checkpoints)
-    try:
-        if launch is not None:
-            distributed.watch_launcher(launch)
-            device = distributed.compute_device(launch, device)
-            timeout_s = distributed.timeout_s(args.dist_timeout_s)
-            collective = distributed.init(cluster, launch, device, timeout_s)
-            log.info(
-                "rank %d of %d on %s, slots %s",
-                launch.rank,
-                launch.world_size,
-                device,
-                [s for s in range(len(collective.slot_owner)) if collective.owns(s)],
-            )
-        hub = hub_metadata(config)  # the final models' card metadata: the same for every seed
-        for seed, out, checkpoints in todo:
-            engine = make_engine(config, settings, start, seed, data, batches, checkpoints, args,
-                                 device=device, collective=collective,
-                                 resume_finished=len(todo) > 1)  # fmt: skip
-            # Before any step: the calibration was measured on the model just built.
-            check_calibrated_model(args.calibration, config.cluster, engine.loop.num_params,
-                                   data.seq_len_tokens)  # fmt: skip
-            command = seed_command(args, seed, out, checkpoints)
-            train_seed(engine, data, out, checkpoints, experiment=config.experiment,
-                       command=command, hub=hub)  # fmt: skip
-    except distributed.PeerFailure as exc:
-        # Leave without tearing the broken process group down: that could wait on the dead peer.
-        log.error("%s", exc)
-        return 1
+    with contextlib.ExitStack() as locks:  # the checkpoint folders' locks, to the end
+        claim_folders(config, args, todo, locks, writer=launch is None or launch.rank == 0)
+        try:
+            if launch is not None:
+                distributed.watch_launcher(launch)
+                device = distributed.compute_device(launch, device)
+                timeout_s = distributed.timeout_s(args.dist_timeout_s)
+                collective = distributed.init(cluster, launch, device, timeout_s)
+                log.info(
+                    "rank %d of %d on %s, slots %s",
+                    launch.rank,
+                    launch.world_size,
+                    device,
+                    [s for s in range(len(collective.slot_owner)) if collective.owns(s)],
+                )
+            hub = hub_metadata(config)  # the final models' card metadata: the same for every seed
+            for seed, out, checkpoints in todo:
+                engine = make_engine(config, settings, start, seed, data, batches, checkpoints,
+                                     args, device=device, collective=collective,
+                                     resume_finished=len(todo) > 1)  # fmt: skip
+                # Before any step: the calibration was measured on the model just built.
+                check_calibrated_model(args.calibration, config.cluster, engine.loop.num_params,
+                                       data.seq_len_tokens)  # fmt: skip
+                command = seed_command(args, seed, out, checkpoints)
+                train_seed(engine, data, out, checkpoints, experiment=config.experiment,
+                           command=command, hub=hub)  # fmt: skip
+        except distributed.PeerFailure as exc:
+            # Leave without tearing the broken process group down: that could wait on the
+            # dead peer.
+            log.error("%s", exc)
+            return 1
     distributed.shutdown()
     return 0
 
@@ -187,6 +241,7 @@ def make_engine(
         ),
         progress=not args.no_progress,
         live_dir=seed_live_dir(args, seed),
+        experiment=config.experiment,
         **options,
     )
 
@@ -224,7 +279,8 @@ def train_seed(
                       command=command, hub=hub)  # fmt: skip
         # Only now: a job killed before this point resumes; a new job on a
         # finished run (--forcerun, a changed input) trains it again.
-        checkpoint.mark_finished(checkpoints, {"out": str(out), "round": engine.round})
+        info = {"out": str(out), "round": engine.round, "identity": engine.settings.identity}
+        checkpoint.mark_finished(checkpoints, info)
 
 
 def write_outputs(
