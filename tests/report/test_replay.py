@@ -273,3 +273,99 @@ def test_a_replay_input_that_cannot_be_used_is_refused_in_one_line(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("adloco regimes: error: ") and message in line
     assert not (tmp_path / argv[argv.index("--out") + 1]).exists()
+
+
+# ------------------------------------------------------------------ the replay script
+def replay_script():
+    import importlib.util
+
+    path = Path(__file__).parents[2] / "scripts" / "replay-on-this-device.py"
+    spec = importlib.util.spec_from_file_location("replay_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root``, by relative path."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def timed_here(script, monkeypatch) -> list[list[str]]:
+    """The script's ``adloco calibrate`` writes MY_GPU as the measured curve; the rest runs."""
+    calls = []
+
+    def adloco(argv: list[str]) -> int:
+        calls.append(argv)
+        if argv[0] == "calibrate":
+            Path(argv[argv.index("--out") + 1]).write_text(json.dumps(MY_GPU))
+            return 0
+        return main(argv)
+
+    monkeypatch.setattr(script, "adloco", adloco)
+    return calls
+
+
+@pytest.mark.reliability("replay inputs")
+@pytest.mark.parametrize("name", ["../../../../x", "../..", "a/b", ".hidden", "my gpu", ""])
+def test_the_replay_script_refuses_a_name_that_is_not_one_and_writes_nothing(
+    name, engine_fixture, references_and_base, tmp_path, monkeypatch, capsys
+):
+    work = tmp_path / "work"
+    work.mkdir()
+    docs_layout(work, engine_fixture, references_and_base)
+    (work / "calibrate.yaml").write_text("the user's own file\n")
+    monkeypatch.chdir(work)
+    script = replay_script()
+    calls = timed_here(script, monkeypatch)
+    before = tree(tmp_path)
+    assert script.main(["--config", "config/config.yaml", "--kind", "cpu", "--name", name]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"replay-on-this-device: error: --name {name!r}: a device name holds "
+                           "only letters, digits, '-' and '_'"), line  # fmt: skip
+    assert "; choose another, e.g. --name " in line, line
+    assert tree(tmp_path) == before and calls == []
+
+
+@pytest.mark.reliability("replay inputs")
+def test_the_replay_script_writes_its_folder_whole_and_nothing_outside_it(
+    engine_fixture, references_and_base, tmp_path, monkeypatch, capsys
+):
+    from adloco.io import OWNED_LIST
+
+    work = tmp_path / "work"
+    work.mkdir()
+    docs_layout(work, engine_fixture, references_and_base)
+    config = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    config["experiment"], config["data"]["dataset"] = "default", "wiki-offline"  # the layout's
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(work)
+    script = replay_script()
+    calls = timed_here(script, monkeypatch)
+    before = tree(tmp_path)
+    args = ["--config", "config/config.yaml", "--kind", "cpu", "--name", "my-gpu"]
+    assert script.main(args) == 0
+    out = Path("results/default/replay/my-gpu")
+    after = tree(tmp_path)
+    prefix = f"work/{out.as_posix()}/"
+    assert {k: v for k, v in after.items() if not k.startswith(prefix)} == before
+    assert sorted(k.removeprefix(prefix) for k in after if k.startswith(prefix)) == [
+        OWNED_LIST, "calibrate.yaml", "my-gpu.json", f"regimes/{OWNED_LIST}",
+        "regimes/figures/regime_map.png", "regimes/figures/regimes.png", "regimes/regimes.csv",
+        "regimes/regimes.json",
+    ]  # fmt: skip
+    assert [c[0] for c in calls] == ["calibrate", "regimes"]
+    # Everything it ran wrote into a temporary folder beside --out, swapped in whole.
+    written = [Path(c[c.index("--out") + 1]) for c in calls]
+    assert all(p.parent.parent == out.parent and p.parent.name != out.name for p in written)
+    assert load_config(out / "calibrate.yaml").cluster.devices[0].step_time.model == "measured"
+    # A folder holding a file of the user's (their own calibrate.yaml): refused, untouched.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "calibrate.yaml").write_text("the user's own file\n")
+    before = tree(tmp_path)
+    capsys.readouterr()
+    assert script.main([*args, "--out", str(mine)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"replay-on-this-device: error: --out {mine}: holds 1 file(s) "), line
+    assert tree(tmp_path) == before and len(calls) == 2

@@ -4,12 +4,19 @@ Part of ``adloco report``, which calls :func:`compute_regimes` for its
 regime section, and the whole of the lighter ``adloco regimes`` command:
 it reads the configuration, the runs and the calibration (no variance, no
 data needed), takes devices and networks brought from elsewhere
-(:mod:`adloco.report.devices`), and writes into ``--out`` only
+(:mod:`adloco.report.devices`), and writes the folder ``--out``:
 ``regimes.csv``, ``regimes.json`` (the map's crossing lines, the brought
 devices and networks, what each sweep varies and what it cannot) and the
 figures ``figures/regimes.png`` and ``figures/regime_map.png``. Nothing is retrained: a
 GPU owner replays the default runs on a curve measured on their machine
 (docs/calibration.md, "Replaying the runs on your device").
+
+``--out`` is a folder of its own, written beside and swapped in whole
+(:func:`adloco.io.atomic_dir`): a failure or a kill part-way leaves the
+previous files together, never some of a new replay beside some of an old
+one. A folder another stage wrote is refused before any work, and so is one
+that is, or is inside, a report folder (:func:`check_not_in_report`): the
+report's ``regimes.csv`` would disagree with its page.
 
 Every sweep replays the passes the runs logged and their trajectory; what
 that cannot change is stated per sweep (:data:`SWEEPS`).
@@ -18,13 +25,14 @@ that cannot change is stated per sweep (:data:`SWEEPS`).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from adloco.config import ClusterConfig, Config, load_config
-from adloco.io import atomic_files, write_json_atomic
+from adloco.io import OWNED_LIST, atomic_dir, check_replaceable, write_json_atomic
 from adloco.paths import base_summary_file, device_calibration_file
 from adloco.report.claims import Comparison, fmt, tokens_to_target
 from adloco.report.devices import (
@@ -58,6 +66,12 @@ from adloco.report.summary import write_csv
 from adloco.report.targets import Ladder, build_ladder
 
 log = logging.getLogger(__name__)
+
+# The writer named in --out's manifest (adloco.io.check_replaceable).
+WRITER = "adloco regimes"
+# What adloco report writes into its folder, and the writer its manifest names.
+REPORT_SIGNS = ("index.html", "claims.json")
+REPORT_WRITER = "adloco report"
 
 # What cannot be replayed, whatever the sweep: the runs' passes and trajectory.
 HELD = (
@@ -259,7 +273,53 @@ def verdict_lines(regimes: Regimes, ladder: Ladder, cluster: ClusterConfig) -> l
     return lines
 
 
+def _written_by(folder: Path) -> str | None:
+    """The writer ``folder``'s manifest names, if it reads as one."""
+    try:
+        manifest = json.loads((folder / OWNED_LIST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return manifest.get("written_by") if isinstance(manifest, dict) else None
+
+
+def report_folder_of(out: Path) -> Path | None:
+    """The report folder that ``out`` is or is inside, if any.
+
+    A report folder holds the page and its claims (:data:`REPORT_SIGNS`), or
+    a manifest naming ``adloco report`` as its writer.
+    """
+    for folder in (out, *out.parents):
+        signs = all((folder / name).is_file() for name in REPORT_SIGNS)
+        if signs or _written_by(folder) == REPORT_WRITER:
+            return folder
+    return None
+
+
+def check_not_in_report(out: Path) -> None:
+    """Refuse an ``--out`` that is, or is inside, a folder ``adloco report`` wrote.
+
+    The report's ``regimes.csv`` and ``regimes.json`` are those of its page;
+    a replay written over them would make the table disagree with the page
+    that quotes it, and a folder added inside would be a file the report did
+    not write. The brought devices go onto the page by ``adloco report``'s
+    own ``--device``, ``--roofline`` and ``--network``.
+    """
+    folder = report_folder_of(out.resolve())
+    if folder is None:
+        return
+    where = "is" if folder == out.resolve() else f"is inside {folder},"
+    raise ValueError(
+        f"--out {out}: {where} a report folder adloco report wrote (index.html, "
+        "claims.json), whose regimes.csv must stay the one its page shows; write the replay "
+        "to a folder of its own (results/<experiment>/replay/<name>), or run adloco report "
+        "with the same --device, --roofline and --network to put them on the page"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    check_not_in_report(out)  # before any work
+    check_replaceable(out, WRITER, "--out")
     config = load_config(args.config)
     settings = ReportSettings.from_section(config.report)
     runs = load_runs(Path(args.runs), config)
@@ -271,11 +331,9 @@ def run(args: argparse.Namespace) -> int:
     ladder = build_ladder(runs, roles, settings, base, references)
     devices, networks = bring(config.cluster, cal_dir, args.device, args.roofline, args.network)
     regimes = compute_regimes(runs, roles, ladder, config, cal_dir, settings, devices, networks)
-    out = Path(args.out)
     drawn = draw_regimes(regimes, ladder.main)
-    # All or nothing: written beside --out, moved in once every file is written.
-    names = ["regimes.csv", "regimes.json", *(f"figures/{name}.png" for name in drawn)]
-    with atomic_files(out, names) as tmp:
+    # All or nothing: a new folder written beside --out and swapped in whole.
+    with atomic_dir(out, WRITER, "--out") as tmp:
         write_csv(tmp / "regimes.csv", REGIME_COLUMNS, regime_rows(regimes))
         write_json_atomic(tmp / "regimes.json", regimes.as_dict())
         write_figures(tmp / "figures", drawn)
