@@ -13,20 +13,26 @@ verdict turns on, and the claim's power warnings (a comparison it rests on
 whose test cannot reach the level or lacks power at the smallest effect). So
 the README cannot drift from the report it quotes.
 ``--check`` writes nothing and exits 1 when the block differs from what the
-report gives (the README then quotes another run).
+report gives (the README then quotes another run). A report it cannot read (no
+``claims.json`` or ``summary.csv``, a file that is not JSON, a key or a column
+missing, a value of another type) is one line naming the file and saying to
+write the report again, not a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
 import statistics
 import sys
 from pathlib import Path
 
+from adloco.io import read_json_object
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from doc_blocks import write_or_check  # noqa: E402
+
+PROGRAM = "readme-results"
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 COLUMNS = (
@@ -41,17 +47,33 @@ def _number(text: str) -> float | None:
     return float(text) if text not in ("", None) else None
 
 
+def write_again(report: Path) -> str:
+    """What to do about a report folder this script cannot read."""
+    return f"write the report again (adloco report --out {report})"
+
+
 def per_run(summary_csv: Path) -> dict[str, dict]:
     """Run -> its method, seeds and, per column, the values over seeds (in file order)."""
     runs: dict[str, dict] = {}
+    fix = write_again(summary_csv.parent)
+    if not summary_csv.is_file():
+        raise FileNotFoundError(f"{summary_csv}: not found; {fix}")
     with open(summary_csv, newline="") as fh:
-        for row in csv.DictReader(fh):
+        reader = csv.DictReader(fh)
+        needed = ["run", "seed", "method", *(key for key, _, _ in COLUMNS)]
+        missing = [key for key in needed if key not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{summary_csv}: no column {missing[0]!r}; {fix}")
+        for line, row in enumerate(reader, start=2):
             run = runs.setdefault(row["run"], {"method": row["method"], "seeds": []})
-            run["seeds"].append(int(row["seed"]))
-            for key, _, _ in COLUMNS:
-                value = _number(row[key])
-                if value is not None:
-                    run.setdefault(key, []).append(value)
+            try:
+                run["seeds"].append(int(row["seed"]))
+                for key, _, _ in COLUMNS:
+                    value = _number(row[key])
+                    if value is not None:
+                        run.setdefault(key, []).append(value)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{summary_csv}: line {line}: {exc}; {fix}") from None
     return runs
 
 
@@ -103,8 +125,22 @@ def rule_changes(claim: dict) -> list[str]:
 
 
 def block(report: Path) -> str:
-    doc = json.loads((report / "claims.json").read_text())
+    """The README's block from the report folder ``report``; one-line errors naming its file."""
+    path = report / "claims.json"
+    fix = write_again(report)
+    doc = read_json_object(path, f"{path}: not found; {fix}", fix=fix)
     runs = per_run(report / "summary.csv")
+    try:
+        return _block(report, doc, runs)
+    except KeyError as exc:
+        raise ValueError(f"{path}: no key {exc.args[0]!r}, which the block quotes; {fix}") from None
+    except (TypeError, AttributeError, ValueError) as exc:
+        raise ValueError(
+            f"{path}: a value of another type than adloco report writes ({exc}); {fix}"
+        ) from None
+
+
+def _block(report: Path, doc: dict, runs: dict[str, dict]) -> str:
     base = (doc.get("base") or {}).get("val_perplexity")
     gains = doc.get("gain_shares") or {}
     refs = doc.get("reference_perplexity") or {}
@@ -243,7 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readme", type=Path, default=Path("README.md"))
     ap.add_argument("--check", action="store_true", help="exit 1 when the README differs")
     args = ap.parse_args(argv)
-    return write_or_check(args.readme, block(args.report), BEGIN, END, args.report, args.check)
+    try:
+        text = block(args.report)
+    except (OSError, ValueError) as exc:
+        print(f"{PROGRAM}: error: {exc}", file=sys.stderr)
+        return 1
+    return write_or_check(args.readme, text, BEGIN, END, args.report, args.check)
 
 
 if __name__ == "__main__":

@@ -179,3 +179,53 @@ def test_the_workers_line_names_the_maps_effective_lr(report):
     (report / "claims.json").write_text(json.dumps(doc))
     text = readme_results.block(report)
     assert "1 × 16 96%, 4 × 4 11%, all at an effective peak inner lr of 0.00075;" in text
+
+
+def _without_verdict(doc: dict) -> None:
+    del doc["claims"][0]["verdict"]
+
+
+def _claims_as_text(doc: dict) -> None:
+    doc["claims"] = "supported"
+
+
+# (case, what is done to the report folder, the message after "<file>: ")
+BAD_REPORTS = [
+    ("no claims.json", lambda f: (f / "claims.json").unlink(), "claims.json", "not found"),
+    ("not JSON", lambda f: (f / "claims.json").write_text('{"claims": ['), "claims.json",
+     "not valid JSON ("),
+    ("a list", lambda f: (f / "claims.json").write_text("[]"), "claims.json",
+     "expected a JSON object"),
+    ("no verdict", _without_verdict, "claims.json", "no key 'verdict', which the block quotes"),
+    ("claims as text", _claims_as_text, "claims.json",
+     "a value of another type than adloco report writes ("),
+    ("no summary.csv", lambda f: (f / "summary.csv").unlink(), "summary.csv", "not found"),
+    ("no seed column", lambda f: (f / "summary.csv").write_text(
+        SUMMARY.replace(",seed,", ",seeds,")), "summary.csv", "no column 'seed'"),
+    ("a seed of text", lambda f: (f / "summary.csv").write_text(
+        SUMMARY.replace("adloco,1,", "adloco,one,")), "summary.csv", "line 3: invalid literal"),
+]  # fmt: skip
+
+
+@pytest.mark.reliability("messages")
+@pytest.mark.parametrize(
+    "case, damage, name, message", BAD_REPORTS, ids=[c[0] for c in BAD_REPORTS]
+)
+def test_a_report_it_cannot_read_is_one_line_naming_the_file_and_the_fix(
+    report, tmp_path, capsys, case, damage, name, message
+):
+    readme = tmp_path / "README.md"
+    text = f"# title\n{readme_results.BEGIN}\nold numbers\n{readme_results.END}\n"
+    readme.write_text(text)
+    if case in ("no verdict", "claims as text"):
+        doc = claims()
+        damage(doc)
+        (report / "claims.json").write_text(json.dumps(doc))
+    else:
+        damage(report)
+    for check in ([], ["--check"]):
+        assert readme_results.main([str(report), "--readme", str(readme), *check]) == 1
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"readme-results: error: {report / name}: {message}"), line
+        assert line.endswith(f"write the report again (adloco report --out {report})"), line
+        assert readme.read_text() == text
