@@ -52,7 +52,10 @@ CHECK_CHARS = 4
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 # What to do about files, or a whole folder, adloco may not replace.
 MOVE_OUT = "move them out, or choose a new or empty folder"
-MOVE_FOLDER = "move or delete the folder (adloco writes it again), or choose a new or empty folder"
+MOVE_FOLDER = (
+    "choose a new or empty folder, or, if it is an older adloco's output, move or delete it "
+    "(adloco writes it again)"
+)
 
 
 class ForeignFolderError(ValueError):
@@ -205,7 +208,9 @@ def _examples(names: list[str]) -> str:
     return ", ".join(names[:EXAMPLES_SHOWN]) + (", ..." if len(names) > EXAMPLES_SHOWN else "")
 
 
-def check_replaceable(path: str | Path, writer: str, what: str = "") -> None:
+def check_replaceable(
+    path: str | Path, writer: str, what: str = "", in_git: Iterable[str] = ()
+) -> None:
     """Refuse to replace ``path`` unless ``writer`` wrote every file in it.
 
     The rule: a missing folder, or one that holds nothing but the tools'
@@ -219,8 +224,12 @@ def check_replaceable(path: str | Path, writer: str, what: str = "") -> None:
     and so is a folder without one (a folder of the user's, or one an older
     adloco wrote before manifests named their writer: move or delete it). A
     file edited in place to the very same size passes: sizes are what adloco
-    can check without reading gigabytes of models at every run. ``what``
-    names the setting or argument that chose ``path``, for the message.
+    can check without reading gigabytes of models at every run. ``in_git``
+    names (relative paths, not patterns) the files of the stage that git keeps
+    (the report's ``metrics.json``): a clone holds them without the manifest,
+    and a checkout of another commit changes them, so they are accepted as
+    they are; git holds every committed version. ``what`` names the setting
+    or argument that chose ``path``, for the message.
     """
     path = Path(path)
     where = f"{what} {path}" if what else str(path)
@@ -230,46 +239,53 @@ def check_replaceable(path: str | Path, writer: str, what: str = "") -> None:
         raise ForeignFolderError(
             f"{where}: exists and is not a folder adloco wrote; choose a new or empty folder"
         )
-    present = [name for name in _files_in(path) if not _is_bookkeeping(name)]
+    problem = _ownership_problem(path, writer, set(in_git))
+    if problem is not None:
+        raise ForeignFolderError(f"{where}: {problem}")
+
+
+def _ownership_problem(path: Path, writer: str, in_git: set[str]) -> str | None:
+    """Why ``writer`` may not replace the folder ``path`` (:func:`check_replaceable`), or None."""
+    present = [n for n in _files_in(path) if not _is_bookkeeping(n) and n not in in_git]
     if not present:
-        return
+        return None
     manifest, why = _read_manifest(path)
-    others = [name for name in present if name != OWNED_LIST]
     if manifest is None and not why:
-        raise ForeignFolderError(
-            f"{where}: holds {len(present)} file(s) adloco did not write ({_examples(present)}) "
-            f"and no {OWNED_LIST}, adloco's list of what it wrote (a folder of yours, or the "
-            f"output of an adloco older than that list), which writing this output would "
-            f"delete; {MOVE_FOLDER}"
+        return (
+            f"holds {len(present)} file(s) adloco did not write ({_examples(present)}) and no "
+            f"{OWNED_LIST}, adloco's list of what it wrote (a folder of yours, or the output of "
+            f"an adloco older than that list), which writing this output would delete; "
+            f"{MOVE_FOLDER}"
         )
     if manifest is None:
-        raise ForeignFolderError(
-            f"{where}: its {OWNED_LIST} is not a list adloco wrote ({why}), so its "
-            f"{len(present)} file(s) ({_examples(present)}) are not known to be adloco's and "
-            f"writing this output would delete them; {MOVE_FOLDER}"
+        return (
+            f"its {OWNED_LIST} is not a list adloco wrote ({why}), so its {len(present)} "
+            f"file(s) ({_examples(present)}) are not known to be adloco's and writing this "
+            f"output would delete them; {MOVE_FOLDER}"
         )
+    others = [name for name in present if name != OWNED_LIST]
     if manifest["written_by"] != writer:
-        raise ForeignFolderError(
-            f"{where}: written by {manifest['written_by']}, not {writer} (its {OWNED_LIST}), "
-            f"so writing this output would delete another stage's output "
-            f"({_examples(others)}); choose another folder"
+        return (
+            f"written by {manifest['written_by']}, not {writer} (its {OWNED_LIST}), so writing "
+            f"this output would delete another stage's output ({_examples(others)}); choose "
+            "another folder"
         )
     listed = manifest["files"]
     foreign = [name for name in others if name not in listed]
     if foreign:
-        raise ForeignFolderError(
-            f"{where}: holds {len(foreign)} file(s) adloco did not write ({_examples(foreign)}), "
-            f"which writing this output would delete; {MOVE_OUT}"
+        return (
+            f"holds {len(foreign)} file(s) adloco did not write ({_examples(foreign)}), which "
+            f"writing this output would delete; {MOVE_OUT}"
         )
     changed = [name for name in others if _size_bytes(path / name) != listed[name]["size_bytes"]]
     if changed:
         name = changed[0]
-        raise ForeignFolderError(
-            f"{where}: {len(changed)} file(s) changed since {writer} wrote them "
-            f"({_examples(changed)}; {name} is {_size_bytes(path / name)} bytes, listed at "
-            f"{listed[name]['size_bytes']}), which writing this output would delete; "
-            f"{MOVE_OUT}"
+        return (
+            f"{len(changed)} file(s) changed since {writer} wrote them ({_examples(changed)}; "
+            f"{name} is {_size_bytes(path / name)} bytes, listed at "
+            f"{listed[name]['size_bytes']}), which writing this output would delete; {MOVE_OUT}"
         )
+    return None
 
 
 def check_only_named(path: str | Path, names: Iterable[str], what: str = "") -> None:
@@ -354,18 +370,20 @@ def _temporary_beside(path: Path) -> Path:
 
 
 @contextmanager
-def atomic_dir(path: str | Path, writer: str, what: str = "") -> Iterator[Path]:
+def atomic_dir(
+    path: str | Path, writer: str, what: str = "", in_git: Iterable[str] = ()
+) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; swap it into place on success.
 
     ``writer`` is the stage, ``"adloco <stage>"``. An existing ``path`` is
     replaced only if that stage wrote all of it (:func:`check_replaceable`,
-    with ``what``), checked before the work and again before the swap; the new
+    with ``what`` and ``in_git``), checked before the work and again before the swap; the new
     folder carries its manifest (:func:`manifest_of`). The old folder is moved
     to a temporary name of its own before the new one takes its place, so a
     swap killed between the two renames leaves it to the next write's clean-up.
     """
-    path = Path(path)
-    check_replaceable(path, writer, what)
+    path, in_git = Path(path), tuple(in_git)
+    check_replaceable(path, writer, what, in_git)
     tmp = _temporary_beside(path)
     try:
         with naming_output(path, tmp):
@@ -373,7 +391,7 @@ def atomic_dir(path: str | Path, writer: str, what: str = "") -> Iterator[Path]:
             write_manifest(tmp, writer)
             os.chmod(tmp, 0o777 & ~_umask())
             # Checked again: a folder that appeared or changed during the work.
-            check_replaceable(path, writer, what)
+            check_replaceable(path, writer, what, in_git)
         if path.exists():
             old = _new_temporary(path, folder=True)
             try:
@@ -421,14 +439,14 @@ def atomic_files(folder: str | Path, names: Iterable[str]) -> Iterator[Path]:
     """Yield a temporary folder beside ``folder``; on success move ``names`` from it there.
 
     For a stage that writes some files of a folder it does not own as a whole
-    (``adloco regimes`` into a replay folder or a report). ``names`` are
+    (none of the stages now: each writes whole folders). ``names`` are
     relative paths: each one written under the temporary folder replaces its
     namesake in ``folder``, and one not written is removed from ``folder`` (it
     would no longer match the others); nothing else in ``folder`` is touched.
     A failure while writing (a full disk) leaves ``folder`` as it was: the
     files are only moved in once all are written, by renames within one file
-    system, which need no space. A folder adloco wrote as a whole (a report)
-    has its manifest brought up to date (:func:`_relist`), so the stage that
+    system, which need no space. A folder adloco wrote as a whole has its
+    manifest brought up to date (:func:`_relist`), so the stage that
     wrote it may replace it again.
     """
     folder, names = Path(folder), list(names)

@@ -148,6 +148,11 @@ def report_figures_dir(experiment: str) -> Path:
     return report_dir(experiment) / "figures"
 
 
+# The report's files that git keeps (.gitignore lets them through): a clone holds
+# them before the report's manifest exists (adloco.io.check_replaceable's in_git).
+REPORT_FILES_IN_GIT = ("metrics.json", "median_curves.csv")
+
+
 def variance_summary_file(folder: str | Path) -> Path:
     """The variance stage's results in its folder (``--variance``)."""
     return Path(folder) / "variance.json"

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adloco import __version__
+from adloco import __version__, paths
 from adloco.config import ClusterConfig, Config, load_config
 from adloco.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.records import finite_or_none
@@ -444,7 +444,7 @@ def build_report(
     ``rooflines``, ``networks``: brought from elsewhere for the regime
     section (:mod:`adloco.report.devices`).
     """
-    check_replaceable(out_dir, WRITER, "--out")  # before any work
+    check_replaceable(out_dir, WRITER, "--out", paths.REPORT_FILES_IN_GIT)  # before any work
     inputs = read_inputs(config_path, runs_dir, calibration_dir, variance_dir, data_dir, base_dir)
     found = compute_findings(inputs, devices, rooflines, networks)
     drawn = draw_figures(inputs, found)
@@ -452,7 +452,7 @@ def build_report(
     doc = claims_document(inputs, found, page)
     # All or nothing: the folder is written beside the old one and swapped in at
     # the end, so a failure (a full disk) leaves the previous report whole.
-    with atomic_dir(out_dir, WRITER, "--out") as out:
+    with atomic_dir(out_dir, WRITER, "--out", paths.REPORT_FILES_IN_GIT) as out:
         curves = write_tables(out, inputs, found)
         write_json_atomic(out / "claims.json", doc)
         write_dvc_files(out, found.summary, found.claims, found.ladder.main, curves)

@@ -70,30 +70,32 @@ def config_args(argv: list[str]) -> list[str]:
     return _values(argv, CONFIG_OPTIONS)
 
 
-def directory_outputs(config: Config) -> list[tuple[Path, str, str]]:
+def directory_outputs(config: Config) -> list[tuple[Path, str, str, tuple[str, ...]]]:
     """Every folder the workflow declares as a ``directory()`` output, with the stage
-    that writes it and what names it: (folder, writer, name).
+    that writes it, what names it and the files of it git keeps: (folder, writer, name,
+    in git) (:func:`adloco.io.check_replaceable`).
 
     The report's ``figures/`` is listed in the manifest of the report's folder,
     which the report replaces as a whole: that folder is the one checked.
     """
     out = []
     if config.data.source == "offline-wiki":
-        out.append((Path(config.data.raw_dir), corpus.WRITER, "data.raw_dir"))
+        out.append((Path(config.data.raw_dir), corpus.WRITER, "data.raw_dir", ()))
     for run in config.runs:
         for seed in config.run_seeds(run):
             folder = paths.final_model_dir(paths.run_dir(config.experiment, run, seed))
-            out.append((folder, "adloco train", f"run {run} seed {seed}'s final model"))
+            out.append((folder, "adloco train", f"run {run} seed {seed}'s final model", ()))
     report = paths.report_dir(config.experiment)
-    out.append((report, "adloco report", "the report's folder (with its figures/)"))
+    what = "the report's folder (with its figures/)"
+    out.append((report, "adloco report", what, paths.REPORT_FILES_IN_GIT))
     return out
 
 
 def check_directory_outputs(config: Config) -> None:
     """Snakemake empties a ``directory()`` output before its job runs (``--forcerun``, a
     changed setting): refuse, before any job, one that holds a file adloco did not write."""
-    for folder, writer, what in directory_outputs(config):
-        check_replaceable(folder, writer, what)
+    for folder, writer, what, in_git in directory_outputs(config):
+        check_replaceable(folder, writer, what, in_git)
 
 
 def _problem(name: str) -> str | None:
