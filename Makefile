@@ -9,7 +9,7 @@ CORES ?= all
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint bench clean-results setup gpu-check gpu-check-prepare generated-check
+.PHONY: run test test-slurm lint bench clean-results setup gpu-check gpu-check-prepare generated-check
 
 setup: $(STAMP)
 
@@ -25,6 +25,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The SLURM profile on a real one-node SLURM started for the tests (as root; it
+# installs Debian's Slurm and munge when missing): tests/workflow/test_slurm_real.py.
+test-slurm: $(STAMP)
+	ADLOCO_SLURM_TESTS=1 $(PY) -m pytest -q -m slurm
 
 lint: $(STAMP)
 	ruff check src tests benchmarks scripts workflow/lib

@@ -68,7 +68,9 @@ def install() -> None:
         subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode != 0:
-            raise ClusterError(f"apt-get could not install {' '.join(PACKAGES)}: {done.stderr[-400:]}")
+            raise ClusterError(
+                f"apt-get could not install {' '.join(PACKAGES)}: {done.stderr[-400:]}"
+            )
 
 
 def program(name: str) -> str:
@@ -157,6 +159,11 @@ def start_munge(root: Path) -> None:
     """A munged on the default socket, its key and logs in ``root``, unless one runs already."""
     if munge_works():
         return
+    reach = subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", f"test -x '{root}'"])
+    if reach.returncode != 0:
+        raise ClusterError(
+            f"the munge user cannot enter {root}: choose a --dir whose folders others may enter"
+        )
     MUNGE_SOCKET.parent.mkdir(parents=True, exist_ok=True)
     shutil.chown(MUNGE_SOCKET.parent, "munge", "munge")
     munge = root / "munge"
@@ -187,6 +194,7 @@ def node_state(root: Path) -> str:
 
 
 def start(root: Path, with_install: bool) -> None:
+    """Start the cluster; on a failure part-way, stop what was started, then raise."""
     if os.geteuid() != 0:
         raise ClusterError("starting slurmd and munged needs root")
     if with_install:
@@ -197,12 +205,22 @@ def start(root: Path, with_install: bool) -> None:
             "the test cluster would replace; run the SLURM tests on a machine without one"
         )
     if root.exists() and any(root.iterdir()):
-        raise ClusterError(f"{root} is not empty: stop the cluster there first, or choose a new --dir")
+        raise ClusterError(
+            f"{root} is not empty: stop the cluster there first, or choose a new --dir"
+        )
     for sub in ("ctld", "d", "log"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "slurm.conf").write_text(slurm_conf(root, node_line()))
     SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
     SYSTEM_CONF.symlink_to(root / "slurm.conf")
+    try:
+        start_daemons(root)
+    except BaseException:
+        stop(root)
+        raise
+
+
+def start_daemons(root: Path) -> None:
     start_munge(root)
     _run([program("slurmctld")], root, "slurmctld")
     # Job steps inherit slurmd's niceness: the tests' jobs yield to interactive work.

@@ -105,35 +105,44 @@ def test_gpu_jobs_ask_for_one_gpu_of_the_model_and_cpu_jobs_for_none(slurm_jobs)
         assert "gpu_model" not in by_rule[rule][0]["resources"]
 
 
+# What the rules ask for cuda_config's jobs (workflow/lib/adloco_workflow/resources.py),
+# by hand: a training job feeds one GPU with 4 threads and holds 4000 MB plus the
+# simulated CPU device's memory (1 device x 1.0 GiB = 1024 MB); a day per seed.
+TRAIN_THREADS = 4
+TRAIN_MEM_MB = 4000 + 1024
+TRAIN_RUNTIME_MIN = 24 * 60
+
+
 def test_sbatch_commands_carry_account_partition_time_memory_cpus_and_gpus(slurm_jobs):
     profile = yaml.safe_load((ROOT / PROFILE / "config.yaml").read_text())
+    # The profile sets no resources of its own for a rule: they come from the preset.
+    assert "set-resources" not in profile and "set-threads" not in profile
     trains = [j for j in slurm_jobs if j["rule"] == "train"]
     assert len(trains) == 4  # 2 runs x 2 seeds
     for job in trains:
         command = sbatch_command(job)
         assert " -A proj-adloco " in command
         assert " -p gpu-short " in command
-        assert f" -t {profile['set-resources']['train']['runtime']} " in command
-        assert f" --mem {profile['set-resources']['train']['mem_mb']} " in command
-        assert f"--cpus-per-task={profile['set-threads']['train']}" in command
+        assert f" -t {TRAIN_RUNTIME_MIN} " in command
+        assert f" --mem {TRAIN_MEM_MB} " in command
+        assert f"--cpus-per-task={TRAIN_THREADS}" in command
         assert command.endswith(" --gpus=a100:1")
         assert "--gres" not in command
     tokenize = sbatch_command(next(j for j in slurm_jobs if j["rule"] == "tokenize"))
-    assert f" -t {profile['set-resources']['tokenize']['runtime']} " in tokenize
+    assert " -t 240 " in tokenize and " --mem 8000 " in tokenize  # workflow/rules/data.smk
     assert "--gpus" not in tokenize
 
 
 def test_the_dry_run_prints_the_threads_the_cluster_gives(slurm_jobs):
     # `snakemake -n --workflow-profile workflow/profiles/slurm` without --cores: every
-    # job's command gets the threads sbatch asks for (set-threads: train 8), not 1.
+    # job's command gets the threads sbatch asks for (train: 4 feeding its GPU), not 1.
     profile = yaml.safe_load((ROOT / PROFILE / "config.yaml").read_text())
-    threads = profile["set-threads"]["train"]
-    assert profile["cores"] >= threads
+    assert profile["cores"] >= TRAIN_THREADS
     trains = [j for j in slurm_jobs if j["rule"] == "train"]
     for job in trains:
-        assert job["resources"]["cpus_per_task"] == str(threads)
+        assert job["resources"]["cpus_per_task"] == str(TRAIN_THREADS)
         # One training process (cluster.processes_per_machine 1): it gets them all.
-        assert f" --threads {threads} " in job["shell"], job["shell"]
+        assert f" --threads {TRAIN_THREADS} " in job["shell"], job["shell"]
     # Every job that takes --threads is given the cores its sbatch asks for.
     threaded = [j for j in slurm_jobs if " --threads " in j.get("shell", "")]
     assert {j["rule"] for j in threaded} >= {"train", "calibrate", "variance"}
@@ -142,8 +151,19 @@ def test_the_dry_run_prints_the_threads_the_cluster_gives(slurm_jobs):
         assert given == int(job["resources"]["cpus_per_task"]), job
 
 
+def test_the_test_preset_fits_a_two_cpu_node(tmp_path):
+    # The test preset asks for little: every job fits the 2-CPU, 20 GB node of
+    # tests/workflow/test_slurm_real.py.
+    jobs = dry_run(ROOT / "config/test.yaml", ENV)
+    cluster_jobs = [j for j in jobs if j["rule"] not in ("default", "all", "report")]
+    assert {j["rule"] for j in cluster_jobs} >= {"tokenize", "calibrate", "train", "variance"}
+    for job in cluster_jobs:
+        assert int(job["resources"]["cpus_per_task"]) <= 2, job
+        assert int(job["resources"]["mem_mb"]) <= 20_000, job
+
+
 def test_cores_on_the_command_line_cut_threads_as_snakemake_documents(tmp_path):
-    # --cores overrides the profile's: a job's threads are cut to it (train: 8 -> 2).
+    # --cores overrides the profile's: a job's threads are cut to it (train: 4 -> 2).
     jobs = dry_run(cuda_config(tmp_path), ENV, "--cores", "2")
     train = next(j for j in jobs if j["rule"] == "train")
     assert train["resources"]["cpus_per_task"] == "2" and " --threads 2 " in train["shell"]

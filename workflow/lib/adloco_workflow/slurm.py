@@ -64,7 +64,7 @@ class PartitionLimits:
     max_time_min: float  # inf: no limit
 
 
-def _minutes(limit: str) -> float:
+def minutes(limit: str) -> float:
     """SLURM's time limit (``infinite``, ``MM``, ``HH:MM:SS``, ``D-HH:MM:SS``) in minutes."""
     if limit in ("infinite", "UNLIMITED", "n/a", ""):
         return float("inf")
@@ -97,7 +97,7 @@ def partition_limits(
         name=rows[0][0].rstrip("*"),
         cpus=max(int(r[1].rstrip("+")) for r in rows),
         memory_mb=max(int(r[2].rstrip("+")) for r in rows),
-        max_time_min=max(_minutes(r[3]) for r in rows),
+        max_time_min=max(minutes(r[3]) for r in rows),
     )
 
 

@@ -1,0 +1,324 @@
+"""The SLURM profile on a real SLURM: a one-node cluster started for these tests.
+
+``make test-slurm`` runs them (``.ci/run`` does, after the suite): as root, it
+installs Debian's Slurm and munge when missing and starts a private one-node
+cluster describing this machine (scripts/slurm-test-cluster.py: its CPUs and
+memory, no accounting). Then, with the profile as a user types it:
+
+* the test preset runs through ``sbatch`` end to end: every job but the local
+  report is a SLURM job, each asking SLURM (read back with ``scontrol show job``)
+  for the CPUs, memory and time its rule declares, and the results equal a local
+  run's but for wall times (scripts/compare-results.py);
+* a training job cancelled mid-run with ``scancel`` is resubmitted by the profile
+  and resumes from its checkpoint, to the metrics of an uninterrupted run;
+* a preset whose training job no node can hold is refused before anything is
+  submitted, with SLURM's reason;
+* a 2-task ``sbatch`` (``srun`` starting one torchrun agent a task, rendezvous on
+  the allocation's first node) trains the test preset's DiLoCo run to the metrics
+  of one process at one thread a rank.
+
+Elsewhere (no root, no packages, a machine with its own /etc/slurm/slurm.conf)
+they are skipped with the reason; under CI (``CI`` set) they fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from test_pipeline_wiring import BIN, make_copy
+from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
+
+from adloco_workflow.slurm import minutes, status_command
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+CLUSTER = ROOT / "scripts/slurm-test-cluster.py"
+PROFILE = "workflow/profiles/slurm"
+ENABLE = "ADLOCO_SLURM_TESTS"
+PIPELINE_TIMEOUT_S = 1200
+# Rounds of the cancelled run: long enough (about 0.1 s a round here) to cancel it
+# part-way, short enough to keep the step in its minutes.
+CANCEL_ROUNDS = 150
+TIME_KEYS = ("wall_time_s", "step_time_measured", "train_seconds")
+MEASURED = re.compile(r"pass time by micro-batch [^<]*")
+# Two ranks reduce the validation sums in another order than one process: equal
+# to one process within these (tests/engine/test_distributed.py's tolerances).
+REL_TOL, ABS_TOL = 1e-5, 1e-7
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if os.environ.get(ENABLE) != "1":
+        pytest.skip(f"real-SLURM tests run with `make test-slurm` ({ENABLE}=1; as root)")
+    # Not under pytest's private tmp folder: munged runs as the munge user, who
+    # must reach its key and log in the cluster's folder.
+    root = Path(tempfile.mkdtemp(prefix="adloco-slurm-"))
+    root.chmod(0o755)
+    started = subprocess.run(
+        [sys.executable, str(CLUSTER), "start", "--install", "--dir", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if started.returncode != 0:
+        reason = started.stderr.strip() or started.stdout.strip()
+        if os.environ.get("CI"):
+            pytest.fail(f"SLURM could not be started under CI: {reason}")
+        pytest.skip(reason)
+    env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
+    try:
+        yield SimpleNamespace(root=root, env=env)
+    finally:
+        subprocess.run(
+            [sys.executable, str(CLUSTER), "stop", "--dir", str(root)], timeout=120, check=False
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def slurm(args: list[str], env: dict[str, str]) -> str:
+    return subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def jobs_in(workdir: Path, env: dict[str, str]) -> list[dict[str, str]]:
+    """Every job SLURM still shows (MinJobAge 10 minutes) that ran in ``workdir``."""
+    out = slurm(["scontrol", "show", "job", "-o"], env)
+    jobs = []
+    for line in out.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if fields.get("WorkDir") == str(workdir):
+            jobs.append(fields)
+    return jobs
+
+
+def megabytes(memory: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([MGT]?)", memory).groups()
+    return int(number) * {"": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[unit]
+
+
+def snakemake(work: Path, env: dict[str, str], *args: str, timeout: int = PIPELINE_TIMEOUT_S):
+    return subprocess.run(
+        [SNAKEMAKE, *args], cwd=work, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory):
+    work, env = make_copy(tmp_path_factory.mktemp("on-slurm"), fake=False)
+    env = {**env, **{k: v for k, v in cluster.env.items() if k == "SLURM_CONF"}}
+    done = snakemake(work, env, "--workflow-profile", PROFILE, "--configfile", "config/test.yaml")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    return SimpleNamespace(work=work, env=env, log=done.stdout + done.stderr)
+
+
+def test_every_cluster_job_asks_slurm_for_what_its_rule_declares(slurm_run):
+    dry = subprocess.run(
+        [SNAKEMAKE, "-n", "--forceall", "--workflow-profile", PROFILE]
+        + ["--configfile", "config/test.yaml"],
+        cwd=slurm_run.work,
+        env=slurm_run.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    declared: dict[str, list[tuple[int, int, float]]] = {}
+    for job in parse_dry_run(dry.stdout + dry.stderr):
+        if job["rule"] in ("default", "all", "report"):
+            continue  # the targets, and the report (a local rule)
+        r = job["resources"]
+        asks = (int(r["cpus_per_task"]), int(r["mem_mb"]), float(r["runtime"]))
+        declared.setdefault(job["rule"], []).append(asks)
+    submitted: dict[str, list[tuple[int, int, float]]] = {}
+    for job in jobs_in(slurm_run.work, slurm_run.env):
+        rule = job["Comment"].removeprefix("rule_").split("_wildcards_")[0]
+        asks = (
+            int(job["CPUs/Task"]),
+            megabytes(job["MinMemoryNode"]),
+            minutes(job["TimeLimit"]),
+        )
+        submitted.setdefault(rule, []).append(asks)
+        assert job["JobState"] == "COMPLETED", job
+    assert {k: sorted(v) for k, v in submitted.items()} == {
+        k: sorted(v) for k, v in declared.items()
+    }
+    # The preset asks for little: every request fits this machine's one node.
+    node = slurm(["sinfo", "-h", "-N", "-o", "%c %m"], slurm_run.env).split()
+    for asks in (a for v in submitted.values() for a in v):
+        assert asks[0] <= int(node[0]) and asks[1] <= int(node[1])
+    # Accounting is off: the profile reads job states from squeue (sacct answers nothing).
+    assert status_command(slurm_run.env) == "squeue"
+
+
+def test_the_results_equal_a_local_run_but_for_wall_times(slurm_run, tmp_path):
+    work, env = make_copy(tmp_path / "local", fake=False)
+    done = snakemake(work, env, "--cores", "2", "--configfile", "config/test.yaml")
+    assert done.returncode == 0, done.stderr[-4000:]
+    local, on_slurm = work / "results/test", slurm_run.work / "results/test"
+    compared = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/compare-results.py"), str(local), str(on_slurm)]
+        + ["--skip", "checkpoints/*", "--skip", "*.log", "--skip", "report/index.html"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    # The page also quotes the pass times calibration measured (a timing of this
+    # machine, different in every run): equal once they are left out.
+    pages = [(d / "report/index.html").read_text() for d in (local, on_slurm)]
+    assert MEASURED.sub("", pages[0]) == MEASURED.sub("", pages[1])
+    assert len(MEASURED.findall(pages[0])) >= 1
+    assert (slurm_run.work / "results/test/report/index.html").stat().st_size > 0
+    # SLURM's own log of each job is kept (the profile keeps successful jobs' logs).
+    assert list((slurm_run.work / "logs/slurm").glob("rule_train*/*.log"))
+
+
+def rows_without_time(path: Path) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in TIME_KEYS} for row in rows]
+
+
+def long_config(work: Path, rounds: int) -> str:
+    config = yaml.safe_load((work / "config/test.yaml").read_text())
+    config["train"]["max_rounds"] = rounds
+    (work / "config/test-long.yaml").write_text(yaml.safe_dump(config))
+    return "config/test-long.yaml"
+
+
+def test_a_cancelled_training_job_resumes_from_its_checkpoint(slurm_run, tmp_path):
+    work, env = slurm_run.work, slurm_run.env
+    config = long_config(work, CANCEL_ROUNDS)
+    target = "results/test/runs/diloco/seed0/summary.json"
+    checkpoints = work / "results/test/checkpoints/diloco/seed0"
+    shutil.rmtree(checkpoints)  # the short run's finished checkpoint: another configuration
+    # The target first: after --configfile, Snakemake reads it as a second file.
+    command = [target, "--workflow-profile", PROFILE, "--configfile", config]
+    proc = subprocess.Popen(
+        [SNAKEMAKE, *command],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while (
+            len(list(checkpoints.glob("round-*"))) < 1
+            or not (checkpoints / "checkpoint.json").exists()
+        ):
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "no checkpoint within 10 minutes"
+            time.sleep(0.1)
+        running = [j for j in jobs_in(work, env) if j["JobState"] == "RUNNING"]
+        assert len(running) == 1, running
+        slurm(["scancel", running[0]["JobId"]], env)
+        out, _ = proc.communicate(timeout=PIPELINE_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    if proc.returncode != 0:  # the profile's retry failed too: the same command again
+        again = snakemake(work, env, *command)
+        out += again.stdout + again.stderr
+        assert again.returncode == 0, out[-6000:]
+    train_log = (work / "logs/test/train/diloco/seed0.log").read_text()
+    assert "resuming" in train_log.lower(), train_log[-3000:]
+    states = {j["JobId"]: j["JobState"] for j in jobs_in(work, env)}
+    assert "CANCELLED" in states.values(), states
+
+    # The same run uninterrupted, in one process on this machine.
+    ref = tmp_path / "ref"
+    args = [str(BIN / "adloco"), "train", "--config", str(work / config)]
+    args += ["--run-name", "diloco", "--seed", "0"]
+    args += ["--data", str(work / "data/tokenized/test-tiny")]
+    args += ["--calibration", str(work / "results/test/calibration")]
+    args += ["--base", str(work / "results/test/base")]
+    args += ["--out", str(ref / "out"), "--checkpoints", str(ref / "ck"), "--threads", "1"]
+    subprocess.run(args, cwd=work, check=True, capture_output=True, timeout=600)
+    got = work / "results/test/runs/diloco/seed0"
+    assert rows_without_time(got / "metrics.jsonl") == rows_without_time(ref / "out/metrics.jsonl")
+    summary = json.loads((got / "summary.json").read_text())
+    assert summary["rounds"] < CANCEL_ROUNDS or summary["rounds"] == CANCEL_ROUNDS
+    assert (
+        summary["final_val_perplexity"]
+        == json.loads((ref / "out/summary.json").read_text())["final_val_perplexity"]
+    )
+
+
+def test_a_job_no_node_can_hold_is_refused_before_anything_is_submitted(slurm_run):
+    work, env = slurm_run.work, slurm_run.env
+    config = yaml.safe_load((work / "config/test.yaml").read_text())
+    node_mb = int(slurm(["sinfo", "-h", "-N", "-o", "%m"], env).split()[0])
+    # Simulated CPU devices live in the training job's memory: make them outgrow the node.
+    config["experiment"] = "too-big"
+    config["cluster"]["devices"][0]["memory_gib"] = round(node_mb / 1024, 1)
+    (work / "config/too-big.yaml").write_text(yaml.safe_dump(config))
+    before = {j["JobId"] for j in jobs_in(work, env)}
+    done = snakemake(
+        work, env, "--workflow-profile", PROFILE, "--configfile", "config/too-big.yaml", timeout=300
+    )
+    text = done.stdout + done.stderr
+    assert done.returncode != 0, text[-3000:]
+    assert "Reason=PartitionConfig" in text and f"its largest node has {node_mb}" in text, text
+    assert {j["JobId"] for j in jobs_in(work, env)} == before  # nothing submitted
+    assert "Traceback" not in text
+
+
+TWO_TASKS = """#!/bin/bash
+#SBATCH --job-name=adloco-2tasks --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1
+#SBATCH --mem=4000 --time=00:20:00 --output={out}/slurm-%j.out
+# docs/distributed.md's SLURM recipe: one torchrun agent a task, c10d rendezvous
+# on the allocation's first node; each rank one thread.
+head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+srun --kill-on-bad-exit=1 {bin}/torchrun --nnodes "$SLURM_NTASKS" --nproc_per_node 1 \\
+    --rdzv-backend c10d --rdzv-endpoint "$head:{port}" --rdzv-id "$SLURM_JOB_ID" \\
+    -m adloco train --config config/test.yaml --run-name diloco --seed 0 \\
+    --data data/tokenized/test-tiny --calibration results/test/calibration \\
+    --base results/test/base --out {out}/run --checkpoints {out}/ck --threads 1
+"""
+
+
+def test_two_slurm_tasks_train_like_one_process(slurm_run, tmp_path):
+    import socket
+
+    work, env = slurm_run.work, slurm_run.env
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "two-tasks.sbatch"
+    script.write_text(TWO_TASKS.format(out=tmp_path, bin=BIN, port=port))
+    submitted = slurm(["sbatch", "--parsable", "--wait", str(script)], {**env, "PWD": str(work)})
+    job = submitted.strip().split(";")[0]
+    log = next(tmp_path.glob("slurm-*.out")).read_text()
+    fields = dict(
+        f.split("=", 1)
+        for f in slurm(["scontrol", "show", "job", "-o", job], env).split()
+        if "=" in f
+    )
+    assert fields["JobState"] == "COMPLETED" and fields["NumTasks"] == "2", log[-3000:]
+    one = work / "results/test/runs/diloco/seed0"
+    two = tmp_path / "run"
+    got, want = rows_without_time(two / "metrics.jsonl"), rows_without_time(one / "metrics.jsonl")
+    assert len(got) == len(want) and [r.keys() for r in got] == [r.keys() for r in want]
+    for row_got, row_want in zip(got, want, strict=True):
+        for key, value in row_want.items():
+            if isinstance(value, float):
+                assert row_got[key] == pytest.approx(value, rel=REL_TOL, abs=ABS_TOL), key
+            else:
+                assert row_got[key] == value, key
+    # Both ranks took part: each round's checkpoint holds a file per rank.
+    last = sorted((tmp_path / "ck").glob("round-*"))[-1]
+    assert sorted(p.name for p in last.glob("rank-*.pt")) == ["rank-00000.pt", "rank-00001.pt"]
