@@ -252,6 +252,18 @@ def _dvc_params_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _dvc_check_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", default="params.yaml", help="the file dvc.yaml reads (default: params.yaml)"
+    )
+    parser.add_argument(
+        "--apply",
+        action="store_true",
+        help="also refuse uncommitted edits of files git tracks that no experiment holds "
+        "(before `dvc exp apply`, which replaces them)",
+    )
+
+
 @dataclass(frozen=True)
 class Stage:
     module: str  # imported only when the stage runs; exposes run(args) -> int
@@ -362,6 +374,15 @@ STAGES: dict[str, Stage] = {
         "did not write is refused, never replaced.",
         _dvc_params_args,
         out_files=("out",),
+    ),
+    "dvc-check": Stage(
+        "adloco.dvc_check",
+        "refuse, before DVC runs, files of yours that DVC would delete from output folders",
+        "Check every output folder of params.yaml's stages as the stage itself does before "
+        "it replaces one (each file listed in adloco's manifest there) and refuse, naming "
+        "the files, where one holds anything else: dvc repro, dvc exp run, dvc exp apply "
+        "and dvc checkout delete such files before any stage runs. Run it first.",
+        _dvc_check_args,
     ),
 }
 

@@ -551,3 +551,175 @@ def test_experiments_rerun_only_the_stages_their_settings_reach(pipeline):
     (shown,) = plots["data"]["perplexity-by-tokens"]
     lines = {(v["rev"], v["run"]) for v in shown["content"]["data"]["values"]}
     assert lines == {(rev, run) for rev in ("HEAD", "diloco-lr") for run in ("diloco", "adloco")}
+
+
+# ---------------------------------------------------------------- what DVC deletes
+# A user's files in the stages' output folders and an uncommitted edit of
+# params.yaml, under the three commands that met them (docs/workflow.md, DVC,
+# "What DVC deletes"): what adloco dvc-check names first, what the persistent
+# folders keep for adloco's own refusal, and what DVC deletes all the same, so
+# that the page stays true when DVC changes.
+REPORT, VARIANCE = paths.report_dir("test"), paths.variance_dir("test")
+SEED_FILE = paths.run_dir("test", "adloco", 0) / "mine.txt"  # a persistent folder's seed
+RUN_FILE = paths.run_seeds_dir("test", "adloco") / "notes.md"  # beside the seed folders
+FIGURE_FILE = paths.report_figures_dir("test") / "mine.png"  # a folder output, not persistent
+TOKENIZED_FILE = paths.tokenized_dir("test-tiny") / "mine.txt"  # the same
+REPORT_NOTE = REPORT / "note.md"  # a folder whose outputs are files
+VARIANCE_NOTE = VARIANCE / "note.md"  # the same
+OUTSIDE = paths.experiment_dir("test") / "notes.md"  # in no output folder
+HAND_EDIT = ("  confidence: 0.95\n", "  confidence: 0.9\n")  # of params.yaml, uncommitted
+
+
+def attempt(*cmd: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        cmd, cwd=cwd, env=TOOLS_ENV, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+USER_FILES = (SEED_FILE, RUN_FILE, FIGURE_FILE, TOKENIZED_FILE, REPORT_NOTE, VARIANCE_NOTE, OUTSIDE)
+
+
+def restored(work: Path) -> Path:
+    """``work`` as committed: git's files, and DVC's outputs as dvc.lock records them."""
+    for name in USER_FILES:  # what a test before left, had it failed
+        (work / name).unlink(missing_ok=True)
+    sh("git", "checkout", "-q", "HEAD", "--", ".", cwd=work)
+    sh(DVC, "checkout", "--force", cwd=work)
+    assert json.loads(sh(DVC, "status", "--json", cwd=work)) == {}
+    return work
+
+
+def leave(work: Path, *files: Path, edit: tuple[str, str] = HAND_EDIT) -> None:
+    """A user's files, and the hand edit of params.yaml."""
+    for name in files:
+        (work / name).write_text(f"{name}, the user's\n")
+    params = (work / CONFIG_FILE).read_text()
+    assert params.count(edit[0]) == 1
+    (work / CONFIG_FILE).write_text(params.replace(*edit))
+
+
+def named_by_dvc_check(work: Path, monkeypatch) -> list[Path]:
+    """The files of USER_FILES that `adloco dvc-check` names, each with the folder that holds it."""
+    from adloco.config import load_config
+    from adloco.dvc_check import foreign_files
+
+    monkeypatch.chdir(work)
+    problems = foreign_files(load_config(CONFIG_FILE))
+    return [
+        name
+        for name in USER_FILES
+        if any(
+            f"{folder}: holds" in problem and str(name.relative_to(folder)) in problem
+            for problem in problems
+            for folder in name.parents
+        )
+    ]
+
+
+def kept(work: Path, *files: Path) -> dict[str, bool]:
+    return {str(name): (work / name).is_file() for name in files}
+
+
+@pytest.mark.slow
+@pytest.mark.reliability("dvc")
+def test_repro_force_keeps_persistent_folders_for_adlocos_refusal(pipeline, monkeypatch):
+    work = restored(pipeline)
+    files = (SEED_FILE, RUN_FILE, FIGURE_FILE, REPORT_NOTE)  # in USER_FILES' order
+    leave(work, *files)
+    assert named_by_dvc_check(work, monkeypatch) == list(files)
+    # The run's folder persists: DVC keeps both files, adloco train refuses the one
+    # in a folder it replaces before any training, and the other stays beside it.
+    result = attempt(DVC, "repro", "-f", "-s", "train@adloco", cwd=work)
+    assert result.returncode != 0
+    assert (
+        f"adloco train: error: --out {SEED_FILE.parent}: holds 1 file(s) adloco did not write "
+        "(mine.txt)" in result.stdout + result.stderr
+    )
+    # The report's figures are a folder output that is not persistent (the
+    # stage keeps its run cache): DVC deletes the file before the stage runs,
+    # and adloco report refuses the note DVC leaves in the folder of its files.
+    result = attempt(DVC, "repro", "-f", "-s", "report", cwd=work)
+    assert result.returncode != 0
+    assert "adloco report: error: --out results/test/report: holds 1 file(s) adloco did not " \
+           "write (note.md)" in result.stdout + result.stderr  # fmt: skip
+    assert kept(work, *files) == {
+        str(SEED_FILE): True, str(RUN_FILE): True, str(FIGURE_FILE): False, str(REPORT_NOTE): True
+    }  # fmt: skip
+    assert HAND_EDIT[1] in (work / CONFIG_FILE).read_text()  # repro never writes params.yaml
+    # A stage in the run cache is checked out instead of run: the same deletion.
+    (work / TOKENIZED_FILE).write_text("mine\n")
+    log = sh(DVC, "repro", "-s", "tokenize", cwd=work)
+    assert "Stage 'tokenize' is cached - skipping run, checking out outputs" in log
+    assert not (work / TOKENIZED_FILE).exists()
+    restored(work)
+
+
+@pytest.mark.slow
+@pytest.mark.reliability("dvc")
+def test_exp_run_deletes_files_in_every_folder_output_even_of_stages_it_skips(
+    pipeline, monkeypatch
+):
+    work = restored(pipeline)
+    files = (SEED_FILE, RUN_FILE, FIGURE_FILE, TOKENIZED_FILE, VARIANCE_NOTE, OUTSIDE)
+    leave(work, *files)
+    assert named_by_dvc_check(work, monkeypatch) == list(files[:-1])  # not the one outside
+    # Run in a copy of the repository, an experiment leaves the workspace alone.
+    sh(DVC, "exp", "run", "--temp", "-n", "in-a-copy", "-S", "snakemake.train_jobs=run", cwd=work)
+    assert all(kept(work, *files).values())
+    params = yaml.safe_load((work / CONFIG_FILE).read_text())
+    assert (params["report"]["confidence"], params["snakemake"]["train_jobs"]) == (0.9, "seed")
+    # No stage reads the snakemake section; the hand edit re-runs the report alone.
+    log = sh(DVC, "exp", "run", "-n", "user-files", "-S", "snakemake.train_jobs=run", cwd=work)
+    assert set(re.findall(r"Running stage '([^']+)'", log)) == {"report"}
+    # DVC first checks out every output as dvc.lock records it: files in folder
+    # outputs go, persistent ones and those of stages that do not run included;
+    # a folder whose outputs are files, and what lies outside, keep theirs.
+    assert kept(work, *files) == {
+        str(SEED_FILE): False, str(RUN_FILE): False, str(FIGURE_FILE): False,
+        str(TOKENIZED_FILE): False, str(VARIANCE_NOTE): True, str(OUTSIDE): True,
+    }  # fmt: skip
+    # The uncommitted edit is the experiment's, with -S's.
+    params = yaml.safe_load((work / CONFIG_FILE).read_text())
+    assert (params["report"]["confidence"], params["snakemake"]["train_jobs"]) == (0.9, "run")
+    (work / VARIANCE_NOTE).unlink()
+    (work / OUTSIDE).unlink()
+    restored(work)
+
+
+@pytest.mark.slow
+@pytest.mark.reliability("dvc")
+def test_exp_apply_replaces_an_uncommitted_edit_and_deletes_files(pipeline, monkeypatch):
+    from adloco.dvc_check import unsaved_edits
+
+    work = restored(pipeline)
+    sh(DVC, "exp", "run", "-n", "to-apply", "-S", "snakemake.train_jobs=run", cwd=work)
+    assert unsaved_edits(work) == []  # the workspace holds the experiment's files
+    restored(work)
+    files = (SEED_FILE, FIGURE_FILE, REPORT_NOTE)
+    # A value of no experiment (the queued one of confidence 0.9 holds HAND_EDIT's file).
+    leave(work, *files, edit=(HAND_EDIT[0], "  confidence: 0.85\n"))
+    edited = (work / CONFIG_FILE).read_text()
+    assert unsaved_edits(work) == [CONFIG_FILE]
+    assert named_by_dvc_check(work, monkeypatch) == [SEED_FILE, FIGURE_FILE, REPORT_NOTE]
+    # dvc exp branch leaves the workspace alone, and git refuses to check the
+    # branch out over the edit.
+    sh(DVC, "exp", "branch", "to-apply", "to-apply-branch", cwd=work)
+    assert attempt("git", "checkout", "-q", "to-apply-branch", cwd=work).returncode != 0
+    assert (work / CONFIG_FILE).read_text() == edited
+    assert all(kept(work, *files).values())
+    # dvc checkout asks first (and refuses without a terminal), naming the files.
+    result = attempt(DVC, "checkout", cwd=work)
+    assert "Can't remove the following unsaved files without confirmation" in result.stderr
+    assert str(work / SEED_FILE) in result.stderr and all(kept(work, *files).values())
+    # dvc exp apply replaces the edit with the experiment's file, saved only in
+    # refs/exps/apply/stash (until the next apply), and empties folder outputs,
+    # persistent ones too; a folder whose outputs are files keeps the note.
+    sh(DVC, "exp", "apply", "to-apply", cwd=work)
+    params = yaml.safe_load((work / CONFIG_FILE).read_text())
+    assert (params["report"]["confidence"], params["snakemake"]["train_jobs"]) == (0.95, "run")
+    assert sh("git", "show", f"refs/exps/apply/stash:{CONFIG_FILE}", cwd=work) == edited
+    assert kept(work, *files) == {
+        str(SEED_FILE): False, str(FIGURE_FILE): False, str(REPORT_NOTE): True
+    }  # fmt: skip
+    (work / REPORT_NOTE).unlink()
+    restored(work)
