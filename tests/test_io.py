@@ -14,7 +14,6 @@ from adloco.io import (
     OWNED_LIST,
     ForeignFolderError,
     atomic_dir,
-    atomic_files,
     atomic_path,
     check_replaceable,
     is_own_temporary,
@@ -182,52 +181,3 @@ def test_check_writable_leaves_nothing_behind_and_names_a_file_in_the_way(tmp_pa
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotWritableError, match=r"--out .*/file/run \(in .*/file\): cannot write"):
         check_writable(tmp_path / "file" / "run", "--out")
-
-
-def test_atomic_files_keeps_a_folder_adloco_wrote_its_writers(tmp_path):
-    # `adloco regimes` into a report: the report may replace its folder after it.
-    report = tmp_path / "report"
-    with atomic_dir(report, WRITER) as tmp:
-        (tmp / "a.csv").write_text("a")
-        (tmp / "gone.csv").write_text("gone")
-    with atomic_files(report, ["a.csv", "gone.csv", "figures/c.png"]) as tmp:
-        (tmp / "a.csv").write_text("a longer a")
-        (tmp / "figures").mkdir()
-        (tmp / "figures" / "c.png").write_text("png")
-    listed = json.loads((report / OWNED_LIST).read_text())
-    assert listed == {
-        "written_by": WRITER,
-        "files": {"a.csv": {"size_bytes": 10}, "figures/c.png": {"size_bytes": 3}},
-    }
-    check_replaceable(report, WRITER)
-    with atomic_dir(report, WRITER) as tmp:
-        (tmp / "a.csv").write_text("a")
-    assert sorted(p.name for p in report.iterdir()) == [OWNED_LIST, "a.csv"]
-
-
-def test_atomic_files_moves_in_its_files_only_once_all_are_written(tmp_path):
-    folder = tmp_path / "replay"
-    folder.mkdir()
-    (folder / "calibrate.yaml").write_text("not the stage's")
-    (folder / "a.csv").write_text("old a")
-    (folder / "figures").mkdir()
-    (folder / "figures" / "b.png").write_text("old b")
-    names = ["a.csv", "figures/b.png", "figures/c.png"]
-    # A failure part-way: the folder as it was, no temporary left beside it.
-    with pytest.raises(OSError), atomic_files(folder, names) as tmp:
-        (tmp / "a.csv").write_text("new a")
-        raise OSError(28, "No space left on device")
-    assert (folder / "a.csv").read_text() == "old a"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["replay"]
-    # Success: the names written replace theirs, one not written is removed, the rest kept.
-    with atomic_files(folder, names) as tmp:
-        (tmp / "a.csv").write_text("new a")
-        (tmp / "figures").mkdir()
-        (tmp / "figures" / "c.png").write_text("new c")
-    found = {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*.*")}
-    assert found == {
-        "calibrate.yaml": "not the stage's",
-        "a.csv": "new a",
-        "figures/c.png": "new c",
-    }
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["replay"]

@@ -15,9 +15,7 @@ A folder is replaced as a whole only when adloco wrote everything in it, as
 stated in the manifest each folder :func:`atomic_dir` writes,
 ``.adloco-output.json`` (the rule: :func:`check_replaceable`); a folder that
 holds anything else (a home folder given as an output, a file a user added or
-changed, another stage's output) is refused before any work. A stage that
-writes only some files of a folder writes them beside it and moves them in once
-all are written (:func:`atomic_files`). An output that cannot be written (no
+changed, another stage's output) is refused before any work. An output that cannot be written (no
 space left, a read-only folder) raises an ``OSError`` that names the output,
 not a temporary.
 """
@@ -404,67 +402,6 @@ def atomic_dir(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _relist(folder: Path, names: list[str]) -> None:
-    """Bring the sizes of ``names`` up to date in adloco's manifests in ``folder`` and below.
-
-    A folder that :func:`atomic_dir` wrote stays adloco's after
-    :func:`atomic_files` replaced some of its files; the innermost manifest
-    first, since an outer one lists the inner one's size. Folders without a
-    manifest adloco wrote are left as they are.
-    """
-    folders = {""} | {p.as_posix() for name in names for p in Path(name).parents if p.parts}
-    changed = list(names)
-    for relative in sorted(folders, key=lambda f: -len(Path(f).parts)):
-        here = folder / relative
-        manifest, _ = _read_manifest(here)
-        if manifest is None:
-            continue
-        prefix = f"{relative}/" if relative else ""
-        for name in changed:
-            if not name.startswith(prefix):
-                continue
-            inside = name[len(prefix) :]
-            if (here / inside).is_file():
-                manifest["files"][inside] = {"size_bytes": _size_bytes(here / inside)}
-            else:
-                manifest["files"].pop(inside, None)
-        write_text_atomic(here / OWNED_LIST, json.dumps(manifest, indent=1) + "\n")
-        changed.append(f"{prefix}{OWNED_LIST}")
-
-
-@contextmanager
-def atomic_files(folder: str | Path, names: Iterable[str]) -> Iterator[Path]:
-    """Yield a temporary folder beside ``folder``; on success move ``names`` from it there.
-
-    For a stage that writes some files of a folder it does not own as a whole
-    (none of the stages now: each writes whole folders). ``names`` are
-    relative paths: each one written under the temporary folder replaces its
-    namesake in ``folder``, and one not written is removed from ``folder`` (it
-    would no longer match the others); nothing else in ``folder`` is touched.
-    A failure while writing (a full disk) leaves ``folder`` as it was: the
-    files are only moved in once all are written, by renames within one file
-    system, which need no space. A folder adloco wrote as a whole has its
-    manifest brought up to date (:func:`_relist`), so the stage that
-    wrote it may replace it again.
-    """
-    folder, names = Path(folder), list(names)
-    tmp = _temporary_beside(folder)
-    try:
-        with naming_output(folder, tmp):
-            yield tmp
-            for name in names:
-                (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        for name in names:
-            if (tmp / name).is_file():
-                os.replace(tmp / name, folder / name)
-            else:
-                (folder / name).unlink(missing_ok=True)
-        with naming_output(folder):
-            _relist(folder, names)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def set_plain_modes(folder: str | Path) -> None:
