@@ -11,7 +11,8 @@ JSON Lines as values, with the keys named by ``--ignore`` left out at any depth
 (by default :data:`WALL_TIME_KEYS`, the fields that time this machine's work);
 CSV as tables with those columns left out; every other file byte for byte.
 Files under ``--skip`` patterns (by default :data:`SKIPPED`: checkpoints, whose
-files also hold the round's wall time, and logs) are not compared. Prints one
+files also hold the round's wall time, logs, and adloco's output manifests,
+which list each file's size, so a wall time's digits change them) are not compared. Prints one
 line per file that differs or exists on one side only, then a count; exits 1
 when anything differs.
 
@@ -40,7 +41,7 @@ WALL_TIME_KEYS = (
     "train_seconds",
 )
 # Files that hold wall times inside binary state, or nothing but logs.
-SKIPPED = ("checkpoints/*", "*.log")
+SKIPPED = ("checkpoints/*", "*.log", "*.adloco-output.json")
 
 
 def without(value: Any, ignored: frozenset[str]) -> Any:

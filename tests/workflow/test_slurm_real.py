@@ -23,6 +23,7 @@ they are skipped with the reason; under CI (``CI`` set) they fail instead.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -45,6 +46,7 @@ from adloco_workflow.slurm import minutes, status_command
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 CLUSTER = ROOT / "scripts/slurm-test-cluster.py"
+COMPARE = ROOT / "scripts/compare-results.py"
 PROFILE = "workflow/profiles/slurm"
 ENABLE = "ADLOCO_SLURM_TESTS"
 PIPELINE_TIMEOUT_S = 1200
@@ -88,8 +90,8 @@ def cluster(tmp_path_factory):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def slurm(args: list[str], env: dict[str, str]) -> str:
-    return subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
+def slurm(args: list[str], env: dict[str, str], cwd: Path | None = None) -> str:
+    return subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, check=True).stdout
 
 
 def jobs_in(workdir: Path, env: dict[str, str]) -> list[dict[str, str]]:
@@ -168,8 +170,8 @@ def test_the_results_equal_a_local_run_but_for_wall_times(slurm_run, tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     local, on_slurm = work / "results/test", slurm_run.work / "results/test"
     compared = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/compare-results.py"), str(local), str(on_slurm)]
-        + ["--skip", "checkpoints/*", "--skip", "*.log", "--skip", "report/index.html"],
+        [sys.executable, str(COMPARE), str(local), str(on_slurm)]
+        + [f"--skip={p}" for p in (*compare_results().SKIPPED, "report/index.html")],
         capture_output=True,
         text=True,
         check=False,
@@ -183,6 +185,14 @@ def test_the_results_equal_a_local_run_but_for_wall_times(slurm_run, tmp_path):
     assert (slurm_run.work / "results/test/report/index.html").stat().st_size > 0
     # SLURM's own log of each job is kept (the profile keeps successful jobs' logs).
     assert list((slurm_run.work / "logs/slurm").glob("rule_train*/*.log"))
+
+
+def compare_results():
+    """scripts/compare-results.py as a module (its default patterns)."""
+    spec = importlib.util.spec_from_file_location("compare_results", COMPARE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def rows_without_time(path: Path) -> list[dict]:
@@ -300,7 +310,7 @@ def test_two_slurm_tasks_train_like_one_process(slurm_run, tmp_path):
         port = s.getsockname()[1]
     script = tmp_path / "two-tasks.sbatch"
     script.write_text(TWO_TASKS.format(out=tmp_path, bin=BIN, port=port))
-    submitted = slurm(["sbatch", "--parsable", "--wait", str(script)], {**env, "PWD": str(work)})
+    submitted = slurm(["sbatch", "--parsable", "--wait", str(script)], env, cwd=work)
     job = submitted.strip().split(";")[0]
     log = next(tmp_path.glob("slurm-*.out")).read_text()
     fields = dict(
