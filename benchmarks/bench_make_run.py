@@ -20,7 +20,8 @@ just after the pipeline. It prints
    run it more than once and quote every run;
 3. the wall time that cost gives at ``--reference-tokens-per-s`` (this
    machine's plain loop at its full speed, README "Measured figures"), against
-   the goal.
+   the goal;
+4. whether the report files git keeps came out equal to the committed ones.
 
 The clone uses this checkout's virtual environment (no set-up is timed) and its
 own ``src/`` (``PYTHONPATH``), so it measures ``--rev`` as committed; the
@@ -50,6 +51,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+# The default report's files git keeps (dvc metrics and plots read them).
+COMMITTED_REPORT_FILES = (
+    "results/default/report/metrics.json",
+    "results/default/report/median_curves.csv",
+)
 RESULTS_HEADER = """# Measured runs of the benchmarks
 
 Every run of a benchmark that keeps a history appends a row here (so the
@@ -150,6 +156,7 @@ def main() -> None:
             tail = (scratch / "snakemake.log").read_text().splitlines()[-30:]
             sys.exit("bench_make_run: snakemake failed:\n" + "\n".join(tail))
         speed_after = plain_loop_tokens_per_s(scratch / "after.json")
+        moved = committed_files_moved(where)
     cpu_s = sum(getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime"))
     mean_speed = (speed_before + speed_after) / 2
     cost = wall_s * mean_speed
@@ -166,6 +173,10 @@ def main() -> None:
     print(
         f"cost: wall x plain-loop speed = {cost / 1e6:.2f} M plain-loop tokens "
         f"({cost_low / 1e6:.2f} to {cost_high / 1e6:.2f})"
+    )
+    print(
+        "the report files git keeps: "
+        + (f"differ from the committed ones: {', '.join(moved)}" if moved else "equal to the bit")
     )
     verdict = "met" if high <= goal_s else "not met" if low > goal_s else "undecided"
     print(
@@ -186,6 +197,7 @@ def main() -> None:
             "wall_s_at_reference_range": [low, high],
             "goal_s": goal_s,
             "verdict": verdict,
+            "committed_report_files_moved": moved,
         }
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     if args.results:
@@ -200,6 +212,20 @@ def main() -> None:
         )  # fmt: skip
     if args.keep:
         print(f"clone and its results left in {where}")
+
+
+def committed_files_moved(clone_dir: Path) -> list[str]:
+    """The report files git keeps that the run wrote with other bytes than the commit's.
+
+    With pinned numerics a fresh run writes them again byte for byte
+    (docs/numerics.md); one that moved names a float that differs, or a commit
+    whose configuration changed since they were written.
+    """
+    out = subprocess.run(
+        ["git", "-C", str(clone_dir), "status", "--porcelain", "--", *COMMITTED_REPORT_FILES],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return sorted(line[3:] for line in out.splitlines() if line.strip())
 
 
 def append_row(path: Path, cells: list[str]) -> None:
