@@ -157,6 +157,16 @@ def _leaves(node: dict, prefix: str = "") -> dict:
 VARIANTS = {
     "tune.yaml": set(),  # the grid is in its runs
     "small-memory.yaml": {"cluster.devices"},  # the one setting the variant is about
+    # The model's size, and the network and roofline rate scaled with its bytes and FLOPs.
+    "scale-4x.yaml": {
+        "model.hidden_size",
+        "model.intermediate_size",
+        "model.num_hidden_layers",
+        "model.num_attention_heads",
+        "model.num_key_value_heads",
+        "cluster.devices",
+        "cluster.network.bandwidth_gbit_s",
+    },
 }
 
 
