@@ -201,6 +201,13 @@ def _report_args(parser: argparse.ArgumentParser) -> None:
         "report.targets.relative_to is base)",
     )
     parser.add_argument("--out", required=True, help=f"output folder, {paths.report_dir(EXP)}")
+    parser.add_argument(
+        "--compare-scale",
+        default=None,
+        metavar="CLAIMS_JSON",
+        help="another experiment's report at another model size (its claims.json or folder, "
+        "e.g. results/scale-4x/report): the first screen says whether each verdict is the same",
+    )
     _brought_args(parser)
 
 

@@ -75,6 +75,8 @@ from adloco.report.noise import NOISE_COLUMNS, noise_rows, noise_summary
 from adloco.report.references import Base, References, load_base, load_references
 from adloco.report.regimes import REGIME_COLUMNS, ClockModel, is_linear
 from adloco.report.replay import Regimes, bring, compute_regimes, draw_regimes, regime_rows
+from adloco.report.scale import compare_scale as scale_comparison
+from adloco.report.scale import model_parameters
 from adloco.report.sensitivity import attach_alternatives
 from adloco.report.settings import ReportSettings, Roles, assign_roles
 from adloco.report.spacing import Spacing, eval_spacing
@@ -402,6 +404,7 @@ def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
         "base": {"val_perplexity": base.val_perplexity, "folder": str(base.folder)}
         if base
         else None,
+        "model": {"parameters": model_parameters(inputs.config, references.corpus)},
         "roles": found.roles.as_dict(),
         "clock": {**found.clock, "not_testable_reason": found.clock_reason or None},
         "rules": {
@@ -435,6 +438,7 @@ def build_report(
     devices: list[str] | None = None,
     rooflines: list[str] | None = None,
     networks: list[str] | None = None,
+    compare_scale: str | Path | None = None,
 ) -> dict:
     """Read all inputs, write every output; return the document written to claims.json.
 
@@ -442,7 +446,8 @@ def build_report(
     manifest); ``base_dir``: the base model's folder. Both optional: without
     them the page says what it could not show or check. ``devices``,
     ``rooflines``, ``networks``: brought from elsewhere for the regime
-    section (:mod:`adloco.report.devices`).
+    section (:mod:`adloco.report.devices`). ``compare_scale``: another report's
+    claims.json (or its folder) at another model size (:mod:`adloco.report.scale`).
     """
     check_replaceable(out_dir, WRITER, "--out", paths.REPORT_FILES_IN_GIT)  # before any work
     inputs = read_inputs(config_path, runs_dir, calibration_dir, variance_dir, data_dir, base_dir)
@@ -450,6 +455,9 @@ def build_report(
     drawn = draw_figures(inputs, found)
     page = make_page(inputs, found, drawn)
     doc = claims_document(inputs, found, page)
+    if compare_scale is not None:
+        page.scale = scale_comparison(doc, compare_scale)
+        doc["scale"] = page.scale.as_dict()
     # All or nothing: the folder is written beside the old one and swapped in at
     # the end, so a failure (a full disk) leaves the previous report whole.
     with atomic_dir(out_dir, WRITER, "--out", paths.REPORT_FILES_IN_GIT) as out:
@@ -466,7 +474,7 @@ def build_report(
 def run(args: argparse.Namespace) -> int:
     build_report(
         args.config, args.runs, args.calibration, args.variance, args.out, args.data, args.base,
-        args.device, args.roofline, args.network,
+        args.device, args.roofline, args.network, args.compare_scale,
     )  # fmt: skip
     log.info("wrote %s", Path(args.out) / "index.html")
     return 0

@@ -4,7 +4,8 @@
 (:mod:`adloco.report.about`); :func:`verdict_items` each claim's verdict with
 its effect in one sentence (:func:`short_reason`), and for claim 1 the device
 its clock comes from, its ratio in tokens (no clock in it) and the knee of the
-regime map where its verdict changes (:func:`clock_words`); the headline runs' curves
+regime map where its verdict changes (:func:`clock_words`); given another report at another
+model size, whether each verdict is the same there (:func:`scale_block`); the headline runs' curves
 against simulated time follow (:mod:`adloco.report.figures_headline`). The
 long reasons, where AdLoCo is faster and the rules fold under a details
 element of the answer section (:func:`adloco.report.html_verdicts.answer_section`).
@@ -25,6 +26,7 @@ from adloco.report.claims import (
 )
 from adloco.report.page import Page, esc, figure, verdict
 from adloco.report.regime_map import verdict_changes
+from adloco.report.scale import row_words, summary_words
 from adloco.report.template import render
 
 
@@ -96,6 +98,17 @@ def clock_words(p: Page) -> str:
     return " ".join(w for w in words if w)
 
 
+def scale_block(p: Page) -> str:
+    """Each claim's verdict here and at the other model size (``--compare-scale``), or ""."""
+    s = p.scale
+    if s is None:
+        return ""
+    if s.missing:
+        return render("scale_missing", why=esc(s.missing))
+    items = "".join(render("scale_item", text=esc(row_words(r, s))) for r in s.rows)
+    return render("scale", lead=esc(summary_words(s)), items=items)
+
+
 def verdict_items(p: Page) -> str:
     items = "".join(
         render(
@@ -108,7 +121,7 @@ def verdict_items(p: Page) -> str:
         )
         for c in p.claims
     )
-    return render("verdicts", items=items)
+    return render("verdicts", items=items) + scale_block(p)
 
 
 def headline_curves(p: Page) -> str:

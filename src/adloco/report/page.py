@@ -34,6 +34,7 @@ from adloco.report.mechanisms import Check
 from adloco.report.references import Base, References
 from adloco.report.regimes import ClockModel, RegimeCell
 from adloco.report.replay import Regimes
+from adloco.report.scale import ScaleComparison
 from adloco.report.settings import ReportSettings, Roles
 from adloco.report.spacing import Spacing
 from adloco.report.stats import Spread
@@ -173,6 +174,7 @@ class Page:
     workers: WorkersMap  # adloco.report.workers_map.workers_map
     about: list[tuple[str, str]] = field(default_factory=list)  # adloco.report.about.about_rows
     spacing: list[Spacing] = field(default_factory=list)  # adloco.report.spacing.eval_spacing
+    scale: ScaleComparison | None = None  # adloco.report.scale.compare_scale (--compare-scale)
 
     def levels(self) -> dict[str, float]:
         """Reference perplexities and the base model's, highest first."""
