@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src/adloco"
 
 
+@pytest.mark.workflow_cli
 def test_training_one_run_and_seed_is_documented_and_plans_that_job_alone():
     # The command of docs/workflow.md's block, also in the README's usage: a dry run of it
     # plans the training of that run, what it needs, and nothing else (a job per seed:

@@ -185,6 +185,7 @@ def test_the_configs_keep_the_shipped_runs_and_take_the_paper_shape():
     assert set(default["runs"]) == {"adloco", "diloco"}
 
 
+@pytest.mark.gpu_check
 def test_the_quick_form_runs_every_step_and_each_passes(tmp_path):
     """The whole check at the test preset's sizes: every step passes, every figure is there."""
     out = tmp_path / "out"

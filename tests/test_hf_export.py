@@ -318,6 +318,7 @@ def transformers_floor() -> str:
     return floor
 
 
+@pytest.mark.env_build
 def test_the_oldest_transformers_pyproject_allows_loads_the_base(base, tmp_path):
     """A fresh venv with transformers at pyproject's floor (no torch: tokenizer and config only)."""
     import subprocess

@@ -98,6 +98,7 @@ def test_adloco_dvc_params_refuses_an_alias_bomb_in_one_line(work, capsys):
     )
 
 
+@pytest.mark.workflow_cli
 @pytest.mark.reliability("configs")
 @pytest.mark.parametrize("profile", [[], ["--workflow-profile", "none"]], ids=["profile", "none"])
 def test_snakemake_refuses_an_alias_bomb_in_seconds(tmp_path, profile):

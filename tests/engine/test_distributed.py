@@ -257,6 +257,7 @@ def test_checkpoint_names_a_file_another_machine_cannot_see(tmp_path):
 
 
 # ------------------------------------------------------------------ real processes
+@pytest.mark.torchrun
 def test_collectives_against_one_process(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(make_config(12)))
@@ -305,6 +306,7 @@ def cli_case(tmp_path_factory, tiny_tokenized):
     return {"root": root, "config": config, "data": tiny_tokenized, "out": out, "ckpt": ckpt}
 
 
+@pytest.mark.torchrun
 def test_two_ranks_match_the_single_process_engine(cli_case):
     from adloco import cli
 
@@ -342,6 +344,7 @@ def test_two_ranks_match_the_single_process_engine(cli_case):
     ]
 
 
+@pytest.mark.torchrun
 @pytest.mark.reliability("kills")
 def test_killed_two_rank_run_resumes_to_the_same_metrics(cli_case):
     root = cli_case["root"] / "killed"
@@ -398,6 +401,7 @@ def long_run(cli_case, name: str) -> tuple[Path, Path]:
     return root, config
 
 
+@pytest.mark.torchrun
 def test_a_dead_rank_makes_the_others_fail_clearly(cli_case):
     root, config = long_run(cli_case, "dead")
     timeout_s = 20
@@ -472,6 +476,7 @@ def assert_same_run(one: Path, two: Path) -> list[dict]:
     return rows
 
 
+@pytest.mark.torchrun
 def test_a_ddp_run_on_two_ranks_matches_one_process(tmp_path, tiny_tokenized):
     """ddp all-reduces the gradient at every step; two ranks hold two slots each."""
     from adloco.data.reader import TokenData
@@ -485,6 +490,7 @@ def test_a_ddp_run_on_two_ranks_matches_one_process(tmp_path, tiny_tokenized):
     assert [r["communications"] for r in rows] == [2, 4, 6]
 
 
+@pytest.mark.torchrun
 def test_a_vectorized_run_on_two_ranks_matches_one_process(tmp_path, tiny_tokenized):
     """Each rank stacks the slots it owns; one process stacks all of a trainer's slots."""
     from adloco.data.reader import TokenData
@@ -508,6 +514,7 @@ def _running(pid: int) -> bool:
     return text[text.rfind(")") + 2] != "Z"
 
 
+@pytest.mark.torchrun
 @pytest.mark.reliability("kills")
 def test_no_rank_outlives_its_killed_job(cli_case):
     # A Snakemake job (its shell, torchrun) killed with its process group, as

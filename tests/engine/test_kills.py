@@ -48,6 +48,7 @@ def kills(tmp_path_factory) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.kill_resume
 @pytest.mark.reliability("kills")
 @pytest.mark.parametrize("moment", MOMENTS)
 def test_a_run_killed_at_any_moment_resumes_bit_identically(kills, moment):

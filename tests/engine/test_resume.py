@@ -53,6 +53,7 @@ def rows_without_wall_time(path: Path) -> list[dict]:
     return rows
 
 
+@pytest.mark.kill_resume
 @pytest.mark.reliability("kills")
 @pytest.mark.parametrize("slot_execution", ["sequential", "vectorized"])
 def test_killed_run_resumes_bit_identically(tmp_path, slot_execution):

@@ -338,6 +338,7 @@ def dvc_copy(root: Path, preset: str) -> Path:
 SHIPPED_CONFIGS = shipped_configs()  # git-tracked: a user's own file in config/ is not one
 
 
+@pytest.mark.workflow_cli
 @pytest.mark.reliability("configs")
 @pytest.mark.parametrize("preset", SHIPPED_CONFIGS)
 def test_dvc_repro_dry_plans_every_shipped_config(tmp_path, preset):

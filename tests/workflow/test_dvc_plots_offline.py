@@ -31,6 +31,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.workflow_cli  # dvc plots show in a fresh repository
 TEMPLATE = ROOT / "workflow/plots/offline.html"
 CHROMIUM = next(
     (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)),

@@ -52,6 +52,7 @@ def test_only_a_relative_raw_dir_inside_the_repository_passes(raw_dir, where):
     )
 
 
+@pytest.mark.workflow_cli
 @pytest.mark.reliability("configs")
 def test_dvc_repro_with_an_absolute_raw_dir_stops_in_adlocos_one_line(tmp_path):
     outside = tmp_path / "corpus outside"

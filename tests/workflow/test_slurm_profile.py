@@ -22,6 +22,9 @@ from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
 from adloco.config import load_config
 
+# Every test here asks Snakemake (a dry run or its API in a process of its own).
+pytestmark = pytest.mark.workflow_cli
+
 PROFILE = "workflow/profiles/slurm"
 ENV = {"SBATCH_ACCOUNT": "proj-adloco", "SBATCH_PARTITION": "gpu-short", "ADLOCO_GPU_MODEL": "a100"}
 INT_RESOURCES = ("mem_mb", "runtime", "cpus_per_task", "gpu")

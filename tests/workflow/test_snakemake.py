@@ -24,6 +24,8 @@ from adloco.config import config_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+# Every test here runs Snakemake (its start-up is most of each one's second).
+pytestmark = pytest.mark.workflow_cli
 
 
 def snakemake(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

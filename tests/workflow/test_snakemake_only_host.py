@@ -96,6 +96,7 @@ def test_the_workflow_imports_need_only_snakemakes_dependencies():
 
 
 @pytest.mark.slow
+@pytest.mark.env_build
 def test_the_environment_has_snakemake_and_nothing_of_the_project(snakemake_only):
     for module in ("adloco", "torch", "transformers", "pandas"):
         result = run(snakemake_only, "python", "-c", f"import {module}", cwd=Path("/"))
@@ -105,6 +106,7 @@ def test_the_environment_has_snakemake_and_nothing_of_the_project(snakemake_only
 
 
 @pytest.mark.slow
+@pytest.mark.env_build
 @pytest.mark.parametrize("config_file", ["config/config.yaml", "config/test.yaml"])
 def test_dry_run_plans_every_job(snakemake_only, config_file):
     config = yaml.safe_load((ROOT / config_file).read_text())
@@ -120,6 +122,7 @@ def test_dry_run_plans_every_job(snakemake_only, config_file):
 
 
 @pytest.mark.slow
+@pytest.mark.env_build
 def test_a_bad_run_fails_before_any_job_naming_the_key(snakemake_only, tmp_path):
     # A cross-field rule of adloco.config, beyond the schema: run resolution.
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
@@ -134,6 +137,7 @@ def test_a_bad_run_fails_before_any_job_naming_the_key(snakemake_only, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.env_build
 def test_a_yaml_syntax_error_names_the_line(snakemake_only, tmp_path):
     # The default profile's check, which runs before Snakemake reads the file.
     text = (ROOT / "config/test.yaml").read_text()
