@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from adloco.config import load_config
+from adloco.paths import report_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = importlib.util.spec_from_file_location("readme_results", ROOT / "scripts/readme-results.py")
 readme_results = importlib.util.module_from_spec(SPEC)
@@ -229,3 +232,21 @@ def test_a_report_it_cannot_read_is_one_line_naming_the_file_and_the_fix(
         assert line.startswith(f"readme-results: error: {report / name}: {message}"), line
         assert line.endswith(f"write the report again (adloco report --out {report})"), line
         assert readme.read_text() == text
+
+
+def test_the_words_on_the_numbers_are_headed_by_the_commands_that_make_them():
+    # The README points to docs/results.md right after its block; the page opens with
+    # the commands that make the numbers it reads: the default run, then this script
+    # on the report folder that run writes.
+    readme = (ROOT / "README.md").read_text()
+    after = readme.split(readme_results.END, 1)[1].split("\n## ", 1)[0]
+    assert "[docs/results.md](docs/results.md)" in after
+    page = (ROOT / "docs/results.md").read_text()
+    head, first_section = page.split("\n## ", 2)[:2]
+    assert first_section.startswith("The default run\n")
+    block = head.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    experiment = load_config(ROOT / "config/config.yaml").experiment
+    report = report_dir(experiment).as_posix()
+    assert commands == ["make run", f"python scripts/readme-results.py {report}"]
+    assert (ROOT / "scripts/readme-results.py").is_file()
