@@ -9,7 +9,7 @@ CORES ?= all
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test test-slurm lint bench clean-results setup gpu-check gpu-check-prepare generated-check
+.PHONY: run test test-fast test-slurm lint bench clean-results setup gpu-check gpu-check-prepare generated-check
 
 setup: $(STAMP)
 
@@ -23,8 +23,23 @@ $(STAMP): pyproject.toml requirements.lock scripts/install-torch.sh
 run: $(STAMP)
 	snakemake --cores $(CORES)
 
+# The suite on up to 4 processes, one per core (pytest-xdist; each test file stays
+# on one process, so a module's fixture runs once): 2 on the 2-core CI machine.
+# `make test TEST_WORKERS=0` runs it in this process alone.
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
+# The fast tier leaves out the tests marked for what they run (pyproject.toml's
+# markers): end-to-end pipelines, torchrun ranks, processes killed and resumed,
+# virtual environments built, the GPU check's quick form, snakemake and dvc.
+FAST := not slow and not slurm and not torchrun and not kill_resume and not env_build \
+	and not gpu_check and not workflow_cli
+
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PYTEST)
+
+# Every module's unit tests in under 2 minutes (docs/workflow.md, Tests).
+test-fast: $(STAMP)
+	$(PYTEST) -m "$(FAST)"
 
 # The SLURM profile on a real one-node SLURM started for the tests (as root; it
 # installs Debian's Slurm and munge when missing): tests/workflow/test_slurm_real.py.
