@@ -10,6 +10,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "generated-check.py"
 SCHEMA = "src/adloco/schemas/config.schema.yaml"
+# The checked-in generated files (scripts/generated-check.py's GENERATED).
+GENERATED = (
+    "dvc.yaml",
+    SCHEMA,
+    "params.yaml",
+    "config/tune.yaml",
+    "environment.yml",
+    "workflow/envs/adloco.yaml",
+)
 
 
 def check(*args: str) -> subprocess.CompletedProcess:
@@ -25,7 +34,7 @@ def check(*args: str) -> subprocess.CompletedProcess:
 
 def copy_of_generated(tmp_path: Path) -> Path:
     """A folder holding copies of the checked-in generated files, as the repository lays them."""
-    for name in ("dvc.yaml", SCHEMA, "params.yaml", "config/tune.yaml"):
+    for name in (*GENERATED, "requirements.lock", "pyproject.toml"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, tmp_path / name)
     return tmp_path
@@ -35,11 +44,13 @@ def test_the_checked_in_generated_files_match_their_sources():
     result = check()
     assert result.returncode == 0, result.stdout + result.stderr
     assert "error" not in result.stderr
-    # The four files, each either compared or skipped with a reason.
+    # The six files, each either compared or skipped with a reason.
     checked = result.stdout.count("skipped, no ") + int(
         result.stdout.split("generated-check: ")[-1].split()[0]
     )
-    assert checked == 4, result.stdout
+    assert checked == len(GENERATED), result.stdout
+    for name in GENERATED:
+        assert (ROOT / name).is_file(), name
 
 
 def test_an_altered_dvc_yaml_fails_naming_the_file(tmp_path):

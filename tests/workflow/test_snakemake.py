@@ -201,7 +201,8 @@ def test_a_job_per_run_writes_every_seed_folder_of_its_run(default_dry_run, per_
         assert int(job["priority"]) == len(seeds)
         assert int(job["resources"]["runtime"]) == 24 * 60 * len(seeds)
     headline = {r for r in config["runs"] if "seeds" not in config["runs"][r]}
-    assert all(int(trains[f"train_{r}"]["priority"]) == 8 for r in headline)
+    top_level = len(config["seeds"])  # the runs a claim compares train the top-level seeds
+    assert all(int(trains[f"train_{r}"]["priority"]) == top_level for r in headline)
     per_seed = parse_dry_run(per_seed_dry_run[1])
     assert sorted(j["rule"] for j in jobs if not j["rule"].startswith("train_")) == sorted(
         j["rule"] for j in per_seed if j["rule"] != "train"
