@@ -45,9 +45,10 @@ def test_the_same_verdicts_at_both_sizes_name_both_counts_and_ratios_smaller_fir
     other = write(tmp_path / "default" / "claims.json",
                   claims(418_272, ["not supported", "not supported"], [1.39, 5.02]))  # fmt: skip
     scale = compare_scale(here, other.parent)  # the folder names its claims.json
-    assert [r.same for r in scale.rows] == [True, True, True]
+    assert [r.same for r in scale.rows] == [True, True, False]
     assert summary_words(scale) == (
-        f"At another model size, {other}: 3 of 3 claims keep their verdict."
+        f"At another model size, {other}: 2 of the 2 claims tested at both sizes keep their "
+        "verdict."
     )
     assert row_words(scale.rows[0], scale) == (
         "Claim 1, the same verdict at both sizes: not supported at 418,272 parameters "
@@ -55,12 +56,12 @@ def test_the_same_verdicts_at_both_sizes_name_both_counts_and_ratios_smaller_fir
         "(1.25× diloco's simulated time)."
     )
     assert row_words(scale.rows[2], scale) == (
-        "Claim 3, the same verdict at both sizes: not testable at 418,272 parameters "
+        "Claim 3, not tested at both sizes: not testable at 418,272 parameters "
         "(no ablation runs); not testable at 1,721,664 parameters (this report) "
         "(no ablation runs)."
     )
     block = scale_block(SimpleNamespace(scale=scale))
-    assert block.count("<li>") == 3 and "3 of 3 claims keep their verdict" in block
+    assert block.count("<li>") == 3 and "2 of the 2 claims tested at both" in block
     assert "(1.25× diloco&#x27;s simulated time)" in block  # escaped as page text
     record = scale.as_dict()
     assert (record["parameters_here"], record["parameters_there"]) == (1_721_664, 418_272)
@@ -74,8 +75,10 @@ def test_a_verdict_that_moves_is_said_and_counted(tmp_path):
     other = write(tmp_path / "claims.json",
                   claims(1_721_664, ["supported", "not supported"], [0.8, "inf"]))  # fmt: skip
     scale = compare_scale(here, other)
-    assert [r.same for r in scale.rows] == [False, True, True]
-    assert summary_words(scale).endswith(": 2 of 3 claims keep their verdict.")
+    assert [r.same for r in scale.rows] == [False, True, False]
+    assert summary_words(scale).endswith(
+        ": 1 of the 2 claims tested at both sizes keep their verdict."
+    )
     # The smaller model, this report's, comes first.
     assert row_words(scale.rows[0], scale) == (
         "Claim 1, the verdict moves with size: not supported at 418,272 parameters "
@@ -83,6 +86,21 @@ def test_a_verdict_that_moves_is_said_and_counted(tmp_path):
         "(0.8× diloco's simulated time)."
     )
     assert "AdLoCo never gets there, diloco does" in row_words(scale.rows[1], scale)
+    # A claim tested at one size only (no ablations at the other) is not said to move.
+    other_doc = json.loads(other.read_text())
+    other_doc["claims"][2] = {
+        "number": 3,
+        "verdict": "not supported",
+        "reason": "",
+        "comparisons": [head("adloco-no-merge", "sim_time_s", 1.06)],
+    }
+    scale = compare_scale(here, write(other, other_doc))
+    assert (scale.rows[2].tested, scale.rows[2].same) == (False, False)
+    assert row_words(scale.rows[2], scale) == (
+        "Claim 3, not tested at both sizes: not testable at 418,272 parameters (this report) "
+        "(no ablation runs); not supported at 1,721,664 parameters "
+        "(1.06× adloco-no-merge's simulated time)."
+    )
 
 
 def test_a_missing_other_report_is_one_line_saying_how_to_make_it(tmp_path):
@@ -150,7 +168,8 @@ def test_adloco_report_compare_scale_puts_it_in_claims_json_and_on_the_first_scr
         "supported", "supported", "not testable",
     ]  # fmt: skip
     assert [c["same_verdict"] for c in scale["claims"]] == [
-        c["verdict"] == s["there"]["verdict"]
+        "not testable" not in (c["verdict"], s["there"]["verdict"])
+        and c["verdict"] == s["there"]["verdict"]
         for c, s in zip(doc["claims"], scale["claims"], strict=True)
     ]
     page = (out / "index.html").read_text()

@@ -8,7 +8,8 @@ it. Both sides are read as ``claims.json`` documents, this report's as it is
 about to be written and the other's from its file, so the comparison is the
 same whichever of the two reports asks for it: for each claim, its verdict
 and its headline effects (median paired ratios) at each size, and whether the
-verdict is the same. The parameter counts come from each document's
+verdict is the same; a claim not testable at either size is said to be not
+tested at both, never to move. The parameter counts come from each document's
 ``model.parameters`` (:func:`model_parameters`); a report written before
 claims.json held it says so instead of a number. A missing other report is
 no error: the page says which file is missing and how to make it.
@@ -24,7 +25,7 @@ from typing import Any
 
 from adloco.config import Config
 from adloco.model_size import parameter_count
-from adloco.report.verdict import QUANTITY_WORDS, fmt_ratio
+from adloco.report.verdict import NOT_TESTABLE, QUANTITY_WORDS, fmt_ratio
 
 
 def model_parameters(config: Config, corpus: dict[str, Any]) -> int | None:
@@ -89,8 +90,14 @@ class ScaleRow:
     there: AtSize | None
 
     @property
+    def tested(self) -> bool:
+        """Tested at both sizes: a claim not testable at one (no ablations) cannot move."""
+        sides = (self.here, self.there)
+        return all(a is not None and a.verdict != NOT_TESTABLE for a in sides)
+
+    @property
     def same(self) -> bool:
-        return self.there is not None and self.here.verdict == self.there.verdict
+        return self.tested and self.here.verdict == self.there.verdict
 
 
 @dataclass(frozen=True)
@@ -113,8 +120,8 @@ class ScaleComparison:
             "parameters_here": self.parameters_here,
             "parameters_there": self.parameters_there,
             "claims": [
-                {"number": r.number, "same_verdict": r.same, "here": side(r.here),
-                 "there": side(r.there)}
+                {"number": r.number, "tested_at_both": r.tested, "same_verdict": r.same,
+                 "here": side(r.here), "there": side(r.there)}
                 for r in self.rows
             ],
         }  # fmt: skip
@@ -165,7 +172,10 @@ def row_words(row: ScaleRow, scale: ScaleComparison) -> str:
         else f"not in the report at {_size(n, here)}"
         for n, here, at in sides
     )
-    head = "the same verdict at both sizes" if row.same else "the verdict moves with size"
+    if not row.tested:
+        head = "not tested at both sizes"
+    else:
+        head = "the same verdict at both sizes" if row.same else "the verdict moves with size"
     return f"Claim {row.number}, {head}: {words}."
 
 
@@ -173,13 +183,13 @@ def summary_words(scale: ScaleComparison) -> str:
     """The scale comparison's lead: which report, how many verdicts hold."""
     if scale.missing:
         return scale.missing
-    same = sum(r.same for r in scale.rows)
+    same, tested = sum(r.same for r in scale.rows), sum(r.tested for r in scale.rows)
     unrecorded = (
         " (its claims.json does not record its model's size: run that report again)"
         if scale.parameters_there is None
         else ""
     )
     return (
-        f"At another model size, {scale.other}{unrecorded}: {same} of {len(scale.rows)} "
-        "claims keep their verdict."
+        f"At another model size, {scale.other}{unrecorded}: {same} of the {tested} claims "
+        "tested at both sizes keep their verdict."
     )
