@@ -15,10 +15,9 @@ A folder is replaced as a whole only when adloco wrote everything in it, as
 stated in the manifest each folder :func:`atomic_dir` writes,
 ``.adloco-output.json`` (the rule: :func:`check_replaceable`); a folder that
 holds anything else (a home folder given as an output, a file a user added or
-changed, another stage's output) is refused before any work. An output that cannot be written (no
-space left, a read-only folder) raises an ``OSError`` that names the output,
-not a temporary.
-"""
+changed, another stage's output) is refused before any work. An output that
+cannot be written (no space left, a read-only folder) raises an ``OSError``
+that names the output, not a temporary."""
 
 from __future__ import annotations
 
@@ -206,6 +205,18 @@ def _examples(names: list[str]) -> str:
     return ", ".join(names[:EXAMPLES_SHOWN]) + (", ..." if len(names) > EXAMPLES_SHOWN else "")
 
 
+def _existing_folder(path: Path, what: str) -> str | None:
+    """``path`` named for a message if it is a real folder, None if absent; else refused."""
+    where = f"{what} {path}" if what else str(path)
+    if not os.path.lexists(path):
+        return None
+    if not path.is_dir() or path.is_symlink():
+        raise ForeignFolderError(
+            f"{where}: exists and is not a folder adloco wrote; choose a new or empty folder"
+        )
+    return where
+
+
 def check_replaceable(
     path: str | Path, writer: str, what: str = "", in_git: Iterable[str] = ()
 ) -> None:
@@ -230,13 +241,9 @@ def check_replaceable(
     or argument that chose ``path``, for the message.
     """
     path = Path(path)
-    where = f"{what} {path}" if what else str(path)
-    if not os.path.lexists(path):
+    where = _existing_folder(path, what)
+    if where is None:
         return
-    if not path.is_dir() or path.is_symlink():
-        raise ForeignFolderError(
-            f"{where}: exists and is not a folder adloco wrote; choose a new or empty folder"
-        )
     problem = _ownership_problem(path, writer, set(in_git))
     if problem is not None:
         raise ForeignFolderError(f"{where}: {problem}")
@@ -296,13 +303,9 @@ def check_only_named(path: str | Path, names: Iterable[str], what: str = "") -> 
     (:func:`check_replaceable`).
     """
     path = Path(path)
-    where = f"{what} {path}" if what else str(path)
-    if not os.path.lexists(path):
+    where = _existing_folder(path, what)
+    if where is None:
         return
-    if not path.is_dir() or path.is_symlink():
-        raise ForeignFolderError(
-            f"{where}: exists and is not a folder adloco wrote; choose a new or empty folder"
-        )
     patterns = tuple(names)
     foreign = [
         name
