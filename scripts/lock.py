@@ -171,19 +171,25 @@ def locked_version(pins: dict[str, str], name: str) -> str:
 # --- the conda files -----------------------------------------------------------------------
 
 
-def rule_env_text(root: Path = ROOT) -> str:
-    """workflow/envs/adloco.yaml: the lock's ``# rules`` packages."""
-    python, pins, rules = read_lock(root)
-    lines = [
-        RULE_ENV_HEADER.rstrip("\n"),
+def _conda_head(header: str, python: str, name: str | None = None) -> list[str]:
+    """The lines every conda file of the lock opens with: header, channels, python, pip."""
+    named = [f"name: {name}"] if name else []
+    return [
+        header.rstrip("\n"),
+        *named,
         "channels:",
         "  - conda-forge",
         "  - nodefaults",
         "dependencies:",
         f"  - python={python}",
         "  - pip",
-        "  - pip:",
     ]
+
+
+def rule_env_text(root: Path = ROOT) -> str:
+    """workflow/envs/adloco.yaml: the lock's ``# rules`` packages."""
+    python, pins, rules = read_lock(root)
+    lines = [*_conda_head(RULE_ENV_HEADER, python), "  - pip:"]
     lines += [
         f"      - {name}=={pins[name]}"
         for name in sorted(pins, key=normalize)
@@ -202,14 +208,7 @@ def host_env_text(root: Path = ROOT) -> str:
     python, pins, _ = read_lock(root)
     names = [requirement_name(r) for r in requirement_lines(["data", "dev", "workflow"], root)]
     lines = [
-        HOST_ENV_HEADER.rstrip("\n"),
-        "name: adloco",
-        "channels:",
-        "  - conda-forge",
-        "  - nodefaults",
-        "dependencies:",
-        f"  - python={python}",
-        "  - pip",
+        *_conda_head(HOST_ENV_HEADER, python, name="adloco"),
         f"  - pytorch={locked_version(pins, 'torch')}",
         "  - pip:",
         "      # Every package below, and what it needs, at the lock's version.",
