@@ -46,14 +46,25 @@ SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 
 
+# What slurm.conf's node line takes from `slurmd -C`, in its order.
+NODE_FIELDS = (
+    "NodeName", "CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore",
+    "RealMemory",
+)  # fmt: skip
+
+
 class ClusterError(RuntimeError):
     """SLURM could not be started here; the message says why."""
 
 
+def _which(name: str) -> str | None:
+    """``name`` on PATH or in the sbin folders, where Debian puts the daemons."""
+    return shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin")
+
+
 def missing_programs() -> list[str]:
     programs = ("slurmctld", "slurmd", "sinfo", "sbatch", "munged", "mungekey")
-    found = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin"
-    return [p for p in programs if shutil.which(p, path=found) is None]
+    return [p for p in programs if _which(p) is None]
 
 
 def install() -> None:
@@ -74,7 +85,7 @@ def install() -> None:
 
 
 def program(name: str) -> str:
-    path = shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin")
+    path = _which(name)
     if path is None:
         raise ClusterError(f"{name} is not installed (run with --install, as root)")
     return path
@@ -90,11 +101,7 @@ def node_line() -> dict[str, str]:
     """This machine as ``slurmd -C`` sees it (CPUs, sockets, cores, threads, memory in MB)."""
     out = subprocess.run([program("slurmd"), "-C"], capture_output=True, text=True, check=True)
     fields = dict(f.split("=", 1) for f in out.stdout.split("\n")[0].split() if "=" in f)
-    return {k: fields[k] for k in ("NodeName", "CPUs", "RealMemory") if k in fields} | {
-        k: fields[k]
-        for k in ("Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore")
-        if k in fields
-    }
+    return {k: fields[k] for k in NODE_FIELDS if k in fields}
 
 
 def slurm_conf(root: Path, node: dict[str, str]) -> str:

@@ -207,6 +207,16 @@ def long_config(work: Path, rounds: int) -> str:
     return "config/test-long.yaml"
 
 
+def train_alone(work: Path, config: str, into: Path) -> Path:
+    """The pipeline's DiLoCo seed 0 trained again in one process at one thread, into ``into``."""
+    args = [str(BIN / "adloco"), "train", "--config", config, "--run-name", "diloco"]
+    args += ["--seed", "0", "--data", "data/tokenized/test-tiny"]
+    args += ["--calibration", "results/test/calibration", "--base", "results/test/base"]
+    args += ["--out", str(into / "out"), "--checkpoints", str(into / "ck"), "--threads", "1"]
+    subprocess.run(args, cwd=work, check=True, capture_output=True, timeout=600)
+    return into
+
+
 def test_a_cancelled_training_job_resumes_from_its_checkpoint(slurm_run, tmp_path):
     work, env = slurm_run.work, slurm_run.env
     config = long_config(work, CANCEL_ROUNDS)
@@ -250,14 +260,7 @@ def test_a_cancelled_training_job_resumes_from_its_checkpoint(slurm_run, tmp_pat
     assert "CANCELLED" in states.values(), states
 
     # The same run uninterrupted, in one process on this machine.
-    ref = tmp_path / "ref"
-    args = [str(BIN / "adloco"), "train", "--config", str(work / config)]
-    args += ["--run-name", "diloco", "--seed", "0"]
-    args += ["--data", str(work / "data/tokenized/test-tiny")]
-    args += ["--calibration", str(work / "results/test/calibration")]
-    args += ["--base", str(work / "results/test/base")]
-    args += ["--out", str(ref / "out"), "--checkpoints", str(ref / "ck"), "--threads", "1"]
-    subprocess.run(args, cwd=work, check=True, capture_output=True, timeout=600)
+    ref = train_alone(work, config, tmp_path / "ref")
     got = work / "results/test/runs/diloco/seed0"
     assert rows_without_time(got / "metrics.jsonl") == rows_without_time(ref / "out/metrics.jsonl")
     summary = json.loads((got / "summary.json").read_text())
@@ -318,12 +321,7 @@ def test_two_slurm_tasks_train_like_one_process(slurm_run, tmp_path):
     assert fields["JobState"] == "COMPLETED" and fields["NumTasks"] == "2", log[-3000:]
 
     # The same run in one process at one thread, on this machine.
-    one = tmp_path / "one"
-    args = [str(BIN / "adloco"), "train", "--config", "config/test.yaml"]
-    args += ["--run-name", "diloco", "--seed", "0", "--data", "data/tokenized/test-tiny"]
-    args += ["--calibration", "results/test/calibration", "--base", "results/test/base"]
-    args += ["--out", str(one / "out"), "--checkpoints", str(one / "ck"), "--threads", "1"]
-    subprocess.run(args, cwd=work, check=True, capture_output=True, timeout=600)
+    one = train_alone(work, "config/test.yaml", tmp_path / "one")
     got = rows_without_time(tmp_path / "run/metrics.jsonl")
     want = rows_without_time(one / "out/metrics.jsonl")
     assert len(got) == len(want) and [r.keys() for r in got] == [r.keys() for r in want]
