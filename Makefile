@@ -71,7 +71,7 @@ gpu-check-prepare: $(STAMP)
 	scripts/gpu-check-prepare.sh
 
 # Everything one experiment computed (results/<experiment>/, logs/<experiment>/,
-# as adloco.paths lays them out): `make clean-results EXPERIMENT=test`.
+# as adloco.core.paths lays them out): `make clean-results EXPERIMENT=test`.
 EXPERIMENT ?= default
 clean-results: $(STAMP)
 	rm -rf $$($(PY) -c 'from adloco import paths; e = "$(EXPERIMENT)"; print(paths.experiment_dir(e), paths.logs_dir(e))')

@@ -1,7 +1,7 @@
-"""Training passes with freed memory kept in the process (adloco.allocator) against glibc's default.
+"""Training passes with freed memory kept in the process (engine.allocator) against glibc's default.
 
 Every repeat starts two fresh processes, one calling
-:func:`adloco.allocator.keep_freed_memory` first and one not, in a random
+:func:`adloco.engine.allocator.keep_freed_memory` first and one not, in a random
 order; each builds the configuration's model, runs ``--steps`` training passes
 (forward, backward, AdamW) at ``--batch`` sequences and ``--evals``
 evaluations of ``train.eval_sequences`` sequences, as a training job does,
@@ -26,13 +26,13 @@ import time
 
 def workload(args: argparse.Namespace) -> dict:
     """One process's passes; the allocator setting is made before torch allocates."""
-    from adloco import allocator
+    from adloco.engine import allocator
 
     kept = allocator.keep_freed_memory() if args.child == "keep" else False
     import torch
 
     from adloco.config import load_config
-    from adloco.model import batch_loss, build_model, evaluate
+    from adloco.model.llama import batch_loss, build_model, evaluate
 
     torch.set_num_threads(args.threads)
     config = load_config(args.config)

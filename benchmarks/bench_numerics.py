@@ -5,7 +5,7 @@ tokens/s of the plain AdamW loop of ``bench_engine.py`` (forward, backward,
 clip, step of the default model on seeded random tokens) under
 
 1. ``native``: ``ADLOCO_NUMERICS=native``, the machine's own paths (the baseline);
-2. ``pinned``: what every ``adloco`` command runs under (adloco.numerics);
+2. ``pinned``: what every ``adloco`` command runs under (adloco.core.numerics);
 3. ``pinned, MKL AVX2 branch``: the same with ``MKL_CBWR=AVX2``, the faster MKL
    branch, which MKL honours on Intel CPUs only (on AMD it runs ``AUTO``);
 4. ``ATen avx2 only``: ATen's AVX2 kernels, MKL and oneDNN left to choose.
@@ -39,7 +39,7 @@ NATIVE = {"ADLOCO_NUMERICS": "native"}
 
 def variants(threads: int) -> dict[str, dict[str, str]]:
     """Variant name -> the environment its process starts with."""
-    from adloco import numerics
+    from adloco.core import numerics
 
     pinned = numerics.pinned_environment(numerics.cpu_flags(), platform.machine(), threads)
     return {
@@ -52,14 +52,14 @@ def variants(threads: int) -> dict[str, dict[str, str]]:
 
 def child(args: argparse.Namespace) -> None:
     """One timed plain loop, pinned first as adloco.cli.main does; one JSON line."""
-    from adloco import numerics
+    from adloco.core import numerics
 
     numerics.pin(args.threads)
     import torch
 
     sys.path.insert(0, str(HERE))
     from adloco.config import load_config
-    from adloco.model import build_model
+    from adloco.model.llama import build_model
     from bench_engine import plain_loop
 
     torch.set_num_threads(args.threads)
@@ -106,7 +106,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    from adloco import numerics
+    from adloco.core import numerics
 
     unset = (numerics.MODE_VARIABLE, *numerics.VARIABLES)
     base = {k: v for k, v in os.environ.items() if k not in unset}

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from adloco import paths
 from adloco.config import load_config
+from adloco.core import paths
 
 ADLOCO = str(Path(sys.executable).with_name("adloco"))
 

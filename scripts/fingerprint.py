@@ -1,7 +1,7 @@
 """The floats a short pipeline computes, to the bit: the committed fingerprint of the numerics.
 
 Runs, in a temporary folder and one process pinned as every ``adloco`` command
-is (adloco.numerics): the test preset (config/test.yaml) end to end through
+is (adloco.core.numerics): the test preset (config/test.yaml) end to end through
 ``adloco.cli.main`` (corpus, tokenization, the base model, calibration, then
 seed 0 of every run), and a few AdamW steps of the default model
 (config/config.yaml) on seeded random tokens. It keeps the numbers a drift in
@@ -122,7 +122,7 @@ def default_model() -> dict:
 
     from adloco.config import load_config
     from adloco.engine.inner import make_optimizer
-    from adloco.model import batch_loss, build_model
+    from adloco.model.llama import batch_loss, build_model
 
     config = load_config(DEFAULT_PRESET)
     settings = config.run(next(iter(config.runs)))
@@ -152,7 +152,7 @@ def default_model() -> dict:
 
 def fingerprint(threads: int | None = None, keep: Path | None = None) -> dict:
     """Every number of the fingerprint, and the numerics it was computed under."""
-    from adloco import numerics
+    from adloco.core import numerics
 
     # Before torch loads, as adloco.cli.main does (it pins again, to the same values).
     numerics.pin(threads)
@@ -208,7 +208,7 @@ def report(expected: dict, got: dict) -> str:
     settings = flatten({"committed": expected.get("numerics"), "now": got.get("numerics")})
     return "\n".join(
         [f"{len(lines)} number(s) of the fingerprint drifted from {FIXTURE.name}:", *lines]
-        + ["under the numerics (adloco.numerics, docs/numerics.md):"]
+        + ["under the numerics (adloco.core.numerics, docs/numerics.md):"]
         + [f"  {k}: {v!r}" for k, v in settings.items()]
         + [
             "A drift no change of this commit explains is a machine's (another CPU path, "

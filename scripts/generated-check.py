@@ -51,7 +51,7 @@ GENERATED = (
         "python workflow/lib/adloco_workflow/dvc_yaml.py",
         (),
     ),
-    ("params.yaml", "adloco.dvc_params", "params_text", "adloco dvc-params",
+    ("params.yaml", "adloco.dvc.params", "params_text", "adloco dvc-params",
      ("config/config.yaml", ROOT)),
     ("config/tune.yaml", "scripts/tune-grid.py", "tune_text",
      "python scripts/tune-grid.py --write", ("config/tune-grid.yaml", ROOT)),

@@ -27,7 +27,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from adloco.io import read_json_object
+from adloco.core.io import read_json_object
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from doc_blocks import write_or_check  # noqa: E402

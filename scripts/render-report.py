@@ -10,7 +10,7 @@ title and dumps the DOM (``--dump-dom``); the second takes the screenshot at
 the measured height. Prints the size and exits with status 2 when the page is
 wider than the window (horizontal overflow), so the layout can be checked by
 anyone, and by CI where Chromium is installed. Standard library only, plus
-``adloco.paths`` (itself standard library only) for the default page.
+``adloco.core.paths`` (itself standard library only) for the default page.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from adloco import paths
+from adloco.core import paths
 
 MEASURE = """<script>
 window.addEventListener('load', function () {

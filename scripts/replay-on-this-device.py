@@ -15,7 +15,7 @@ and nowhere else: ``calibrate.yaml``, ``<name>.json`` (the measured curve; a
 GPU keeps its own name) and ``regimes/`` (``adloco regimes``' folder:
 ``regimes.csv``, ``regimes.json`` and ``figures/``). The folder is written
 beside ``--out`` and swapped in whole once all of it is written
-(:func:`adloco.io.atomic_dir`), so a failed timing leaves the previous replay
+(:func:`adloco.core.io.atomic_dir`), so a failed timing leaves the previous replay
 as it was; a folder holding anything this script did not write (a
 ``calibrate.yaml`` of the user's) is refused before any work. ``--name``
 names files and a folder, so it follows the rule of the configuration's
@@ -33,8 +33,7 @@ import socket
 import sys
 from pathlib import Path
 
-from adloco import errors, paths
-from adloco.calibration_record import read_device_record
+from adloco.calibrate.record import read_device_record
 from adloco.cli import main as adloco
 from adloco.config import (
     RUN_NAME,
@@ -46,11 +45,12 @@ from adloco.config import (
     thaw,
 )
 from adloco.config.yaml_file import dump_yaml
-from adloco.io import atomic_dir, check_replaceable, write_text_atomic
+from adloco.core import errors, paths
+from adloco.core.io import atomic_dir, check_replaceable, write_text_atomic
 
 # Memory a CUDA device may use while timing (the max batch is fixed, so no search runs).
 TIMING_MEMORY_GIB = 4.0
-# The writer named in --out's manifest (adloco.io.check_replaceable).
+# The writer named in --out's manifest (adloco.core.io.check_replaceable).
 WRITER = "adloco replay-on-this-device"
 PROGRAM = "replay-on-this-device"
 # adloco regimes' folder inside --out.

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from adloco import cli, paths
+from adloco import cli
+from adloco.core import paths
 
 SRC = Path(cli.__file__).parent
 HEAVY = ("torch", "transformers", "numpy", "pandas", "matplotlib", "datasets")

@@ -2,7 +2,7 @@
 
 The fingerprint (tests/fixtures/fingerprint.json) holds the test preset's
 losses, perplexities and final weights' sha256 and a short run of the default
-model, computed under the pinned numerics (adloco.numerics). A fresh process
+model, computed under the pinned numerics (adloco.core.numerics). A fresh process
 computes them again here; a difference names each number that moved.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from adloco import numerics
+from adloco.core import numerics
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fingerprint.py"

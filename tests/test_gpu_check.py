@@ -24,7 +24,7 @@ import configs  # noqa: E402
 import figures  # noqa: E402
 from runner import Runner, Step  # noqa: E402
 
-from adloco.model import MICROLLAMA_ARCHITECTURE  # noqa: E402
+from adloco.model.llama import MICROLLAMA_ARCHITECTURE  # noqa: E402
 
 
 def make_runner(tmp_path: Path, budget_s: float = 60) -> Runner:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from adloco.config import load_config
-from adloco.paths import report_dir
+from adloco.core.paths import report_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = importlib.util.spec_from_file_location("readme_results", ROOT / "scripts/readme-results.py")

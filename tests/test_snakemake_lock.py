@@ -52,7 +52,7 @@ def start_in(workdir: Path, name: str, tmp_path: Path) -> subprocess.Popen:
         (["python", "-m", "snakemake", "-n"], True),
         (["/bin/bash", "-c", "set -euo pipefail;  adloco train --config c.yaml"], True),
         (["torchrun", "--standalone", "--no-python", "adloco", "train"], True),
-        (["vim", "src/adloco/io.py"], False),
+        (["vim", "src/adloco/core/io.py"], False),
         (["python", "-m", "pytest", "tests/test_snakemake_lock.py"], False),
         (["bash"], False),
     ],

@@ -154,7 +154,7 @@ def test_a_directory_output_holding_a_users_file_stops_before_snakemake_empties_
 ):
     # Snakemake removes a directory() output before its job (--forcerun train report):
     # a user's notes in one would be gone.
-    from adloco.io import atomic_dir
+    from adloco.core.io import atomic_dir
 
     monkeypatch.chdir(tmp_path)
     with atomic_dir(tmp_path / folder, writer) as tmp:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.config.yaml_file import dump_yaml, read_yaml
-from adloco.model import MICROLLAMA_ARCHITECTURE
+from adloco.model.llama import MICROLLAMA_ARCHITECTURE
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = ("quick", "toy", "full")

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adloco import __version__, errors, io, numerics, paths
+from adloco import __version__
 from adloco.config import ConfigError
+from adloco.core import errors, io, numerics, paths
 
 # Placeholders for the path examples in the help texts.
 EXP, RUN, SEED, DEVICE = "<experiment>", "<run>", "<seed>", "<device>"
@@ -53,7 +54,7 @@ def _calibrate_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _threads_arg(parser: argparse.ArgumentParser, passed: str) -> None:
-    """--threads of a stage that trains (set by adloco.training_process)."""
+    """--threads of a stage that trains (set by adloco.engine.process)."""
     parser.add_argument(
         "--threads", type=int, default=None, help=f"CPU threads for torch ({passed})"
     )
@@ -101,7 +102,7 @@ def _pretrain_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _progress_args(parser: argparse.ArgumentParser, live_example: str) -> None:
-    """What a stage that trains shows as it goes (adloco.progress, adloco.live_curves)."""
+    """What a stage that trains shows as it goes (adloco.engine.progress, .live_curves)."""
     parser.add_argument(
         "--no-progress",
         action="store_true",
@@ -282,7 +283,7 @@ class Stage:
     # it replaces atomically (their parent folder).
     out_dirs: tuple[str, ...] = ()
     out_files: tuple[str, ...] = ()
-    # A stage that runs training passes: started by adloco.training_process
+    # A stage that runs training passes: started by adloco.engine.process
     # (freed memory kept, torch's threads), the same for calibration as for training.
     trains: bool = False
 
@@ -307,7 +308,7 @@ STAGES: dict[str, Stage] = {
         out_files=("out",),
     ),
     "calibrate": Stage(
-        "adloco.calibrate",
+        "adloco.calibrate.command",
         "find a device's max micro-batch and time its step-time curve",
         "Doubling then binary search over the micro-batch at the real sequence length, "
         "dtype and model, within one node slot's memory share, with a safety margin "
@@ -322,7 +323,7 @@ STAGES: dict[str, Stage] = {
         trains=True,
     ),
     "pretrain": Stage(
-        "adloco.pretrain",
+        "adloco.model.pretrain",
         "train the experiment's base model that every run starts from",
         "A plain AdamW loop on the base split of the tokenized data (documents the runs "
         "never see), with the pretrain section's token budget and schedule, resumable from "
@@ -373,7 +374,7 @@ STAGES: dict[str, Stage] = {
         _regimes_args,
     ),
     "dvc-params": Stage(
-        "adloco.dvc_params",
+        "adloco.dvc.params",
         "choose the preset `dvc repro` and `dvc exp run` use: write params.yaml from it",
         "Write params.yaml, the file dvc.yaml reads and `dvc exp run -S` edits, as a plain "
         "copy of a preset of config/ with every default filled in, after checking the "
@@ -383,7 +384,7 @@ STAGES: dict[str, Stage] = {
         out_files=("out",),
     ),
     "dvc-check": Stage(
-        "adloco.dvc_check",
+        "adloco.dvc.check",
         "refuse, before DVC runs, files of yours that DVC would delete from output folders",
         "Check every output folder of params.yaml's stages as the stage itself does before "
         "it replaces one (each file listed in adloco's manifest there) and refuse, naming "
@@ -410,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_outputs_writable(stage: Stage, args: argparse.Namespace) -> None:
-    """Every output folder of ``stage`` can be written (:func:`adloco.io.check_writable`)."""
+    """Every output folder of ``stage`` can be written (:func:`adloco.core.io.check_writable`)."""
     for name in stage.out_dirs:
         io.check_writable(getattr(args, name), f"--{name}")
     for name in stage.out_files:
@@ -428,17 +429,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         # First, before any stage imports torch: the CPU float paths and threads
-        # every stage computes with (adloco.numerics, docs/numerics.md).
+        # every stage computes with (adloco.core.numerics, docs/numerics.md).
         threads = numerics.threads_for(getattr(args, "threads", None))
         numerics.pin(threads)
         check_outputs_writable(args._stage, args)
         if args._stage.trains:
-            training_process = importlib.import_module("adloco.training_process")
+            training_process = importlib.import_module("adloco.engine.process")
             training_process.prepare(threads)
         return int(importlib.import_module(args._module).run(args) or 0)
     except (OSError, ValueError) as exc:
         # A bad setting, corrupt input, a missing upstream output, a full disk:
-        # one line (adloco.errors), not a traceback; -v shows it.
+        # one line (adloco.core.errors), not a traceback; -v shows it.
         message = errors.describe(exc)
         if message is None or args.verbose:
             raise

@@ -12,7 +12,7 @@ import torch
 
 from adloco.algo.stats import RoundStats
 from adloco.engine.collective import LocalCollective
-from adloco.model import build_model
+from adloco.model.llama import build_model
 
 SHAPES = [(2, 3), (4,)]
 DIM = 10

@@ -17,7 +17,7 @@ from stats_nodes import tiny_population
 from adloco.algo.accumulate import GradientStatsAccumulator, GroupStats, NodeScalars, combine
 from adloco.algo.estimators import estimate
 from adloco.algo.exact import exact_estimate, per_sample_grads
-from adloco.model import causal_lm_loss
+from adloco.model.llama import causal_lm_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from adloco.algo.exact import exact_estimate, per_sample_grads, per_sample_grads_loop
-from adloco.model import batch_loss, build_model, causal_lm_loss
+from adloco.model.llama import batch_loss, build_model, causal_lm_loss
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from calibrate_helpers import tiny
 
-from adloco.model import build_model
+from adloco.model.llama import build_model
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import torch
 from calibrate_helpers import cpu_bench, tiny, typed_device
 
 from adloco.calibrate.bench import GIB, memory_bytes, torch_device
-from adloco.model import batch_loss, build_model
+from adloco.model.llama import batch_loss, build_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

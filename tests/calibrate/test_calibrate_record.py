@@ -1,4 +1,4 @@
-"""adloco.calibrate.record: one device's record, measured in order."""
+"""adloco.calibrate.device: one device's record, measured in order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from calibrate_helpers import tiny
 
 from adloco.calibrate.bench import GIB
-from adloco.calibrate.record import calibrate_device
+from adloco.calibrate.device import calibrate_device
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

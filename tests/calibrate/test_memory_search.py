@@ -9,6 +9,7 @@ import pytest
 from calibrate_helpers import cpu_bench, tiny
 
 from adloco.calibrate.bench import GIB
+from adloco.calibrate.device import calibrate_device
 from adloco.calibrate.memory_search import (
     TrialResult,
     apply_margin,
@@ -17,7 +18,6 @@ from adloco.calibrate.memory_search import (
     slot_budget_bytes,
     train_steps,
 )
-from adloco.calibrate.record import calibrate_device
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 from calibrate_helpers import tiny
 
-from adloco.calibrate.record import calibrate_device
+from adloco.calibrate.device import calibrate_device
 from adloco.calibrate.step_timing import measure_step_times, time_repeats, timing_batches
-from adloco.clock import StepTimeCurve
+from adloco.engine.clock import StepTimeCurve
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

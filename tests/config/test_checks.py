@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from adloco import model_size, paths
 from adloco.config import ConfigError, check_subset_fraction, config_from_dict, validate
+from adloco.core import paths
+from adloco.model import size as model_size
 from config_edits import base
 
 
@@ -46,7 +47,7 @@ def test_two_devices_with_one_name_are_refused():
     cfg["cluster"]["devices"] = [device, {**device, "count": 1}]
     with pytest.raises(ConfigError, match=r"cluster\.devices\.1\.name: 'cpu-tiny' is also") as err:
         validate(cfg)
-    # The file the name would collide on, where adloco.paths puts it.
+    # The file the name would collide on, where adloco.core.paths puts it.
     assert str(paths.calibration_file(cfg["experiment"], "<name>")) in str(err.value)
 
 

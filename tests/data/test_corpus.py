@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from adloco import cli
+from adloco.core.io import ForeignFolderError
 from adloco.data import corpus
-from adloco.io import ForeignFolderError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -152,7 +152,7 @@ def test_a_missing_or_cut_tokenizer_file_is_reported_on_open(copy_of):
 
 @pytest.mark.reliability("tokenized files")
 def test_a_token_id_beyond_the_vocabulary_is_refused_even_with_a_matching_sha256(copy_of):
-    from adloco.io import sha256_file
+    from adloco.core.io import sha256_file
 
     manifest_path = copy_of / "manifest.json"
     manifest = json.loads(manifest_path.read_text())

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from adloco import cli
+from adloco.core.io import sha256_file
 from adloco.data.reader import CorruptDataError, TokenData
-from adloco.io import sha256_file
 
 TEST_CONFIG = Path(__file__).parents[2] / "config" / "test.yaml"
 

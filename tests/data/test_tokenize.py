@@ -15,12 +15,12 @@ import yaml
 from transformers import AutoTokenizer
 
 from adloco import cli
+from adloco.core.io import OWNED_LIST, atomic_dir, sha256_file
 from adloco.data import c4
 from adloco.data.reader import TokenData
 from adloco.data.reference import reference_perplexity
 from adloco.data.splits import SPLITS, document_splits, validation_mask
 from adloco.data.tokenize import WRITER, tokenize_corpus
-from adloco.io import OWNED_LIST, atomic_dir, sha256_file
 
 REPO = Path(__file__).resolve().parents[2]
 

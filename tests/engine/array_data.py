@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from adloco.clock import StepTimeCurve
 from adloco.config import ClusterConfig, Config, RunSettings
+from adloco.engine.clock import StepTimeCurve
 from adloco.engine.compose import build_engine
 from adloco.engine.driver import Driver
 

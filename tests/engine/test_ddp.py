@@ -8,9 +8,9 @@ import torch
 from array_data import new_engine
 
 from adloco.algo import schedule
-from adloco.clock import TrainerSync, allreduce_bytes
 from adloco.engine import ddp
-from adloco.model import batch_loss, build_model
+from adloco.engine.clock import TrainerSync, allreduce_bytes
+from adloco.model.llama import batch_loss, build_model
 
 CLUSTER = {
     # Two devices of two slots: every step is four slots' passes on two devices.

@@ -10,12 +10,12 @@ import pytest
 import torch
 from array_data import FULL_STATE_RUN, TINY_CLUSTER, make_engine, new_engine, tiny_curves
 
-from adloco.clock import StepTimeCurve
+from adloco.engine.clock import StepTimeCurve
 from adloco.engine.collective import LocalCollective
 from adloco.engine.driver import Driver, DriverSettings, run_fingerprint
 from adloco.engine.sampler import draw_subset
 from adloco.engine.state import RunState, WallClock, replica_digest
-from adloco.model import DTYPES, build_model
+from adloco.model.llama import DTYPES, build_model
 
 
 def test_checkpoint_of_another_configuration_is_set_aside(array_data, make_config, tmp_path):

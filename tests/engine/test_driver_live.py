@@ -40,7 +40,7 @@ def best_perplexity(rows: list[dict]) -> float:
 
 
 def progress_lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "adloco.progress"]
+    return [r.getMessage() for r in caplog.records if r.name == "adloco.engine.progress"]
 
 
 def test_one_line_per_round_holds_the_rows_values(array_data, make_config, tmp_path, caplog):
@@ -154,7 +154,7 @@ def test_curves_that_cannot_be_written_leave_the_run_as_it_was(
     strip = [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows]
     assert strip == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in plain]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert [r.name for r in warnings] == ["adloco.live_curves"]
+    assert [r.name for r in warnings] == ["adloco.engine.live_curves"]
 
 
 def test_train_seed_all_draws_each_seed_in_its_folder(tmp_path, tiny_tokenized, monkeypatch):

@@ -15,7 +15,7 @@ import torch
 
 from adloco.algo.accumulate import GradientStatsAccumulator
 from adloco.engine.inner import NodeState, NonFiniteLoss, Worker, make_optimizer, step_gradient
-from adloco.model import batch_loss, build_model
+from adloco.model.llama import batch_loss, build_model
 
 VOCAB, SEQ_LEN = 64, 8
 STEPS = [(2,), (1, 2), (3,)]  # the second step accumulates two passes

@@ -16,7 +16,7 @@ from adloco.engine import inner as inner_mod
 from adloco.engine.batch_step import decision as _decision
 from adloco.engine.loop import RoundLoop
 from adloco.engine.trainers import MergeTransfer, TrainingDiverged
-from adloco.model import batch_loss
+from adloco.model.llama import batch_loss
 
 
 def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
@@ -41,7 +41,7 @@ def test_one_node_h1_sgd_equals_plain_sgd(array_data, make_config, tmp_path):
     engine.loop.train_split.get = lambda idx: seen.append(original(idx)) or seen[-1]
     engine.run()
 
-    from adloco.model import build_model
+    from adloco.model.llama import build_model
 
     reference = build_model(cfg.model, array_data.vocab_size, array_data.seq_len_tokens, 0)
     opt = torch.optim.SGD(reference.parameters(), lr=0.05)
@@ -312,7 +312,7 @@ def test_every_run_ends_at_the_token_budget(array_data, make_config, tmp_path, r
 
 
 def test_logged_time_is_recomputed_exactly_from_the_rows(array_data, make_config, tmp_path):
-    from adloco.clock import Network, recompute_sim_time_s
+    from adloco.engine.clock import Network, recompute_sim_time_s
 
     cfg, run = make_config(
         {
@@ -493,7 +493,7 @@ def test_scalars_direction_is_the_pseudo_gradient_under_foreach_nesterov(
 
 
 def test_the_merged_model_is_evaluated_right_after_the_merge(array_data, make_config, tmp_path):
-    from adloco.model import evaluate
+    from adloco.model.llama import evaluate
 
     cfg, run = make_config(
         {

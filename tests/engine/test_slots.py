@@ -58,7 +58,7 @@ def test_slots_stack_only_with_the_same_passes():
 def test_the_runner_yields_in_slot_order_and_runs_loners_on_the_worker(
     array_data, make_config, monkeypatch
 ):
-    from adloco.model import build_model
+    from adloco.model.llama import build_model
 
     cfg, settings = make_config()
     model = build_model(cfg.model, array_data.vocab_size, array_data.seq_len_tokens, 0)

@@ -18,7 +18,7 @@ from adloco.algo.stats import RoundStats
 from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, NonFiniteLoss, Worker
 from adloco.engine.stacked import SlotJob, Stack
-from adloco.model import build_model
+from adloco.model.llama import build_model
 
 
 @pytest.fixture(autouse=True)

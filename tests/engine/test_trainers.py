@@ -8,9 +8,9 @@ import pytest
 import torch
 from array_data import make_engine
 
-from adloco import clock
 from adloco.algo import merge, outer, switch, trust
 from adloco.config import section
+from adloco.engine import clock
 from adloco.engine.sampler import SubsetSampler
 from adloco.engine.trainers import (
     Slot,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adloco.base_model import DATA_KEY
+from adloco.model.base import DATA_KEY
 from adloco.report.claims import evaluate_claims
 from adloco.report.inputs import load_runs
 from adloco.report.references import References

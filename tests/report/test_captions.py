@@ -69,8 +69,8 @@ def test_the_pipeline_caption_names_every_stage_the_workflow_runs():
 
 
 def test_every_path_in_a_caption_is_one_the_pipeline_writes():
-    # The layout of adloco.paths, with <experiment>, <dataset>, <run>, <seed>, <device>.
-    from adloco import paths
+    # The layout of adloco.core.paths, with <experiment>, <dataset>, <run>, <seed>, <device>.
+    from adloco.core import paths
 
     e, d = "<experiment>", "<dataset>"
     layout = [

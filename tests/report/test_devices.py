@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from adloco.clock import StepTimeCurve
 from adloco.config import load_config
+from adloco.engine.clock import StepTimeCurve
 from adloco.report.devices import (
     check_devices,
     load_device_file,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from layout import body_rows
 
-from adloco.clock import StepTimeCurve
+from adloco.engine.clock import StepTimeCurve
 from adloco.report.html_inputs import calibration_section, variance_section
 from adloco.report.inputs import Calibration, Variance
 from adloco.report.regimes import ClockModel

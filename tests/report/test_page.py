@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace as NS
 
-from adloco.clock import StepTimeCurve
+from adloco.engine.clock import StepTimeCurve
 from adloco.report.page import (
     curve_text,
     esc,

@@ -22,8 +22,8 @@ import json
 
 import pytest
 
-from adloco.clock import StepTimeCurve
 from adloco.config import load_config
+from adloco.engine.clock import StepTimeCurve
 from adloco.report.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
 from adloco.report.regime_map import VerdictChange, crossings, regime_map, verdict_changes
 from adloco.report.regimes import RegimeCell, sweep_networks

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from by_hand import at_target, logged
 
-from adloco.clock import Network, StepTimeCurve, recompute_sim_time_s
 from adloco.config import load_config
+from adloco.engine.clock import Network, StepTimeCurve, recompute_sim_time_s
 from adloco.report.inputs import load_runs
 from adloco.report.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
 from adloco.report.settings import ReportSettings, assign_roles

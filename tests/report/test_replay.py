@@ -331,7 +331,7 @@ def test_the_replay_script_refuses_a_name_that_is_not_one_and_writes_nothing(
 def test_the_replay_script_writes_its_folder_whole_and_nothing_outside_it(
     engine_fixture, references_and_base, tmp_path, monkeypatch, capsys
 ):
-    from adloco.io import OWNED_LIST
+    from adloco.core.io import OWNED_LIST
 
     work = tmp_path / "work"
     work.mkdir()

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from adloco import io
 from adloco.cli import main
+from adloco.core import io
 from disk_faults import full_disk
 
 WRITTEN = ["regimes.csv", "regimes.json", "figures/regimes.png", "figures/regime_map.png"]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from adloco.clock import StepTimeCurve
 from adloco.config import section
+from adloco.engine.clock import StepTimeCurve
 from adloco.report import (
     FIGURE_NAMES,
     build_report,

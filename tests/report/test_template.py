@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adloco.errors import describe
+from adloco.core.errors import describe
 from adloco.report import template
 from adloco.report.html_runs import PER_RUN_FIGURES
 from adloco.report.page import CSS, PAGE_WIDTH_PX

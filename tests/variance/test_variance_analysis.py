@@ -166,7 +166,7 @@ def test_rejects_bad_settings():
 
 def test_language_model_figures_agree_with_the_exact_reference():
     from adloco.algo.exact import exact_estimate, per_sample_grads
-    from adloco.model import build_model
+    from adloco.model.llama import build_model
 
     model = build_model(load_config(REPO / "config" / "test.yaml").model, 97, 12, seed=0)
     sample = torch.randint(97, (10, 12), generator=torch.Generator().manual_seed(0))

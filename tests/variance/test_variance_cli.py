@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from adloco.config import load_config
-from adloco.model import build_model
+from adloco.model.llama import build_model
 from adloco.variance import SPREAD_DRAWS, load_model
 from adloco.variance.cli import sample_indices
 

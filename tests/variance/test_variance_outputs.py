@@ -8,7 +8,7 @@ import json
 import pytest
 
 from adloco.algo.estimators import VarianceEstimate
-from adloco.io import OWNED_LIST
+from adloco.core.io import OWNED_LIST
 from adloco.variance import VarianceAnalysis, plot_deviations, write_outputs
 from adloco.variance.outputs import DRAW_COLUMNS
 from adloco.variance.reductions import draw_row

@@ -10,7 +10,7 @@ difference of granularity: Snakemake has a job per run and seed, DVC a stage
 per run that trains each of the run's seeds (``--seed all``), so the train
 jobs of one run are compared, together, with its stage. dvc.yaml reads
 params.yaml, a link to config/config.yaml; pointed at another preset, the
-stages become that preset's, with the paths of ``adloco.paths``.
+stages become that preset's, with the paths of ``adloco.core.paths``.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ import pytest
 import yaml
 from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
-from adloco import paths
 from adloco.config import validate
-from adloco.dvc_params import MARK, params_text
-from adloco.io import OWNED_LIST
+from adloco.core import paths
+from adloco.core.io import OWNED_LIST
+from adloco.dvc.params import MARK, params_text
 from adloco_workflow.stages import snakemake_params
 from config_edits import shipped_configs
 
@@ -150,7 +150,7 @@ def dvc_stages() -> dict[str, dict]:
 
 
 def expected_outputs(config: dict) -> dict[str, list[str]]:
-    """Each stage's outputs (persistent ones too, checkpoints aside), from adloco.paths."""
+    """Each stage's outputs (persistent ones too, checkpoints aside), from adloco.core.paths."""
     exp, dataset = config["experiment"], config["data"]["dataset"]
     variance, report = paths.variance_dir(exp), paths.report_dir(exp)
     expected = {
@@ -602,7 +602,7 @@ def leave(work: Path, *files: Path, edit: tuple[str, str] = HAND_EDIT) -> None:
 def named_by_dvc_check(work: Path, monkeypatch) -> list[Path]:
     """The files of USER_FILES that `adloco dvc-check` names, each with the folder that holds it."""
     from adloco.config import load_config
-    from adloco.dvc_check import foreign_files
+    from adloco.dvc.check import foreign_files
 
     monkeypatch.chdir(work)
     problems = foreign_files(load_config(CONFIG_FILE))
@@ -690,7 +690,7 @@ def test_exp_run_deletes_files_in_every_folder_output_even_of_stages_it_skips(
 @pytest.mark.slow
 @pytest.mark.reliability("dvc")
 def test_exp_apply_replaces_an_uncommitted_edit_and_deletes_files(pipeline, monkeypatch):
-    from adloco.dvc_check import unsaved_edits
+    from adloco.dvc.check import unsaved_edits
 
     work = restored(pipeline)
     sh(DVC, "exp", "run", "-n", "to-apply", "-S", "snakemake.train_jobs=run", cwd=work)

@@ -1,6 +1,6 @@
 """`adloco dvc-check`: the files DVC would delete from the stages' output folders, named first.
 
-The output folders are written as the stages write them (adloco.io.atomic_dir,
+The output folders are written as the stages write them (adloco.core.io.atomic_dir,
 whose manifest lists their files; a checkpoint folder by its names), for the
 test preset's runs and seeds, in a temporary working folder. Each case adds
 one file of a user's to one of them and expects exactly that file named, with
@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from test_snakemake import ROOT
 
-from adloco import cli, paths
+from adloco import cli
 from adloco.config import load_config
-from adloco.dvc_check import foreign_files, output_folders, unsaved_edits
-from adloco.io import atomic_dir
+from adloco.core import paths
+from adloco.core.io import atomic_dir
+from adloco.dvc.check import foreign_files, output_folders, unsaved_edits
 
 CONFIG = load_config(ROOT / "config/test.yaml")
 EXP = CONFIG.experiment

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
-from adloco.dvc_params import params_text
+from adloco.dvc.params import params_text
 
 BIN = Path(sys.executable).parent
 DVC = str(BIN / "dvc")
@@ -35,7 +35,7 @@ import json, os, sys, time
 from pathlib import Path
 
 from adloco.cli import build_parser
-from adloco.io import write_manifest
+from adloco.core.io import write_manifest
 
 args = build_parser().parse_args(sys.argv[1:])
 stage = args.stage
@@ -91,7 +91,7 @@ elif stage == "train":
                                                          "final_val_perplexity": 12.5}}))
         (folder / "final").mkdir(exist_ok=True)
         (folder / "final" / "config.json").write_text("{{}}")
-        # As adloco.io.atomic_dir does: each folder lists the files adloco wrote.
+        # As adloco.core.io.atomic_dir does: each folder lists the files adloco wrote.
         write_manifest(folder / "final", "adloco train")
         write_manifest(folder, "adloco train")
 elif stage == "report":
@@ -109,7 +109,7 @@ elif stage == "report":
     (out / "median_curves.csv").write_text("run,round,seeds,tokens_total,sim_time_s,"
                                            "val_perplexity\\ndiloco,1,1,1000,1.0,12.5\\n")
 if stage in ("prepare-corpus", "tokenize", "variance", "pretrain", "report"):
-    write_manifest(out, f"adloco {{stage}}")  # as adloco.io.atomic_dir does
+    write_manifest(out, f"adloco {{stage}}")  # as adloco.core.io.atomic_dir does
 """
 
 
@@ -170,7 +170,7 @@ def cuda_config() -> dict:
 
 
 def outputs_of(config: dict) -> list[str]:
-    """Every file the configuration's pipeline writes, spelled out (not from adloco.paths)."""
+    """Every file the configuration's pipeline writes, spelled out (not from adloco.core.paths)."""
     dataset = config["data"]["dataset"]
     exp = f"results/{config['experiment']}"
     files = [config["data"]["raw_dir"], f"data/tokenized/{dataset}/manifest.json"]

@@ -2,7 +2,7 @@
 
 Dry runs only (nothing executes): the linter is clean, the DAG of the default
 configuration has the expected jobs per rule with the paths of
-``adloco.paths``, the default profile is really applied, and a bad
+``adloco.core.paths``, the default profile is really applied, and a bad
 configuration fails at parse time naming the key.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adloco import paths
 from adloco.config import config_from_dict
+from adloco.core import paths
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")

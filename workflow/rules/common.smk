@@ -20,7 +20,7 @@ import adloco_workflow.plan
 import adloco_workflow.resources
 import adloco_workflow.snakemake_lock
 import adloco_workflow.snakemake_preflight
-from adloco import paths
+from adloco.core import paths
 
 # `.venv/bin/snakemake` run without the virtual environment on PATH: the jobs
 # still run the `adloco` installed beside it (with --use-conda, the rule's

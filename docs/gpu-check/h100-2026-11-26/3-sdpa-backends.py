@@ -18,7 +18,7 @@ from adloco.config import load_config
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine import stacked
 from adloco.engine.stacked import SlotJob, Stack
-from adloco.model import build_model
+from adloco.model.llama import build_model
 import pathlib, tempfile
 size = sys.argv[1]; dev = sys.argv[2]
 p = configs.write(configs.paper_shape_config(size, dev), pathlib.Path(tempfile.mkdtemp()) / "c.yaml")

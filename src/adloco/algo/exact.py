@@ -19,7 +19,7 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from adloco.algo.estimators import VarianceEstimate
-from adloco.model import causal_lm_loss
+from adloco.model.llama import causal_lm_loss
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -47,7 +47,7 @@ def per_sample_grads(
 
     Parameters are those of ``model.named_parameters()`` with ``requires_grad``,
     in that order. ``loss_fn(logits, input_ids)`` defaults to the mean
-    next-token loss of :func:`adloco.model.causal_lm_loss`. ``chunk_size``
+    next-token loss of :func:`adloco.model.llama.causal_lm_loss`. ``chunk_size``
     bounds how many sequences vmap processes at once (memory).
     """
     if input_ids.dim() != 2 or input_ids.size(0) < 1:

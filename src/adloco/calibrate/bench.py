@@ -19,7 +19,7 @@ import torch
 
 from adloco.config import CalibrationConfig, Config, DeviceConfig, RunSettings
 from adloco.engine.inner import clip_and_step, make_optimizer, micro_batch_pass
-from adloco.model import DTYPES, build_model
+from adloco.model.llama import DTYPES, build_model
 
 GIB = 1 << 30
 

@@ -9,7 +9,7 @@ when its peak exceeds the slot's memory share (:func:`slot_budget_bytes`) or
 when it runs out of memory. On a CUDA device the peak is
 ``max_memory_allocated`` with the share enforced by
 ``set_per_process_memory_fraction``; on a simulated CPU device it is the live
-tensor storage counted by :mod:`adloco.memory`.
+tensor storage counted by :mod:`adloco.calibrate.memory`.
 
 The trial's step is the engine's inner step (:class:`~adloco.calibrate.bench.Bench`:
 the worker's optimizer, pass and update), but a trial creates its own
@@ -30,9 +30,9 @@ from typing import Any
 import torch
 
 from adloco.calibrate.bench import Bench, memory_bytes
-from adloco.clock import SLOT_SHARING
+from adloco.calibrate.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
 from adloco.config import ClusterConfig, DeviceConfig
-from adloco.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
+from adloco.engine.clock import SLOT_SHARING
 
 # What a slot that is not stepping holds, in units of its parameter bytes:
 # the parameters and AdamW's two moment buffers (exp_avg, exp_avg_sq) of the
@@ -103,7 +103,7 @@ def slot_budget_bytes(
 ) -> int:
     """Bytes one slot's training step may peak at on a device shared by several slots.
 
-    ``sharing`` is ``cluster.slot_sharing`` (:data:`adloco.clock.SLOT_SHARING`).
+    ``sharing`` is ``cluster.slot_sharing`` (:data:`adloco.engine.clock.SLOT_SHARING`).
     ``concurrent``: the device's slots step at the same time, so each
     may be at its activation peak together with the others; all slots run at
     most the same max batch, so k slots fit when each one's whole peak

@@ -1,78 +1,270 @@
-"""One device's calibration: the record ``adloco calibrate`` writes, measured in order.
+"""The calibration record: one device's ``results/<experiment>/calibration/<device>.json``.
 
-Part of ``adloco calibrate`` (:mod:`adloco.calibrate`): what the file says of
-the device, the model and the settings (:func:`device_record`), then the
-max-batch search (unless ``max_batch`` is configured) and the step timing
-(:func:`calibrate_device`). :class:`adloco.calibration_record.CalibrationRecord`
-writes and reads the file.
+``adloco calibrate`` (:mod:`adloco.calibrate`) writes it; training reads a
+device's max micro-batch and the step-time curve its simulated clock charges
+(:func:`load_max_batch`, :func:`load_step_time_curve`), after checking that
+the file was measured on its model (:func:`check_calibrated_model`); the report reads its
+fields, its curves and, from a file measured on another machine, its measured
+curve. :class:`CalibrationRecord` is the only reader and writer of the file,
+so every stage refuses a bad file the same way: an error that names the file
+and the field. A field written with the wrong type is refused when the file
+is read; a field a reader needs but the file lacks, when it is asked for (a
+file whose ``max_batch`` is configured need not be searched, and a report
+shows what a file has).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import torch
+from adloco.core.io import read_json_object, write_json_atomic
+from adloco.core.paths import device_calibration_file
+from adloco.engine.clock import StepTimeCurve
 
-from adloco.calibrate.bench import Bench, memory_bytes
-from adloco.calibrate.memory_search import search_device_max_batch
-from adloco.calibrate.step_timing import time_device_steps
-from adloco.config import Config, DeviceConfig
-from adloco.model import num_parameters
+if TYPE_CHECKING:
+    # Annotations only: the configuration's device check reads records through this module.
+    from adloco.config import ClusterConfig, DeviceConfig
+
+STEP_TIME_MODELS = ("measured", "roofline", "measured_record")
+
+NUMBER = (int, float)
+# The JSON type of every field adloco calibrate writes (docs/calibration.md).
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "device": (str,),
+    "kind": (str,),
+    "memory_bytes": (int,),
+    "nodes_per_device": (int,),
+    "slot_sharing": (str,),
+    "margin": NUMBER,
+    "seq_len_tokens": (int,),
+    "vocab_size": (int,),
+    "dtype": (str,),
+    "torch_version": (str,),
+    "param_bytes": (int,),
+    "model_parameters": (int,),
+    "gpu_name": (str,),
+    "gpu_total_bytes": (int,),
+    "method": (str,),
+    "budget_bytes": (int, type(None)),
+    "raw_max_batch": (int,),
+    "max_batch": (int,),
+    "max_batch_limit": (int,),
+    "steps_per_trial": (int,),
+    "trials": (list,),
+    "step_time": (dict,),
+    "step_time_measured": (dict,),
+    "step_time_curve": (dict,),
+    "provenance": (dict,),
+}
 
 
-def calibrate_device(
-    config: Config,
-    device: DeviceConfig,
-    vocab_size: int,
-    seq_len_tokens: int,
-    clock: Callable[[], float] = time.perf_counter,
-) -> dict[str, Any]:
-    """Calibrate one device: the max-batch search (unless configured), then the step time."""
-    bench = Bench.build(config, device, vocab_size, seq_len_tokens)
-    record = device_record(config, device, bench)
-    if device.max_batch is not None:
-        record.update(configured_max_batch(device.max_batch))
-    else:
-        record.update(search_device_max_batch(bench, device, config.cluster))
-    # Concurrent slots of one device run up to k × max_batch sequences in one pass.
-    largest = config.cluster.nodes_per_device * record["max_batch"]
-    record.update(time_device_steps(bench, device, largest, clock))
-    return record
+class CalibrationError(ValueError):
+    """A calibration file that is malformed, of another device, or stale."""
 
 
-def configured_max_batch(max_batch: int) -> dict[str, Any]:
-    """The search's fields of a device whose ``max_batch`` the config sets."""
-    return {
-        "method": "configured",
-        "budget_bytes": None,
-        "raw_max_batch": max_batch,
-        "max_batch": max_batch,
-        "trials": [],
-    }
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list"}
+    names |= {dict: "an object", type(None): "null"}
+    return " or ".join(dict.fromkeys(names[t] for t in types))
 
 
-def device_record(config: Config, device: DeviceConfig, bench: Bench) -> dict[str, Any]:
-    """What the calibration file says of the device, the model and the settings."""
-    cluster, calibration = config.cluster, config.calibration
-    record: dict[str, Any] = {
-        "device": device.name,
-        "kind": device.kind,
-        "memory_bytes": memory_bytes(device),
-        "nodes_per_device": cluster.nodes_per_device,
-        "slot_sharing": cluster.slot_sharing,
-        "margin": calibration.margin,
-        "seq_len_tokens": bench.seq_len_tokens,
-        "vocab_size": bench.vocab_size,
-        "dtype": calibration.dtype,
-        "torch_version": torch.__version__,
-        "param_bytes": bench.param_bytes,
-        "model_parameters": num_parameters(bench.model),
-    }
-    if bench.device.type == "cuda":
-        record.update(
-            gpu_name=torch.cuda.get_device_name(bench.device),
-            gpu_total_bytes=torch.cuda.get_device_properties(bench.device).total_memory,
+def check_field_types(path: Path | str, fields: Mapping[str, Any]) -> None:
+    """Every known field present has its JSON type (a bool is not a number)."""
+    for name, types in FIELD_TYPES.items():
+        if name not in fields:
+            continue
+        value = fields[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise CalibrationError(
+                f"{path}: field {name!r} must be {_type_name(types)}, got {value!r}"
+            )
+
+
+@dataclass(frozen=True)
+class CalibrationRecord:
+    """A calibration file's fields, with typed access that names the file and the field."""
+
+    path: Path
+    fields: Mapping[str, Any]
+
+    @classmethod
+    def read(
+        cls, path: str | Path, device: str | None = None, missing: str | None = None
+    ) -> CalibrationRecord:
+        """The file at ``path``; ``device``: the device it must calibrate.
+
+        ``missing``: the message when the file does not exist (FileNotFoundError).
+        """
+        path = Path(path)
+        fields = read_json_object(path, missing, error=CalibrationError)
+        check_field_types(path, fields)
+        if device is not None and fields.get("device") != device:
+            raise CalibrationError(
+                f"{path}: calibrates device {fields.get('device')!r}, not {device!r}"
+            )
+        return cls(path, fields)
+
+    @classmethod
+    def read_if_present(
+        cls, path: str | Path, device: str | None = None
+    ) -> CalibrationRecord | None:
+        """The file at ``path``, or None when there is none (a malformed one raises)."""
+        return cls.read(path, device) if Path(path).is_file() else None
+
+    @classmethod
+    def write(cls, path: str | Path, fields: Mapping[str, Any]) -> CalibrationRecord:
+        """Write ``fields`` atomically (after checking their types) and return the record."""
+        path = Path(path)
+        check_field_types(path, fields)
+        write_json_atomic(path, dict(fields))
+        return cls(path, fields)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field the file may lack (its type was checked on reading)."""
+        return self.fields.get(name, default)
+
+    def require(self, name: str, why: str = "") -> Any:
+        """A field the reader needs: missing, it raises naming the file and the field."""
+        if name not in self.fields:
+            raise CalibrationError(f"{self.path}: no {name}{why}")
+        return self.fields[name]
+
+    @property
+    def max_batch(self) -> int:
+        value = self.fields.get("max_batch")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise CalibrationError(f"{self.path}: max_batch missing or not a positive integer")
+        return value
+
+    def check_model(self, model_parameters: int, seq_len_tokens: int) -> None:
+        """The file was measured on this model: its parameter count and sequence length.
+
+        A file of another model (another experiment's calibration folder, say)
+        has a max batch and step times that do not hold for this one.
+        """
+        device = self.get("device")
+        fix = (
+            f"re-run `adloco calibrate --device {device}` for this config, or point "
+            "--calibration at this experiment's calibration folder"
         )
+        for key, wanted in (
+            ("seq_len_tokens", seq_len_tokens),
+            ("model_parameters", model_parameters),
+        ):
+            recorded = self.require(key, f"; {fix}")
+            if recorded != wanted:
+                raise CalibrationError(
+                    f"{self.path}: calibrated with {key} {recorded}, the run's model has "
+                    f"{wanted}: its max batch and step times were measured on another model; {fix}"
+                )
+
+    def curve(self, name: str = "step_time_curve", why: str = "") -> StepTimeCurve:
+        """``step_time_curve`` (what the runs' clock charges) or ``step_time_measured``."""
+        fields = self.require(name, why)
+        try:
+            return StepTimeCurve.from_dict(fields)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CalibrationError(f"{self.path}: {name} is malformed: {exc!r}") from exc
+
+
+def read_device_record(
+    calibration_dir: str | Path, device: DeviceConfig, what: str
+) -> CalibrationRecord:
+    """A configured device's record; ``what``: how else to get one, for the missing-file error."""
+    name = device.name
+    path = device_calibration_file(calibration_dir, name)
+    missing = (
+        f"{path}: no calibration for device {name}; run `adloco calibrate --device {name} "
+        f"--out {path} ...`{what}"
+    )
+    return CalibrationRecord.read(path, name, missing)
+
+
+def check_calibrated_model(
+    calibration_dir: str | Path, cluster: ClusterConfig, model_parameters: int, seq_len_tokens: int
+) -> None:
+    """Each device's calibration file was measured on this model (its ``check_model``).
+
+    A device without a file is left to the readers of its max batch and step
+    times, which refuse it.
+    """
+    for device in cluster.devices:
+        path = device_calibration_file(calibration_dir, device.name)
+        record = CalibrationRecord.read_if_present(path, device.name)
+        if record is not None:
+            record.check_model(model_parameters, seq_len_tokens)
+
+
+def load_max_batch(calibration_dir: str | Path, device: DeviceConfig) -> int:
+    """The micro-batch cap of a device: its configured ``max_batch``, else its calibration file."""
+    if device.max_batch is not None:
+        return int(device.max_batch)
+    why = " or set its max_batch in the config"
+    return read_device_record(calibration_dir, device, why).max_batch
+
+
+def measured_record(path: str | Path) -> CalibrationRecord:
+    """The record a ``measured_record`` device maps: a ``step_time_curve`` and its sequence length.
+
+    Any calibration record will do (one ``adloco calibrate`` wrote on a GPU,
+    or a device file of ``config/devices/``); errors name the file.
+    """
+    record = CalibrationRecord.read(path, missing=f"{path}: no such file (a calibration record)")
+    record.curve(why=" (a record `adloco calibrate` wrote has one)")
+    seq_len = record.require("seq_len_tokens", ": the sequence length its curve was timed at")
+    if seq_len < 1:
+        raise CalibrationError(f"{path}: seq_len_tokens must be >= 1, got {seq_len}")
     return record
+
+
+def step_time_record(device: DeviceConfig) -> dict[str, Any]:
+    """What a calibration file records of a device's step-time settings, and checks against.
+
+    ``measured``: the model and its ``scale``; ``roofline``: the model, its
+    saturation batch, update time and the device's ``speed_tflops``;
+    ``measured_record``: the model, the record's path, and the curve and
+    sequence length read from it, so that a record edited since calibration
+    is caught as a changed setting is.
+    """
+    step_time = device.step_time
+    if step_time.model == "measured":
+        return {"model": "measured", "scale": step_time.scale}
+    if step_time.model == "measured_record":
+        source = measured_record(str(step_time.record))
+        return {
+            "model": "measured_record",
+            "record": step_time.record,
+            "record_seq_len_tokens": source.fields["seq_len_tokens"],
+            "record_curve": source.curve().as_dict(),
+        }
+    return {
+        "model": "roofline",
+        "saturation_batch": step_time.saturation_batch,
+        "update_s": step_time.update_s,
+        "speed_tflops": float(device.speed_tflops),
+    }
+
+
+def load_step_time_curve(calibration_dir: str | Path, device: DeviceConfig) -> StepTimeCurve:
+    """The step-time curve the simulated clock charges on a device, from its calibration file.
+
+    Every device has a file (a configured ``max_batch`` skips only the search).
+    The file must have been written under the device's current ``step_time``
+    settings (and ``speed_tflops`` for a roofline); otherwise re-run
+    ``adloco calibrate``.
+    """
+    record = read_device_record(calibration_dir, device, "")
+    curve = record.curve(why=" (written before step timing?); re-run `adloco calibrate`")
+    recorded = record.get("step_time") or {}
+    wanted = step_time_record(device)
+    stale = {k: recorded.get(k) for k in wanted if recorded.get(k) != wanted[k]}
+    if stale:
+        config_says = {k: wanted[k] for k in stale}
+        raise CalibrationError(
+            f"{record.path}: written for step_time {stale}, the config says {config_says}; "
+            f"re-run `adloco calibrate --device {device.name}`"
+        )
+    return curve

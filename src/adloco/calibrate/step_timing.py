@@ -23,9 +23,9 @@ import torch
 
 from adloco.calibrate.bench import Bench, memory_bytes
 from adloco.calibrate.step_time_model import declared_step_time
-from adloco.clock import StepTimeCurve
 from adloco.config import DeviceConfig
-from adloco.model import num_parameters
+from adloco.engine.clock import StepTimeCurve
+from adloco.model.llama import num_parameters
 
 
 def timing_batches(largest: int) -> list[int]:
@@ -189,7 +189,7 @@ def time_device_steps(
     """The step-time curve: one pass per micro-batch up to ``largest``, and one update.
 
     Concurrent slots of one device run up to k × max_batch sequences in one
-    pass, so the caller asks for that size (:func:`adloco.calibrate.record.calibrate_device`).
+    pass, so the caller asks for that size (:func:`adloco.calibrate.device.calibrate_device`).
     """
     cal = bench.calibration
     step = TimedStep(bench, timing_batches(largest))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from adloco.calibration_record import measured_record
+from adloco.calibrate.record import measured_record
 from adloco.config.fields import REQUIRED, setting
 from adloco.config.runs import RunSettings
 from adloco.config.schema import ConfigError

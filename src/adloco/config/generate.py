@@ -29,7 +29,7 @@ from adloco.config.fields import OPTIONAL, REQUIRED, SHARED_DEFS, Declaration, d
 from adloco.config.runs import RunSettings
 from adloco.config.schema import SCHEMA_FILE
 from adloco.config.types import Config
-from adloco.io import write_text_atomic
+from adloco.core.io import write_text_atomic
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / SCHEMA_FILE
 COMMAND = "python -m adloco.config.generate"

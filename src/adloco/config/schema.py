@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from adloco import paths
+from adloco.core import paths
 
 SCHEMA_FILE = "config.schema.yaml"
 

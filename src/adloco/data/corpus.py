@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from adloco.config import ConfigError, DataConfig, check_dvc_raw_dir, load_config
-from adloco.io import atomic_dir, check_replaceable, naming_output, sha256_file
+from adloco.core.io import atomic_dir, check_replaceable, naming_output, sha256_file
 
 log = logging.getLogger(__name__)
 # Set by DVC for every stage's command: the repository's root.
@@ -44,7 +44,7 @@ DOCUMENTS_PER_FILE = 5120
 C4_FIELDS = ("text", "timestamp", "url")
 # The writer named in the folder's manifest: a folder holding anything this
 # stage did not write there (a home folder, a user's own C4 shards, another
-# stage's output given as data.raw_dir) is refused, never emptied (adloco.io).
+# stage's output given as data.raw_dir) is refused, never emptied (adloco.core.io).
 WRITER = "adloco prepare-corpus"
 WHAT = "--out (data.raw_dir)"
 

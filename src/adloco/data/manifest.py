@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from adloco.config import DataConfig, TokenizerConfig
+from adloco.core.io import sha256_file
 from adloco.data import reference
 from adloco.data import tokenizer as tok
 from adloco.data.reader import DTYPES, FORMAT_VERSION, TokenSplit
-from adloco.io import sha256_file
 
 
 def build_manifest(

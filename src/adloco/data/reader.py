@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from adloco import paths
+from adloco.core import paths
+from adloco.core.io import read_json_object, sha256_file
 from adloco.data.tokenizer import saved_ids
-from adloco.io import read_json_object, sha256_file
 
 FORMAT_VERSION = 1
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from adloco.io import naming_output
+from adloco.core.io import naming_output
 
 # 2**27 tokens = 256 MiB of uint16 per shard file.
 SHARD_TOKENS = 1 << 27

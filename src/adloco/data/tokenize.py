@@ -35,14 +35,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from adloco import paths
 from adloco.config import DataConfig, load_config
+from adloco.core import paths
+from adloco.core.io import atomic_dir, write_json_atomic
 from adloco.data import c4
 from adloco.data import tokenizer as tok
 from adloco.data.manifest import build_manifest, reference_levels
 from adloco.data.shards import SHARD_TOKENS, ShardWriter, finish_splits
 from adloco.data.splits import SPLIT_CODES, document_splits, splits_of, validation_mask
-from adloco.io import atomic_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 BATCH_DOCUMENTS = 512
 BATCH_CHARS = 1 << 20
 # The writer named in the folder's manifest, which lists the tokenizer/ files
-# too (adloco.io.check_replaceable).
+# too (adloco.core.io.check_replaceable).
 WRITER = "adloco tokenize"
 
 

@@ -51,8 +51,7 @@ from pathlib import Path
 import torch
 
 import adloco
-from adloco.engine.checkpoint_lock import LOCK_NAME
-from adloco.io import (
+from adloco.core.io import (
     atomic_path,
     check_only_named,
     read_json_object,
@@ -60,6 +59,7 @@ from adloco.io import (
     write_json_atomic,
     write_text_atomic,
 )
+from adloco.engine.checkpoint_lock import LOCK_NAME
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from adloco.core.io import read_json_object
 from adloco.engine.checkpoint import FINISHED_NAME, MANIFEST_NAME
-from adloco.io import read_json_object
 
 
 class ForeignCheckpointError(ValueError):

@@ -8,7 +8,7 @@ it to its end; a second one fails at once, in one line naming the folder and
 the pid (and host) the holder recorded in the file.
 
 The lock sits in the checkpoint folder, not in ``--out``: the run folder is
-written beside itself and swapped in whole (:func:`adloco.io.atomic_dir`),
+written beside itself and swapped in whole (:func:`adloco.core.io.atomic_dir`),
 which would replace a lock file inside it, while the checkpoint folder stays
 in place (:func:`adloco.engine.checkpoint.set_aside` moves its contents, not
 the lock file). The holder also records the ``--out`` it writes, so a second

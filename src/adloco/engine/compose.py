@@ -15,9 +15,8 @@ from pathlib import Path
 
 import torch
 
-from adloco import clock
 from adloco.config import ClusterConfig, ModelConfig, RunSettings
-from adloco.engine import checkpoint_identity
+from adloco.engine import checkpoint_identity, clock
 from adloco.engine.collective import LocalCollective
 from adloco.engine.driver import Driver, DriverSettings, run_fingerprint
 from adloco.engine.loop import RoundLoop
@@ -45,10 +44,10 @@ def build_engine(
 ) -> Driver:
     """The driver of the run's round loop; ``run()`` resumes from the last checkpoint.
 
-    ``model``: a base model resolved (:func:`adloco.base_model.start_model`, its
+    ``model``: a base model resolved (:func:`adloco.model.base.start_model`, its
     ``base_sha256`` in the fingerprint); ``lr_keys``: where the run's inner and
     outer lr are written, for the message of a diverged round; ``live_dir``:
-    where the run's live curves go (:mod:`adloco.live_curves`); ``experiment``:
+    where the run's live curves go (:mod:`adloco.engine.live_curves`); ``experiment``:
     the configuration's, which with the run's name and the seed says whose
     checkpoints the folder holds (:func:`adloco.engine.checkpoint_identity.identity`).
     """

@@ -6,9 +6,9 @@
 trainers of round 0 or resumes from the checkpoint folder, calls
 ``run_round`` until the loop says the run is ``finished``, appends each
 round's metrics rows, saves a checkpoint every ``checkpoint_every_rounds``
-rounds, and shows progress in tokens (:mod:`adloco.progress`: a bar on a
+rounds, and shows progress in tokens (:mod:`adloco.engine.progress`: a bar on a
 terminal, one line per round in a log) and live curves
-(:mod:`adloco.live_curves`, with a live folder). A checkpoint holds the
+(:mod:`adloco.engine.live_curves`, with a live folder). A checkpoint holds the
 replicated state (:meth:`Driver.state_dict`, saved once) and each process's
 own (the loop's ``local_state_dict``: its slots' inner optimizer states and
 its RNG), through :mod:`adloco.engine.checkpoint`; every process checks that
@@ -29,14 +29,14 @@ from typing import Protocol
 
 import torch
 
-from adloco import paths
-from adloco.clock import StepTimeCurve
 from adloco.config import ClusterConfig, ModelConfig, RunSettings, thaw
+from adloco.core import paths
 from adloco.engine import checkpoint, checkpoint_identity
+from adloco.engine.clock import StepTimeCurve
+from adloco.engine.live_curves import LiveCurves
+from adloco.engine.progress import Progress
 from adloco.engine.state import RunState, WallClock
 from adloco.engine.trainers import Trainer
-from adloco.live_curves import LiveCurves
-from adloco.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def run_fingerprint(
     """What a checkpoint must have been trained under to be resumed (``checkpoint.fingerprint``).
 
     ``base_sha256``: the checksums of the base model the run starts from
-    (:class:`adloco.base_model.StartModel`), part of the model's entry.
+    (:class:`adloco.model.base.StartModel`), part of the model's entry.
     """
     model_entry = thaw(model)
     if base_sha256 is not None:

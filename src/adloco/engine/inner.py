@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from adloco.config import RunSettings
-from adloco.model import batch_loss
+from adloco.model.llama import batch_loss
 
 
 class NonFiniteLoss(RuntimeError):

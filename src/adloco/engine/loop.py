@@ -27,13 +27,13 @@ from collections.abc import Mapping
 
 import torch
 
-from adloco import clock
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
 from adloco.config import ClusterConfig, ModelConfig, RunSettings
-from adloco.engine import ddp, divergence, methods
+from adloco.engine import clock, ddp, divergence, methods
 from adloco.engine.batch_step import apply_test
 from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, Worker
+from adloco.engine.records import MetricsRow
 from adloco.engine.sampler import SubsetSampler, draw_subset
 from adloco.engine.slots import SlotJob, SlotRunner
 from adloco.engine.state import RunState, WallClock, agree
@@ -50,8 +50,7 @@ from adloco.engine.trainers import (
     merge_group,
     sync_payload_bytes,
 )
-from adloco.model import DTYPES, build_model, evaluate, evaluation_sample, num_parameters
-from adloco.records import MetricsRow
+from adloco.model.llama import DTYPES, build_model, evaluate, evaluation_sample, num_parameters
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ class RoundLoop:
         collective=None,
         wall_clock: WallClock | None = None,
     ):
-        """``model``: a base model resolved (:func:`adloco.base_model.start_model`);
+        """``model``: a base model resolved (:func:`adloco.model.base.start_model`);
         ``lr_keys``: where the run's inner and outer lr are written, for the
         message of a diverged round; ``wall_clock``: the run's, for the rows."""
         self.settings = settings

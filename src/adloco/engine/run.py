@@ -3,7 +3,7 @@
 Reads the tokenized data and the calibration results, trains with
 :func:`adloco.engine.compose.build_engine`, and writes ``metrics.jsonl``,
 ``summary.json`` and ``final/`` (the best trainer's model with the tokenizer
-and a model card, :func:`adloco.hf_export.save_model_folder`) into the run
+and a model card, :func:`adloco.model.hf_export.save_model_folder`) into the run
 folder. Checkpoints go to a separate folder (``--checkpoints``) that
 Snakemake does not remove when a job fails, so running the same command again
 after a kill resumes from the last complete round; once the outputs are written
@@ -26,22 +26,28 @@ from pathlib import Path
 
 import torch
 
-from adloco import numerics, paths
-from adloco.base_model import StartModel, start_model
-from adloco.calibration_record import (
+from adloco.calibrate.record import (
     check_calibrated_model,
     load_max_batch,
     load_step_time_curve,
 )
 from adloco.config import ClusterConfig, Config, RunSettings, check_subset_fraction, load_config
+from adloco.core import numerics, paths
+from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, checkpoint_identity, checkpoint_lock, distributed
 from adloco.engine.compose import build_engine
 from adloco.engine.driver import Driver
+from adloco.engine.records import derive_summary
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
-from adloco.hf_export import HubMetadata, Provenance, command_line, hub_metadata, save_model_folder
-from adloco.io import atomic_dir, check_replaceable, write_json_atomic
-from adloco.records import derive_summary
+from adloco.model.base import StartModel, start_model
+from adloco.model.hf_export import (
+    HubMetadata,
+    Provenance,
+    command_line,
+    hub_metadata,
+    save_model_folder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +79,7 @@ def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers
 
 
 # The writer named in the manifest of a run's seed folder and of its final/
-# (adloco.io.check_replaceable: a folder holding anything else is refused).
+# (adloco.core.io.check_replaceable: a folder holding anything else is refused).
 WRITER = "adloco train"
 
 
@@ -267,7 +273,7 @@ def train_seed(
     """Train (or resume) one seed and write its outputs; the folder is then marked finished.
 
     ``experiment``, ``command`` (the command line that writes ``out``) and
-    ``hub`` (:func:`adloco.hf_export.hub_metadata`) go into the final model's card.
+    ``hub`` (:func:`adloco.model.hf_export.hub_metadata`) go into the final model's card.
     """
     try:
         rows = engine.run()

@@ -36,7 +36,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from adloco.config import RunSettings
 from adloco.engine.inner import NodeResult, NodeState, Worker, make_optimizer, step_gradient
-from adloco.model import batch_loss
+from adloco.model.llama import batch_loss
 
 # PyTorch has no vmap rule for the fused CPU attention kernel, so vmap runs it
 # once per slot (as the sequential loop does) and says so on every pass.

@@ -5,7 +5,7 @@ the calibration of every configured device (``results/<experiment>/calibration``
 the variance stage's folder (``results/<experiment>/variance``) and, when
 given, the tokenized data folder (its reference perplexities) and the base
 model's folder, and writes into ``--out`` (``results/<experiment>/report``;
-:mod:`adloco.paths`):
+:mod:`adloco.core.paths`):
 
 - ``index.html``: a self-contained page (figures embedded) fitting a 1280-px browser;
 - ``claims.json``: roles, targets, the stated rules, the headline table, each
@@ -39,10 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adloco import __version__, paths
+from adloco import __version__
 from adloco.config import ClusterConfig, Config, load_config
-from adloco.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
-from adloco.records import finite_or_none
+from adloco.core import paths
+from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
+from adloco.engine.records import finite_or_none
 from adloco.report.about import about_rows
 from adloco.report.claims import Claim, Context, evaluate_claims, headline_runs
 from adloco.report.dvc_files import write_dvc_files
@@ -112,7 +113,7 @@ FIGURE_NAMES = (
 
 # The writer named in the report folder's manifest: a report folder holding
 # anything the report (or `adloco regimes` after it) did not write is refused
-# before any work, never replaced (adloco.io.check_replaceable).
+# before any work, never replaced (adloco.core.io.check_replaceable).
 WRITER = "adloco report"
 TABLES = ("summary.csv", "curves.csv", "ladder.csv", "regimes.csv", "noise_scale.csv")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from adloco import __version__
 from adloco.config import Config
-from adloco.model_size import parameter_count
+from adloco.model.size import parameter_count
 from adloco.report.inputs import RunSeed
 from adloco.report.references import Base, References
 

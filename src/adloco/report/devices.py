@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adloco.calibration_record import CalibrationRecord
-from adloco.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
+from adloco.calibrate.record import CalibrationRecord
+from adloco.engine.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
 from adloco.report.inputs import RunSeed
 from adloco.report.regimes import ClockModel, NetworkPoint
 

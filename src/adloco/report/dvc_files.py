@@ -20,8 +20,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from adloco.io import write_json_atomic
-from adloco.records import is_number
+from adloco.core.io import write_json_atomic
+from adloco.engine.records import is_number
 from adloco.report.claims import NOT_TESTABLE, Claim, Comparison
 from adloco.report.stats import median
 from adloco.report.summary import write_csv

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter
 
-from adloco.io import atomic_path
+from adloco.core.io import atomic_path
 from adloco.report.inputs import RunSeed
 
 WIDTH_IN = 11.0

@@ -18,11 +18,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from adloco.calibration_record import CalibrationRecord
-from adloco.clock import RunClock
+from adloco.calibrate.record import CalibrationRecord
 from adloco.config import ClusterConfig, Config, RunSettings
-from adloco.io import read_json_object
-from adloco.paths import (
+from adloco.core.io import read_json_object
+from adloco.core.paths import (
     device_calibration_file,
     metrics_file,
     run_summary_file,
@@ -31,7 +30,8 @@ from adloco.paths import (
     variance_per_batch_file,
     variance_summary_file,
 )
-from adloco.records import (
+from adloco.engine.clock import RunClock
+from adloco.engine.records import (
     REQUIRED_ROW_KEYS,
     SUMMARY_KEYS,
     derive_summary,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from adloco.records import is_number
+from adloco.engine.records import is_number
 from adloco.report.inputs import RunSeed
 from adloco.report.stats import median
 from adloco.report.summary import round_values, run_level_perplexity

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adloco.base_model import check_pretrained_on
-from adloco.io import read_json_object
-from adloco.paths import base_summary_file, manifest_file, metrics_file
-from adloco.records import is_number
+from adloco.core.io import read_json_object
+from adloco.core.paths import base_summary_file, manifest_file, metrics_file
+from adloco.engine.records import is_number
+from adloco.model.base import check_pretrained_on
 from adloco.report.inputs import read_json_lines
 
 # The reference levels, from the highest perplexity to the lowest.
@@ -128,7 +128,7 @@ def load_base(base_dir: Path | None, data_dir: Path | None = None) -> Base | Non
     """base.json (required in a given folder) and metrics.jsonl (shown when present).
 
     With ``data_dir`` (the report's ``--data``), the base must have been
-    pretrained on that data (:func:`adloco.base_model.check_pretrained_on`):
+    pretrained on that data (:func:`adloco.model.base.check_pretrained_on`):
     the page would quote another base's perplexity beside this data's levels.
     """
     if base_dir is None:

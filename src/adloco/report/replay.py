@@ -12,7 +12,7 @@ GPU owner replays the default runs on a curve measured on their machine
 (docs/calibration.md, "Replaying the runs on your device").
 
 ``--out`` is a folder of its own, written beside and swapped in whole
-(:func:`adloco.io.atomic_dir`): a failure or a kill part-way leaves the
+(:func:`adloco.core.io.atomic_dir`): a failure or a kill part-way leaves the
 previous files together, never some of a new replay beside some of an old
 one. A folder another stage wrote is refused before any work, and so is one
 that is, or is inside, a report folder (:func:`check_not_in_report`): the
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adloco.config import ClusterConfig, Config, load_config
-from adloco.io import OWNED_LIST, atomic_dir, check_replaceable, write_json_atomic
-from adloco.paths import base_summary_file, device_calibration_file
+from adloco.core.io import OWNED_LIST, atomic_dir, check_replaceable, write_json_atomic
+from adloco.core.paths import base_summary_file, device_calibration_file
 from adloco.report.claims import Comparison, fmt, tokens_to_target
 from adloco.report.devices import (
     MODEL_KEYS,
@@ -67,7 +67,7 @@ from adloco.report.targets import Ladder, build_ladder
 
 log = logging.getLogger(__name__)
 
-# The writer named in --out's manifest (adloco.io.check_replaceable).
+# The writer named in --out's manifest (adloco.core.io.check_replaceable).
 WRITER = "adloco regimes"
 # What adloco report writes into its folder, and the writer its manifest names.
 REPORT_SIGNS = ("index.html", "claims.json")

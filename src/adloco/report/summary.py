@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adloco.io import write_text_atomic
-from adloco.records import SUMMARY_KEYS, finite_or_none, is_number
+from adloco.core.io import write_text_atomic
+from adloco.engine.records import SUMMARY_KEYS, finite_or_none, is_number
 from adloco.report.inputs import RunSeed
 
 # Cumulative quantities measured "to target", with the field that holds them.

@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from adloco.config import METHOD_RULES, Config, ConfigError
-from adloco.io import read_json_object
-from adloco.records import is_number
+from adloco.core.io import read_json_object
+from adloco.engine.records import is_number
 from adloco.report.gain import climb
 from adloco.report.inputs import RunSeed
 from adloco.report.ladder import to_target

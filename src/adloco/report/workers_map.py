@@ -26,7 +26,7 @@ from statistics import median
 from typing import Any
 
 from adloco.config import RunSettings
-from adloco.records import is_number
+from adloco.engine.records import is_number
 from adloco.report.figures import WIDTH_IN, plain_numbers, pyplot, to_png
 from adloco.report.gain import GainShares, median_final
 from adloco.report.inputs import RunSeed

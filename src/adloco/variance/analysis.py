@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from adloco.algo.batch_tests import requested_global_batch
-from adloco.model import causal_lm_loss
+from adloco.model.llama import causal_lm_loss
 from adloco.variance.gradients import (
     BatchGradients,
     FullGradient,
@@ -90,7 +90,7 @@ def analyse_gradient_variance(
     """The variance figures of ``model`` on ``sample`` (first dimension: sequences).
 
     ``loss_fn(logits, rows) -> (loss_sum, n_tokens)`` defaults to
-    :func:`adloco.model.causal_lm_loss`; the model is called as
+    :func:`adloco.model.llama.causal_lm_loss`; the model is called as
     ``model(input_ids=rows, use_cache=False).logits``. Every row must predict
     the same number of tokens (packed sequences), so that the token-weighted
     full gradient is the mean of the per-row gradients and the per-sample

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from adloco.base_model import start_model
 from adloco.config import ModelConfig, load_config
 from adloco.data.reader import TokenData
-from adloco.model import build_model, load_pretrained
+from adloco.model.base import start_model
+from adloco.model.llama import build_model, load_pretrained
 from adloco.variance.analysis import analyse_gradient_variance
 from adloco.variance.outputs import write_outputs
 

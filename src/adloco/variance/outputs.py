@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from adloco import paths
-from adloco.io import atomic_dir, naming_output, write_json_atomic
+from adloco.core import paths
+from adloco.core.io import atomic_dir, naming_output, write_json_atomic
 from adloco.variance.analysis import VarianceAnalysis
 from adloco.variance.reductions import ESTIMATORS, SPREAD_QUANTITIES
 

@@ -7,7 +7,7 @@ the lock a killed Snakemake left; ``preflight``: the profiles' checks before
 Snakemake reads the configuration file; ``plan``: the values and param
 functions the rules (workflow/rules/*.smk) read. workflow/Snakefile and the
 profiles put this folder on ``sys.path``; like the adloco modules they read
-(``adloco.config``, ``adloco.paths``, ``adloco.io``), they need only the
+(``adloco.config``, ``adloco.core.paths``, ``adloco.core.io``), they need only the
 standard library, jsonschema and PyYAML.
 """
 

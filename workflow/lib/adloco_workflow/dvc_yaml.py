@@ -17,7 +17,7 @@ if __package__ in (None, ""):  # run as a script: the folder above and src/ firs
     _LIB = Path(__file__).resolve().parents[1]
     sys.path[:0] = [str(_LIB), str(_LIB.parents[1] / "src")]
 
-from adloco.io import write_text_atomic  # noqa: E402
+from adloco.core.io import write_text_atomic  # noqa: E402
 from adloco_workflow.stages import PARAMS_FILE, STAGES, Path_, Stage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]

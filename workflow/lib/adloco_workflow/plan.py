@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import adloco.config
-import adloco.io
-from adloco import paths
+import adloco.core.io
+from adloco.core import paths
 from adloco_workflow import snakemake_preflight
 from adloco_workflow.stages import snakemake_params
 
@@ -132,7 +132,7 @@ class Plan:
         # report's figures must hold nothing adloco did not write there.
         try:
             snakemake_preflight.check_directory_outputs(settings)
-        except adloco.io.ForeignFolderError as exc:
+        except adloco.core.io.ForeignFolderError as exc:
             raise PlanError(f"{path}: {exc}") from None
         self._paths(settings)
         self.RUNS = list(settings.runs)

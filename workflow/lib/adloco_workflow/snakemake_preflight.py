@@ -28,10 +28,10 @@ import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
-from adloco import paths
 from adloco.config import Config, ConfigError, load_config
+from adloco.core import paths
+from adloco.core.io import ForeignFolderError, check_replaceable
 from adloco.data import corpus
-from adloco.io import ForeignFolderError, check_replaceable
 
 DEFAULT = Path("config/config.yaml")
 OPTIONS = ("--configfile", "--configfiles")
@@ -73,7 +73,7 @@ def config_args(argv: list[str]) -> list[str]:
 def directory_outputs(config: Config) -> list[tuple[Path, str, str, tuple[str, ...]]]:
     """Every folder the workflow declares as a ``directory()`` output, with the stage
     that writes it, what names it and the files of it git keeps: (folder, writer, name,
-    in git) (:func:`adloco.io.check_replaceable`).
+    in git) (:func:`adloco.core.io.check_replaceable`).
 
     The report's ``figures/`` is listed in the manifest of the report's folder,
     which the report replaces as a whole: that folder is the one checked.

@@ -4,10 +4,10 @@ outputs and the configuration keys it depends on.
 The Snakemake rules (workflow/rules/*.smk) take their ``settings`` params
 from :func:`snakemake_params`; dvc.yaml is generated from the table
 (``python workflow/lib/adloco_workflow/dvc_yaml.py``). Paths are DVC templates
-built with :mod:`adloco.paths` (``${experiment}``, ``${data.dataset}``: values
+built with :mod:`adloco.core.paths` (``${experiment}``, ``${data.dataset}``: values
 of params.yaml); ``{run}`` and ``{device}`` are the wildcards of a stage that
 runs once per run or device (Snakemake's wildcards, DVC's ``foreach``).
-Standard library and :mod:`adloco.paths` only: Snakemake reads it while it
+Standard library and :mod:`adloco.core.paths` only: Snakemake reads it while it
 parses the workflow.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adloco import paths
+from adloco.core import paths
 
 # The parameters file DVC reads (params.yaml, made by `adloco dvc-params`).
 PARAMS_FILE = "params.yaml"
@@ -186,7 +186,7 @@ VARIANCE_STAGE = Stage(
         Path_(
             str(VARIANCE / ".adloco-output.json"),
             note=(
-                "adloco's list of the files it wrote into the folder (adloco.io): the",
+                "adloco's list of the files it wrote into the folder (adloco.core.io): the",
                 "report reads the folder, so a pulled one must hold it too.",
             ),
         ),
