@@ -1,4 +1,4 @@
-"""The SLURM profile (workflow/profiles/slurm), checked without a cluster.
+"""The SLURM profile (profiles/slurm), checked without a cluster.
 
 A dry run with the profile, as a user types it (no ``--cores``), gives each
 job's threads and resources; the executor plugin's own functions then turn
@@ -25,7 +25,7 @@ from adloco.config import load_config
 # Every test here asks Snakemake (a dry run or its API in a process of its own).
 pytestmark = pytest.mark.workflow_cli
 
-PROFILE = "workflow/profiles/slurm"
+PROFILE = "profiles/slurm"
 ENV = {"SBATCH_ACCOUNT": "proj-adloco", "SBATCH_PARTITION": "gpu-short", "ADLOCO_GPU_MODEL": "a100"}
 INT_RESOURCES = ("mem_mb", "runtime", "cpus_per_task", "gpu")
 
@@ -137,7 +137,7 @@ def test_sbatch_commands_carry_account_partition_time_memory_cpus_and_gpus(slurm
 
 
 def test_the_dry_run_prints_the_threads_the_cluster_gives(slurm_jobs):
-    # `snakemake -n --workflow-profile workflow/profiles/slurm` without --cores: every
+    # `snakemake -n --workflow-profile profiles/slurm` without --cores: every
     # job's command gets the threads sbatch asks for (train: 4 feeding its GPU), not 1.
     profile = yaml.safe_load((ROOT / PROFILE / "config.yaml").read_text())
     assert profile["cores"] >= TRAIN_THREADS

@@ -47,7 +47,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 CLUSTER = ROOT / "scripts/slurm-test-cluster.py"
 COMPARE = ROOT / "scripts/compare-results.py"
-PROFILE = "workflow/profiles/slurm"
+PROFILE = "profiles/slurm"
 ENABLE = "ADLOCO_SLURM_TESTS"
 PIPELINE_TIMEOUT_S = 1200
 # Rounds of the cancelled run: long enough (about 0.1 s a round here) to cancel it

@@ -256,7 +256,9 @@ def test_default_profile_is_applied_from_the_root(default_dry_run):
     without = snakemake("-n", "--forceall", "--workflow-profile", "none", "--cores", "1")
     assert without.returncode == 0, without.stdout + without.stderr
     assert "Shell command:" not in without.stdout + without.stderr
-    assert (ROOT / "workflow/profiles/default").resolve() == (ROOT / "profiles/default").resolve()
+    # One profile of each kind, both beside the Snakefile: no copy or link elsewhere.
+    assert sorted(p.name for p in (ROOT / "profiles").iterdir()) == ["default", "slurm"]
+    assert not (ROOT / "workflow/profiles").exists()
 
 
 def test_a_configfile_replaces_the_default_file_instead_of_merging(tmp_path):

@@ -1,6 +1,6 @@
 """What the SLURM profile asks of the cluster it finds.
 
-Read by ``workflow/profiles/slurm/config.yaml`` (through YTE, before Snakemake
+Read by ``profiles/slurm/config.yaml`` (through YTE, before Snakemake
 builds its jobs), with Snakemake's own dependencies only:
 
 * :func:`status_command`: where the executor plugin reads job states. It polls

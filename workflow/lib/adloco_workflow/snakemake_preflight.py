@@ -5,7 +5,7 @@ Snakemake loads a ``--configfile`` (and the workflow's ``configfile:``,
 syntax error then ends in "Config file is not valid JSON or YAML", naming
 neither the file nor the line, and an error the workflow raises later comes
 with Snakemake's own traceback lines. The profiles (``profiles/default``,
-``workflow/profiles/slurm``) are YTE templates that Snakemake evaluates while
+``profiles/slurm``) are YTE templates that Snakemake evaluates while
 it parses its own command line, earlier still: their ``__definitions__`` call
 :func:`check_configfiles`, which stops Snakemake with one line,
 ``snakemake: error: ...``, when the command line sets ``--config key=value``
