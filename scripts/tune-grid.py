@@ -20,7 +20,7 @@ calls :func:`tune_text`) fails until then.
 ``--widen`` reads a tuning record (``adloco report``'s tuning.json): for
 each group and each dimension where the chosen point sits at an edge of the
 values searched, the record proposes the next value beyond it
-(``adloco.report.tuning.edges``); this adds each to the declaration's list,
+(``adloco.report.analysis.tuning.edges``); this adds each to the declaration's list,
 so the experiment is run again on the wider grid, until the record says
 ``bracketed: true``.
 """
@@ -336,7 +336,7 @@ def widen(text: str, record: dict[str, Any]) -> tuple[str, list[str]]:
     """
     groups = record.get("groups") or {}
     if any("edges" not in g for g in groups.values()):
-        from adloco.report.tuning import tuning_table
+        from adloco.report.analysis.tuning import tuning_table
 
         groups = {row["run"]: {"edges": row["edges"]} for row in tuning_table(record, {})}
     lines = text.splitlines(keepends=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adloco.report.tuning import edges
+from adloco.report.analysis.tuning import edges
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = importlib.util.spec_from_file_location("tune_grid", ROOT / "scripts" / "tune-grid.py")

@@ -14,8 +14,8 @@ import pytest
 
 from adloco.algo import schedule
 from adloco.config import load_config
+from adloco.report.analysis.tuning import TUNED
 from adloco.report.settings import assign_roles
-from adloco.report.tuning import TUNED
 from config_edits import ROOT
 
 CONFIG = load_config(ROOT / "config" / "config.yaml")

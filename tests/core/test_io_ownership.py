@@ -240,7 +240,7 @@ def test_a_clones_report_folder_holding_gits_files_is_replaced(tmp_path):
     # in git, .gitignore lets them through) but not the manifest, which DVC caches.
     from adloco.core import paths
     from adloco.report import WRITER
-    from adloco.report.dvc_files import MEDIAN_CURVES_FILE, METRICS_FILE
+    from adloco.report.tables.dvc_files import MEDIAN_CURVES_FILE, METRICS_FILE
 
     assert paths.REPORT_FILES_IN_GIT == (METRICS_FILE, MEDIAN_CURVES_FILE)
     ignore = (Path(__file__).parents[2] / ".gitignore").read_text().splitlines()

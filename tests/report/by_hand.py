@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from adloco.report.summary import round_to_target
+from adloco.report.analysis.summary import round_to_target
 
 
 def run_curve(rows: list[dict]) -> dict[int, float]:

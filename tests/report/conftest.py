@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from adloco.model.base import DATA_KEY
-from adloco.report.claims import evaluate_claims
-from adloco.report.inputs import load_runs
-from adloco.report.references import References
+from adloco.report.analysis.claims import evaluate_claims
+from adloco.report.analysis.targets import build_ladder
+from adloco.report.inputs.references import References
+from adloco.report.inputs.runs import load_runs
 from adloco.report.settings import ReportSettings, assign_roles
-from adloco.report.targets import build_ladder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENGINE_FIXTURE = FIXTURES / "engine"  # real engine runs, three seeds (make_engine_fixture.py)
@@ -293,7 +293,10 @@ def drawn(monkeypatch):
     """
     import matplotlib.pyplot as plt
 
-    from adloco.report import figures_headline, figures_noise, figures_regimes, figures_runs
+    from adloco.report.figures import headline as figures_headline
+    from adloco.report.figures import noise as figures_noise
+    from adloco.report.figures import regimes as figures_regimes
+    from adloco.report.figures import runs as figures_runs
 
     kept = []
 

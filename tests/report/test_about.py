@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 from adloco.config import load_config
 from adloco.model.size import parameter_count
-from adloco.report import about
-from adloco.report.about import about_rows, code_commit, seed_words
-from adloco.report.references import Base, References, corpus_facts
+from adloco.report.analysis import about
+from adloco.report.analysis.about import about_rows, code_commit, seed_words
+from adloco.report.inputs.references import Base, References, corpus_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 

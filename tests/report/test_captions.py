@@ -101,7 +101,8 @@ def test_every_path_in_a_caption_is_one_the_pipeline_writes():
 def test_a_caption_names_only_sections_the_page_has():
     # A section named in a caption ('section "X"') is a heading of the report's page: in its
     # templates, or in the modules for the few headings written there.
-    pieces = [*(SRC / "report").glob("*.py"), *(SRC / "report" / "templates").glob("*.html")]
+    report = SRC / "report"
+    pieces = [*report.rglob("*.py"), *(report / "page" / "templates").glob("*.html")]
     source = "".join(p.read_text(encoding="utf-8") for p in pieces)
     headings = set(re.findall(r"<h2 id='\w+'>([^<]+)</h2>", source))
     assert "Calibration" in headings

@@ -11,15 +11,15 @@ import math
 
 import pytest
 
-from adloco.report.claims import (
+from adloco.report.analysis.claims import (
     INCONCLUSIVE,
     NO_DIFFERENCE,
     NOT_SUPPORTED,
     NOT_TESTABLE,
     SUPPORTED,
 )
-from adloco.report.mechanisms import mechanism_checks
-from adloco.report.sensitivity import attach_alternatives
+from adloco.report.analysis.mechanisms import mechanism_checks
+from adloco.report.analysis.sensitivity import attach_alternatives
 
 EIGHT = tuple(range(8))
 
@@ -179,7 +179,7 @@ def test_pairing_by_seed_against_the_unpaired_alternative(workspace):
     diloco(workspace, sim={s: slow[s] / 3 * 3 for s in EIGHT})  # reaches at round 3: 3 (1 + s)
     adloco_fast(workspace, sim={s: 2.7 * slow[s] for s in EIGHT})  # round 1: 2.7 (1 + s)
     runs, roles, ladder, settings = workspace.load([60])
-    from adloco.report.claims import evaluate_claims
+    from adloco.report.analysis.claims import evaluate_claims
 
     claims = evaluate_claims(runs, roles, ladder, settings)
     attach_alternatives(claims, runs, roles, ladder, settings)
@@ -221,7 +221,7 @@ def test_ddp_is_an_anchor_compared_but_not_a_baseline(workspace):
     runs, roles, ladder, settings = workspace.load([60])
     assert roles.ddp == "ddp" and roles.role_of("ddp") == "data-parallel anchor"
     assert "ddp" not in roles.all_baselines()
-    from adloco.report.claims import evaluate_claims
+    from adloco.report.analysis.claims import evaluate_claims
 
     claims = evaluate_claims(runs, roles, ladder, settings)
     anchor = next(c for c in claims[0].comparisons if c.against == "ddp anchor")
@@ -283,12 +283,12 @@ def test_claims_json_has_each_seed(workspace):
 
 def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
     from adloco.config import load_config
-    from adloco.report.claims import evaluate_claims
-    from adloco.report.exact import sign_flip_test
-    from adloco.report.inputs import load_runs
-    from adloco.report.ladder import to_target
+    from adloco.report.analysis.claims import evaluate_claims
+    from adloco.report.analysis.exact import sign_flip_test
+    from adloco.report.analysis.ladder import to_target
+    from adloco.report.analysis.targets import build_ladder
+    from adloco.report.inputs.runs import load_runs
     from adloco.report.settings import ReportSettings, assign_roles
-    from adloco.report.targets import build_ladder
 
     config = load_config(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
@@ -335,7 +335,7 @@ def test_mechanism_checks_are_apart_from_claims(workspace):
 def hand_made(ratios, statistic="signed_rank"):
     """measure + judge on per-seed ratios (AdLoCo / other) of simulated time, other at 10 s."""
     from adloco.config import section
-    from adloco.report.claims import judge, measure
+    from adloco.report.analysis.claims import judge, measure
     from adloco.report.settings import ReportSettings
 
     settings = ReportSettings.from_section(section("report", {"paired_test": statistic}))

@@ -9,14 +9,14 @@ import pytest
 
 from adloco.config import load_config
 from adloco.engine.clock import StepTimeCurve
-from adloco.report.devices import (
+from adloco.report.analysis.regimes import regime_cells, sweep_networks
+from adloco.report.inputs.devices import (
     check_devices,
     load_device_file,
     logged_pass_sizes,
     parse_network,
     parse_roofline,
 )
-from adloco.report.regimes import regime_cells, sweep_networks
 
 # Measured on "another machine": passes of 1, 4 and 8 sequences, and an update.
 CURVE = {"batches": [1, 4, 8], "fwd_bwd_s": [0.1, 0.2, 0.4], "update_s": 0.05}

@@ -1,4 +1,4 @@
-"""Tests of adloco.report.dvc_files: metrics.json and median_curves.csv, the files DVC shows.
+"""Tests of adloco.report.tables.dvc_files: metrics.json and median_curves.csv, the files DVC shows.
 
 Runs are written by the ``workspace`` fixture (tests/report/conftest.py): one
 row per trainer per round, one communication per row, 100 tokens per row,
@@ -14,7 +14,7 @@ import math
 import pytest
 
 from adloco.report import build_report
-from adloco.report.dvc_files import (
+from adloco.report.tables.dvc_files import (
     MEDIAN_CURVE_COLUMNS,
     median_curve_rows,
     metrics_document,

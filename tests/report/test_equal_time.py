@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from adloco.report.equal_time import equal_time_s, finish_times_s, perplexities_at
+from adloco.report.analysis.equal_time import equal_time_s, finish_times_s, perplexities_at
 
 
 def test_the_rule_picks_the_first_or_the_last_finish(workspace):

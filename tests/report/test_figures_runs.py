@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from adloco.report.figures_runs import (
+from adloco.report.analysis.ladder import ladder_table
+from adloco.report.figures.runs import (
     ablations_figure,
     batch_figure,
     curves_figure,
@@ -21,7 +22,6 @@ from adloco.report.figures_runs import (
     seed_curves,
     trainers_figure,
 )
-from adloco.report.ladder import ladder_table
 
 MERGE = {"type": "merge", "merged": [0, 1], "kept": 0, "batch": 8, "val_perplexity_merged": 77}
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from adloco.report.gain import gain_shares
+from adloco.report.analysis.gain import gain_shares
 
 
 def test_shares_are_log_gains_over_ddps(workspace):
@@ -49,8 +49,8 @@ def test_no_share_without_base_ddp_or_a_ddp_gain(workspace):
 def test_the_answer_states_each_share():
     from types import SimpleNamespace
 
-    from adloco.report.gain import GainShares
-    from adloco.report.html_verdicts import gain_paragraph
+    from adloco.report.analysis.gain import GainShares
+    from adloco.report.page.verdicts import gain_paragraph
 
     gains = GainShares({"adloco": 0.074, "diloco": 0.234, "ddp": 1.0},
                        climbs={"adloco": 0.99, "diloco": 1.0114})  # fmt: skip

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from adloco.report.claims import Context
-from adloco.report.headline import headline_table
+from adloco.report.analysis.claims import Context
+from adloco.report.analysis.headline import headline_table
 
 
 def test_each_seed_to_the_main_target_and_at_the_equal_time(workspace):

@@ -1,10 +1,10 @@
-"""The page's evidence sections (report/html_evidence.py), on the engine fixture's report."""
+"""The page's evidence sections (report/page/evidence.py), on the engine fixture's report."""
 
 from __future__ import annotations
 
 from layout import body_rows
 
-from adloco.report.html_evidence import rules_section, targets_section
+from adloco.report.page.evidence import rules_section, targets_section
 
 
 def test_targets_against_the_references_and_the_base_model(engine_report):

@@ -1,14 +1,14 @@
-"""The first screen's verdict sentences (adloco.report.html_first), written out by hand."""
+"""The first screen's verdict sentences (adloco.report.page.first), written out by hand."""
 
 from __future__ import annotations
 
 import math
 from types import SimpleNamespace
 
-from adloco.report.claims import Claim, Comparison, Effect
-from adloco.report.exact import SignFlipTest
-from adloco.report.html_first import clock_words, knee_words, short_reason
-from adloco.report.regimes import RegimeCell
+from adloco.report.analysis.claims import Claim, Comparison, Effect
+from adloco.report.analysis.exact import SignFlipTest
+from adloco.report.analysis.regimes import RegimeCell
+from adloco.report.page.first import clock_words, knee_words, short_reason
 
 
 def comparison(baseline: str, estimate: float | None, *, p: float = 0.0742, seeds: int = 8,

@@ -1,4 +1,4 @@
-"""The page's sections on the inputs (report/html_inputs.py): variance and calibration."""
+"""The page's sections on the inputs (report/page/inputs.py): variance and calibration."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 from layout import body_rows
 
 from adloco.engine.clock import StepTimeCurve
-from adloco.report.html_inputs import calibration_section, variance_section
-from adloco.report.inputs import Calibration, Variance
-from adloco.report.regimes import ClockModel
+from adloco.report.analysis.regimes import ClockModel
+from adloco.report.inputs.runs import Calibration, Variance
+from adloco.report.page.inputs import calibration_section, variance_section
 
 
 def test_variance_fields_in_words_the_nested_ones_too_and_the_rest_named():

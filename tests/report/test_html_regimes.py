@@ -1,4 +1,4 @@
-"""The page's regime section (report/html_regimes.py): the summary sentence, the map's table."""
+"""The page's regime section (report/page/regimes.py): the summary sentence, the map's table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are():
     from types import SimpleNamespace as NS
 
-    from adloco.report.html_regimes import regime_summary
+    from adloco.report.page.regimes import regime_summary
 
     def cell(bandwidth, verdict, sharing="concurrent"):
         return NS(target=100.0, against="diloco", network=None, clock="run", sharing=sharing,
@@ -27,7 +27,7 @@ def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are(
 def test_the_map_table_names_each_crossing_bandwidth_or_the_side_without_one():
     from types import SimpleNamespace as NS
 
-    from adloco.report.html_regimes import MAP_GROUPS, _map_row, _no_crossing
+    from adloco.report.page.regimes import MAP_GROUPS, _map_row, _no_crossing
 
     def cell(estimate, verdict="inconclusive", sharing="concurrent", against="diloco", s=4):
         return NS(sharing=sharing, against=against, saturation_batch=s, verdict=verdict,
@@ -61,7 +61,7 @@ def test_a_cell_is_coloured_by_the_report_verdict_and_a_censored_ratio_is_no_num
     import math
     from types import SimpleNamespace as NS
 
-    from adloco.report.html_regimes import _cell
+    from adloco.report.page.regimes import _cell
 
     def cell(estimate, verdict, own=False):
         return NS(verdict=verdict, own=own, effect=NS(estimate=estimate, interval=None))

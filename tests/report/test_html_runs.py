@@ -1,4 +1,4 @@
-"""The page's sections on the runs (report/html_runs.py), on the engine fixture's report."""
+"""The page's sections on the runs (report/page/runs.py), on the engine fixture's report."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from layout import body_rows
 
-from adloco.report.html_runs import (
+from adloco.report.page.runs import (
     PER_RUN,
     _merges_table,
     ladder_section,

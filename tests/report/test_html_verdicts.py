@@ -1,4 +1,4 @@
-"""The page's answer and verdicts (report/html_verdicts.py), on the engine fixture's report."""
+"""The page's answer and verdicts (report/page/verdicts.py), on the engine fixture's report."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from adloco.report.claims import fmt_ratio
-from adloco.report.html_verdicts import answer_section, claims_section, seed_counts
-from adloco.report.page import esc
-from adloco.report.power import superiority_power
+from adloco.report.analysis.claims import fmt_ratio
+from adloco.report.analysis.power import superiority_power
+from adloco.report.page.parts import esc
+from adloco.report.page.verdicts import answer_section, claims_section, seed_counts
 
 
 def test_seed_counts_group_runs_by_their_number_of_seeds():
@@ -75,8 +75,8 @@ def test_the_power_of_each_comparison_and_the_claims_warnings_are_shown(engine_r
 
 
 def test_no_meaningful_difference_has_its_own_colour():
-    from adloco.report.claims import NO_DIFFERENCE
-    from adloco.report.page import verdict
+    from adloco.report.analysis.claims import NO_DIFFERENCE
+    from adloco.report.page.parts import verdict
 
     assert verdict(NO_DIFFERENCE) == (
         "<span class='verdict no-difference'>no meaningful difference</span>"

@@ -7,8 +7,8 @@ import math
 import pytest
 from by_hand import at_target, logged
 
-from adloco.report.ladder import ladder_table, to_target
-from adloco.report.summary import ReachRule, reach
+from adloco.report.analysis.ladder import ladder_table, to_target
+from adloco.report.analysis.summary import ReachRule, reach
 
 INF = math.inf
 ROUND_ENDS = ReachRule("stays", "round")  # the values at the end of the reaching round
@@ -64,8 +64,8 @@ def test_to_target_follows_the_reach_rule(workspace):
 
 def test_reach_on_the_engine_fixture(engine_fixture):
     from adloco.config import load_config
-    from adloco.report.inputs import load_runs
-    from adloco.report.summary import round_values, run_level_perplexity
+    from adloco.report.analysis.summary import round_values, run_level_perplexity
+    from adloco.report.inputs.runs import load_runs
 
     config = load_config(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
@@ -92,7 +92,7 @@ def test_reach_on_the_engine_fixture(engine_fixture):
 def test_the_ladder_figure_of_targets_no_run_reached_has_no_legend(workspace):
     # A short run that never gets below its targets (the tiny pipeline's) still
     # gets its figure: axes and reference lines, no legend of nothing.
-    from adloco.report.figures_runs import ladder_figure
+    from adloco.report.figures.runs import ladder_figure
 
     workspace.two_seed_runs()
     runs, _, ladder, _ = workspace.load([1.0])

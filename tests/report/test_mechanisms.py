@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adloco.report.mechanisms import mechanism_checks, switch_rounds
+from adloco.report.analysis.mechanisms import mechanism_checks, switch_rounds
 
 MERGE = {"type": "merge", "merged": [0, 1], "kept": 0, "batch": 8}
 

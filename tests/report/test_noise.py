@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from adloco.report.noise import noise_rows, noise_scale, noise_summary
+from adloco.report.analysis.noise import noise_rows, noise_scale, noise_summary
 
 
 def test_noise_scale_prefers_the_logged_value_and_keeps_undetermined_ones():

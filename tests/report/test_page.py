@@ -1,4 +1,4 @@
-"""The page's building blocks (report/page.py): numbers in their units, cells, tables, figures."""
+"""The page's building blocks (page/parts.py): numbers in their units, cells, tables, figures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import math
 from types import SimpleNamespace as NS
 
 from adloco.engine.clock import StepTimeCurve
-from adloco.report.page import (
+from adloco.report.analysis.stats import Spread
+from adloco.report.page.parts import (
     curve_text,
     esc,
     figure,
@@ -17,7 +18,6 @@ from adloco.report.page import (
     table,
     verdict,
 )
-from adloco.report.stats import Spread
 
 
 def test_numbers_in_the_unit_of_their_quantity():

@@ -9,7 +9,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from adloco.report.power import (
+from adloco.report.analysis.power import (
     GENERATOR_SEED,
     MOST_SEEDS,
     critical_value,

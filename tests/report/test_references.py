@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from adloco.report.references import References, load_base, load_references
+from adloco.report.inputs.references import References, load_base, load_references
 
 
 def test_missing_references_are_said_and_every_verdict_says_so(workspace):

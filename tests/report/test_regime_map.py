@@ -24,9 +24,9 @@ import pytest
 
 from adloco.config import load_config
 from adloco.engine.clock import StepTimeCurve
-from adloco.report.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
-from adloco.report.regime_map import VerdictChange, crossings, regime_map, verdict_changes
-from adloco.report.regimes import RegimeCell, sweep_networks
+from adloco.report.analysis.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
+from adloco.report.analysis.regime_map import VerdictChange, crossings, regime_map, verdict_changes
+from adloco.report.analysis.regimes import RegimeCell, sweep_networks
 
 C = 0.01  # seconds a sequence at saturation: the last segment of the runs' roofline
 V0 = 4e6  # bytes of the all-reduce of seed 0
@@ -144,12 +144,12 @@ def test_no_roofline_rates_no_map(pair, workspace):
 
 def test_the_runs_own_saturation_and_bandwidth_reproduce_the_logged_times(engine_fixture):
     # The fixture's runs were charged with roofline(0.01 s, 4, update 0.001) at 1 Gbit/s.
-    from adloco.report.inputs import load_runs
-    from adloco.report.ladder import to_target
-    from adloco.report.regime_map import peak_seconds_per_sequence, roofline_rates
+    from adloco.report.analysis.ladder import to_target
+    from adloco.report.analysis.regime_map import peak_seconds_per_sequence, roofline_rates
+    from adloco.report.analysis.stats import median
+    from adloco.report.analysis.targets import build_ladder
+    from adloco.report.inputs.runs import load_runs
     from adloco.report.settings import ReportSettings, assign_roles
-    from adloco.report.stats import median
-    from adloco.report.targets import build_ladder
 
     f = engine_fixture
     config = load_config(f / "config.yaml")

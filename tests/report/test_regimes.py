@@ -12,11 +12,11 @@ from by_hand import at_target, logged
 
 from adloco.config import load_config
 from adloco.engine.clock import Network, StepTimeCurve, recompute_sim_time_s
-from adloco.report.inputs import load_runs
-from adloco.report.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
+from adloco.report.analysis.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
+from adloco.report.analysis.stats import median
+from adloco.report.analysis.targets import build_ladder
+from adloco.report.inputs.runs import load_runs
 from adloco.report.settings import ReportSettings, assign_roles
-from adloco.report.stats import median
-from adloco.report.targets import build_ladder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,8 +132,8 @@ def test_no_calibration_no_sweep(workspace):
 def test_a_target_the_report_cannot_test_is_not_testable_in_every_cell(sweep):
     # A unigram perplexity between the ladder's targets: the targets at or above it are not
     # testable, as the report's claims say; the others keep the test's verdict.
-    from adloco.report.claims import NOT_TESTABLE
-    from adloco.report.references import References
+    from adloco.report.analysis.claims import NOT_TESTABLE
+    from adloco.report.inputs.references import References
 
     config, runs, roles, ladder, models, _ = sweep
     settings = ReportSettings.from_section(config.report)
@@ -151,8 +151,8 @@ def test_a_target_the_report_cannot_test_is_not_testable_in_every_cell(sweep):
 
 
 def test_claim_1_in_tokens_is_the_median_paired_ratio_by_hand(sweep):
-    from adloco.report.claims import tokens_to_target
-    from adloco.report.ladder import to_target
+    from adloco.report.analysis.claims import tokens_to_target
+    from adloco.report.analysis.ladder import to_target
 
     config, runs, roles, ladder, _, _ = sweep
     settings = ReportSettings.from_section(config.report)
@@ -174,7 +174,7 @@ def test_the_clock_source_in_words_from_the_calibration_files(tmp_path):
     import json
 
     from adloco.config import config_from_dict
-    from adloco.report.regimes import clock_source
+    from adloco.report.analysis.regimes import clock_source
 
     raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     raw["cluster"]["devices"] = [

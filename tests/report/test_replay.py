@@ -14,8 +14,8 @@ import yaml
 
 from adloco.cli import main
 from adloco.config import load_config
-from adloco.report.claims import VERDICTS, fmt_p, fmt_ratio
-from adloco.report.inputs import load_runs
+from adloco.report.analysis.claims import VERDICTS, fmt_p, fmt_ratio
+from adloco.report.inputs.runs import load_runs
 
 
 def test_adloco_regimes_writes_the_table_and_figures(engine_fixture, tmp_path, capsys):
@@ -173,10 +173,10 @@ def test_the_docs_replay_command_works_as_written(
 def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
     engine_fixture, references_and_base, tmp_path, capsys
 ):
-    from adloco.report.claims import evaluate_claims
-    from adloco.report.references import load_base, load_references
+    from adloco.report.analysis.claims import evaluate_claims
+    from adloco.report.analysis.targets import build_ladder
+    from adloco.report.inputs.references import load_base, load_references
     from adloco.report.settings import ReportSettings, assign_roles
-    from adloco.report.targets import build_ladder
 
     f = engine_fixture
     data, base = references_and_base(tmp_path / "inputs")
@@ -202,10 +202,10 @@ def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
 
 
 def test_a_run_that_never_reaches_the_target_is_censored_not_a_ratio_of_0(engine_fixture, tmp_path):
-    from adloco.report.claims import Context, values_of
+    from adloco.report.analysis.claims import Context, values_of
+    from adloco.report.analysis.stats import median
+    from adloco.report.analysis.targets import build_ladder
     from adloco.report.settings import ReportSettings, assign_roles
-    from adloco.report.stats import median
-    from adloco.report.targets import build_ladder
 
     f = engine_fixture
     out = tmp_path / "out"

@@ -17,7 +17,7 @@ from adloco.report import (
     per_run_entries,
     write_tables,
 )
-from adloco.report.regimes import ClockModel
+from adloco.report.analysis.regimes import ClockModel
 
 CLUSTER = {"network": {"bandwidth_gbit_s": 2.5, "latency_s": 0.01},
            "slot_sharing": "time_slicing",

@@ -1,4 +1,4 @@
-"""Whether the verdicts move with the model's size (adloco.report.scale), on hand-made claims."""
+"""Whether the verdicts move with the model's size (analysis/scale.py), on hand-made claims."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from adloco import cli
 from adloco.config import load_config
-from adloco.report.html_first import scale_block
-from adloco.report.scale import compare_scale, model_parameters, row_words, summary_words
+from adloco.report.analysis.scale import compare_scale, model_parameters, row_words, summary_words
+from adloco.report.page.first import scale_block
 
 
 def head(against: str, quantity: str, estimate) -> dict:

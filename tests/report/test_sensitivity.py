@@ -1,4 +1,4 @@
-"""Each verdict under the other choice of every stated rule (report/sensitivity.py)."""
+"""Each verdict under the other choice of every stated rule (report/analysis/sensitivity.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from adloco.report.claims import NO_DIFFERENCE, NOT_SUPPORTED, SUPPORTED, evaluate_claims
-from adloco.report.sensitivity import attach_alternatives
+from adloco.report.analysis.claims import NO_DIFFERENCE, NOT_SUPPORTED, SUPPORTED, evaluate_claims
+from adloco.report.analysis.sensitivity import attach_alternatives
 from adloco.report.settings import RULES, other_choice
 
 EIGHT = tuple(range(8))

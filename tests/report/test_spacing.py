@@ -1,14 +1,14 @@
-"""Evaluation spacing of the headline runs (report/spacing.py), from rows counted by hand."""
+"""Evaluation spacing of the headline runs (analysis/spacing.py), from rows counted by hand."""
 
 from __future__ import annotations
 
 from layout import body_rows
 
 from adloco.report import claims_document, compute_findings, make_page, read_inputs
-from adloco.report.html_evidence import rules_section
-from adloco.report.html_verdicts import answer_section
-from adloco.report.inputs import RunSeed
-from adloco.report.spacing import eval_spacing, seed_spacing
+from adloco.report.analysis.spacing import eval_spacing, seed_spacing
+from adloco.report.inputs.runs import RunSeed
+from adloco.report.page.evidence import rules_section
+from adloco.report.page.verdicts import answer_section
 
 
 def rows_at(tokens: list[int], evaluated: list[bool], trainers: int = 1) -> list[dict]:

@@ -13,8 +13,7 @@ import pytest
 
 from adloco.config import load_config
 from adloco.report import build_report
-from adloco.report.inputs import load_runs
-from adloco.report.summary import (
+from adloco.report.analysis.summary import (
     ReachRule,
     TargetCrossing,
     crossing,
@@ -23,6 +22,7 @@ from adloco.report.summary import (
     reach,
     run_level_perplexity,
 )
+from adloco.report.inputs.runs import load_runs
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_merges_show_the_merged_model_right_after_the_merge(by_run):
 def test_eval_stderr_pct_of_the_best_final_trainer():
     import math
 
-    from adloco.report.summary import eval_stderr_pct
+    from adloco.report.analysis.summary import eval_stderr_pct
 
     rows = [
         {"round": 1, "trainer": 0, "val_perplexity": 50.0, "val_loss_stderr": 0.5},
@@ -129,7 +129,7 @@ def dip_and_return() -> list[dict]:
 
 
 def test_a_run_reaches_a_target_when_it_stays_below_it():
-    from adloco.report.summary import round_to_target
+    from adloco.report.analysis.summary import round_to_target
 
     rows = dip_and_return()
     # Target 670: the first crossing is round 1 (661), but round 2 (823) and round 3 (700)
@@ -186,7 +186,7 @@ def test_reach_rules_are_checked():
 
 
 def test_perplexity_at_time_is_the_last_evaluation_before_it():
-    from adloco.report.summary import perplexity_at_time
+    from adloco.report.analysis.summary import perplexity_at_time
 
     rows = dip_and_return()  # evaluations at 2, 4, 6, 8, 10 s
     assert perplexity_at_time(rows, 1.9) is None  # not evaluated yet

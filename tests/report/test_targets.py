@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from adloco.config import ConfigError, section
-from adloco.report.references import load_base, load_references
+from adloco.report.analysis.targets import ceil_significant
+from adloco.report.inputs.references import load_base, load_references
 from adloco.report.settings import ReportSettings, TargetSettings
-from adloco.report.targets import ceil_significant
 
 
 def targets(**fields) -> object:

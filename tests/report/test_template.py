@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from adloco.core.errors import describe
-from adloco.report import template
-from adloco.report.html_runs import PER_RUN_FIGURES
-from adloco.report.page import CSS, PAGE_WIDTH_PX
-from adloco.report.template import compact, load, render
+from adloco.report.page import template
+from adloco.report.page.parts import CSS, PAGE_WIDTH_PX
+from adloco.report.page.runs import PER_RUN_FIGURES
+from adloco.report.page.template import compact, load, render
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "src" / "adloco" / "report"
-TEMPLATES = sorted((REPORT / "templates").glob("*.html"))
-STYLESHEETS = sorted((REPORT / "templates").glob("*.css"))
+TEMPLATES = sorted((REPORT / "page" / "templates").glob("*.html"))
+STYLESHEETS = sorted((REPORT / "page" / "templates").glob("*.css"))
 
 
 def test_compact_joins_prose_with_a_space_and_tags_and_blocks_directly():
@@ -69,8 +69,7 @@ def _used(stem: str, callers: str) -> bool:
 @pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
 def test_every_template_is_one_line_and_used_by_the_page(path):
     assert "\n" not in load(path.stem).template
-    callers = "".join(p.read_text(encoding="utf-8") for p in REPORT.glob("html*.py"))
-    callers += (REPORT / "page.py").read_text(encoding="utf-8")
+    callers = "".join(p.read_text(encoding="utf-8") for p in (REPORT / "page").glob("*.py"))
     assert _used(path.stem, callers), f"{path.name} is never rendered"
 
 
@@ -122,7 +121,7 @@ def test_a_missing_template_is_one_line_saying_to_reinstall(monkeypatch):
     assert message.startswith("page template method.html not found, ")
     assert message.endswith(
         "reinstall adloco: its package ships "
-        "adloco/report/templates/*.html (pyproject.toml: package-data)"
+        "adloco/report/page/templates/*.html (pyproject.toml: package-data)"
     )
     assert "\n" not in message
 

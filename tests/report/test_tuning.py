@@ -10,9 +10,16 @@ import pytest
 
 from adloco.config import ConfigError, load_config
 from adloco.report import build_report
-from adloco.report.html_evidence import _sensitivity
-from adloco.report.inputs import load_runs
-from adloco.report.tuning import beyond, choose, edges, load_tuning, tuning_record, tuning_table
+from adloco.report.analysis.tuning import (
+    beyond,
+    choose,
+    edges,
+    load_tuning,
+    tuning_record,
+    tuning_table,
+)
+from adloco.report.inputs.runs import load_runs
+from adloco.report.page.evidence import _sensitivity
 
 BASE = 100.0
 TUNING_JSON = Path(__file__).resolve().parents[2] / "config" / "tuning.json"

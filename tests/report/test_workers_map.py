@@ -9,10 +9,11 @@ import pytest
 
 from adloco.config import load_config
 from adloco.report import build_report
-from adloco.report.gain import gain_shares
-from adloco.report.inputs import load_runs
+from adloco.report.analysis.gain import gain_shares
+from adloco.report.analysis.workers_map import workers_map
+from adloco.report.figures.workers_map import workers_map_figure
+from adloco.report.inputs.runs import load_runs
 from adloco.report.settings import assign_roles
-from adloco.report.workers_map import workers_map, workers_map_figure
 
 BASE = 100.0
 

@@ -18,7 +18,7 @@ model's folder, and writes into ``--out`` (``results/<experiment>/report``;
   ``noise_scale.csv`` (B_simple along the AdLoCo runs), ``tuning.json`` (a
   tuning experiment only);
 - ``metrics.json`` and ``median_curves.csv``: the numbers and curves DVC's
-  commands show (:mod:`adloco.report.dvc_files`);
+  commands show (:mod:`adloco.report.tables.dvc_files`);
 - ``figures/*.png``.
 
 Submodules, in the order they run: ``settings`` (roles, the ``report``
@@ -44,13 +44,35 @@ from adloco.config import ClusterConfig, Config, load_config
 from adloco.core import paths
 from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.engine.records import finite_or_none
-from adloco.report.about import about_rows
-from adloco.report.claims import Claim, Context, evaluate_claims, headline_runs
-from adloco.report.dvc_files import write_dvc_files
-from adloco.report.figures import write_figures
-from adloco.report.figures_headline import headline_figure
-from adloco.report.figures_noise import noise_figure, variance_figure
-from adloco.report.figures_runs import (
+from adloco.report.analysis.about import about_rows
+from adloco.report.analysis.claims import Claim, Context, evaluate_claims, headline_runs
+from adloco.report.analysis.gain import GainShares, gain_shares
+from adloco.report.analysis.headline import Headline, headline_table
+from adloco.report.analysis.ladder import LADDER_COLUMNS, ladder_rows, ladder_table
+from adloco.report.analysis.mechanisms import Check, mechanism_checks
+from adloco.report.analysis.noise import NOISE_COLUMNS, noise_rows, noise_summary
+from adloco.report.analysis.regimes import REGIME_COLUMNS, ClockModel, is_linear
+from adloco.report.analysis.replay import Regimes, bring, compute_regimes, regime_rows
+from adloco.report.analysis.scale import compare_scale as scale_comparison
+from adloco.report.analysis.scale import model_parameters
+from adloco.report.analysis.sensitivity import attach_alternatives
+from adloco.report.analysis.spacing import Spacing, eval_spacing
+from adloco.report.analysis.stats import Spread
+from adloco.report.analysis.summary import (
+    CURVE_COLUMNS,
+    SUMMARY_COLUMNS,
+    curve_rows,
+    merges,
+    summary_rows,
+)
+from adloco.report.analysis.targets import Ladder, build_ladder
+from adloco.report.analysis.tuning import TUNED, load_tuning, tuning_record, tuning_table
+from adloco.report.analysis.workers_map import WorkersMap, workers_map
+from adloco.report.figures.common import write_figures
+from adloco.report.figures.headline import headline_figure
+from adloco.report.figures.noise import noise_figure, variance_figure
+from adloco.report.figures.regimes import draw_regimes
+from adloco.report.figures.runs import (
     ablations_figure,
     batch_figure,
     curves_figure,
@@ -58,11 +80,9 @@ from adloco.report.figures_runs import (
     merges_figure,
     trainers_figure,
 )
-from adloco.report.gain import GainShares, gain_shares
-from adloco.report.headline import Headline, headline_table
-from adloco.report.html import PER_RUN, Page, regime_summary, render_page
-from adloco.report.html_first import clock_words
-from adloco.report.inputs import (
+from adloco.report.figures.workers_map import workers_map_figure
+from adloco.report.inputs.references import Base, References, load_base, load_references
+from adloco.report.inputs.runs import (
     Calibration,
     RunSeed,
     Variance,
@@ -70,29 +90,11 @@ from adloco.report.inputs import (
     load_runs,
     load_variance,
 )
-from adloco.report.ladder import LADDER_COLUMNS, ladder_rows, ladder_table
-from adloco.report.mechanisms import Check, mechanism_checks
-from adloco.report.noise import NOISE_COLUMNS, noise_rows, noise_summary
-from adloco.report.references import Base, References, load_base, load_references
-from adloco.report.regimes import REGIME_COLUMNS, ClockModel, is_linear
-from adloco.report.replay import Regimes, bring, compute_regimes, draw_regimes, regime_rows
-from adloco.report.scale import compare_scale as scale_comparison
-from adloco.report.scale import model_parameters
-from adloco.report.sensitivity import attach_alternatives
+from adloco.report.page.first import clock_words
+from adloco.report.page.render import PER_RUN, Page, regime_summary, render_page
 from adloco.report.settings import ReportSettings, Roles, assign_roles
-from adloco.report.spacing import Spacing, eval_spacing
-from adloco.report.stats import Spread
-from adloco.report.summary import (
-    CURVE_COLUMNS,
-    SUMMARY_COLUMNS,
-    curve_rows,
-    merges,
-    summary_rows,
-    write_csv,
-)
-from adloco.report.targets import Ladder, build_ladder
-from adloco.report.tuning import TUNED, load_tuning, tuning_record, tuning_table
-from adloco.report.workers_map import WorkersMap, workers_map, workers_map_figure
+from adloco.report.tables.csv import write_csv
+from adloco.report.tables.dvc_files import write_dvc_files
 
 log = logging.getLogger(__name__)
 
@@ -447,8 +449,8 @@ def build_report(
     manifest); ``base_dir``: the base model's folder. Both optional: without
     them the page says what it could not show or check. ``devices``,
     ``rooflines``, ``networks``: brought from elsewhere for the regime
-    section (:mod:`adloco.report.devices`). ``compare_scale``: another report's
-    claims.json (or its folder) at another model size (:mod:`adloco.report.scale`).
+    section (:mod:`adloco.report.inputs.devices`). ``compare_scale``: another report's
+    claims.json (or its folder) at another model size (:mod:`adloco.report.analysis.scale`).
     """
     check_replaceable(out_dir, WRITER, "--out", paths.REPORT_FILES_IN_GIT)  # before any work
     inputs = read_inputs(config_path, runs_dir, calibration_dir, variance_dir, data_dir, base_dir)

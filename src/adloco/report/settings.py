@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from adloco.config import ConfigError, ReportConfig, RunSettings, TargetsConfig
-from adloco.report.summary import ReachRule
+from adloco.report.analysis.summary import ReachRule
 
 # Settings whose change turns off one AdLoCo component: the ablations.
 ABLATION_KEYS = ("batch_test", "merge", "switch")
@@ -86,8 +86,8 @@ class ReportSettings:
     """The ``report`` section of the configuration, defaults filled in."""
 
     targets: TargetSettings
-    reached: str  # stays or first (adloco.report.summary.REACH_RULES)
-    between: str  # interpolated or round (adloco.report.summary.BETWEEN_RULES)
+    reached: str  # stays or first (adloco.report.analysis.summary.REACH_RULES)
+    between: str  # interpolated or round (adloco.report.analysis.summary.BETWEEN_RULES)
     pairing: str  # seed or none
     paired_test: str  # signed_rank or sign
     equal_time: str  # fastest or slowest
@@ -284,7 +284,7 @@ def _baselines(
         sources["baselines"] = "report.baselines"
     else:
         # A run on its own node slots splits the batch differently: the workers map's, not
-        # a baseline (adloco.report.workers_map).
+        # a baseline (adloco.report.analysis.workers_map).
         baselines = [
             n
             for n, s in settings.items()

@@ -1,0 +1,330 @@
+"""Per-run numbers of the report: run-level perplexity, reaching a target, per-seed summary.
+
+Built on the rows read by :mod:`adloco.report.inputs.runs`. The run-level
+perplexity at a round is the lowest validation perplexity among that round's
+trainer rows (the model a user would deploy then). When a run reaches a
+target is a stated rule (``report.reached``, :data:`REACH_RULES`): by
+default it *stays*, reaching the target at the first evaluation from which
+every later evaluation is at or below it, so a transient dip that the run
+climbs back out of does not count; ``first`` takes the first evaluation at or
+below it. How the tokens, communications, bytes and simulated time "to
+target" are read is a second stated rule (``report.between``,
+:data:`BETWEEN_RULES`): by default *interpolated*, linear in log-perplexity
+between the evaluation just before the reaching one (above the target) and
+the reaching one, so that one round does not decide a seed; ``round`` takes
+the run's cumulative values at the end of the reaching round. A run that
+reaches the target at its first evaluation has no earlier point and is read
+at that evaluation under both rules. ``summary.csv`` has one row per run and
+seed, with these values at the main target (:mod:`adloco.report.analysis.targets`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from adloco.engine.records import SUMMARY_KEYS, finite_or_none, is_number
+from adloco.report.inputs.runs import RunSeed
+
+# Cumulative quantities measured "to target", with the field that holds them.
+TO_TARGET = {
+    "tokens": "tokens_total",
+    "communications": "communications",
+    "bytes": "bytes_total",
+    "sim_time_s": "sim_time_s",
+}
+
+# Per-run numbers beyond summary.json: the optimizer work along the run.
+WORK_KEYS = ("optimizer_steps", "inner_lr_sum")
+
+SUMMARY_COLUMNS = (
+    "run",
+    "seed",
+    "method",
+    *SUMMARY_KEYS,
+    *WORK_KEYS,
+    "eval_stderr_pct",
+    "target_perplexity",
+    "reach_rule",
+    "between_rule",
+    "round_to_target",
+    "tokens_to_target",
+    "communications_to_target",
+    "bytes_to_target",
+    "sim_time_s_to_target",
+)
+
+
+def round_values(rows: list[dict[str, Any]], key: str) -> dict[int, float]:
+    """Per round, the largest value of a cumulative field among the round's rows."""
+    out: dict[int, float] = {}
+    for r in rows:
+        value = r.get(key)
+        if is_number(value):
+            out[r["round"]] = max(out.get(r["round"], value), value)
+    return dict(sorted(out.items()))
+
+
+def run_level_perplexity(rows: list[dict[str, Any]]) -> dict[int, float]:
+    """Round -> lowest validation perplexity among the round's rows (evaluated rounds only)."""
+    out: dict[int, float] = {}
+    for r in rows:
+        ppl = finite_or_none(r.get("val_perplexity"))
+        if ppl is not None:
+            out[r["round"]] = min(out.get(r["round"], ppl), ppl)
+    return dict(sorted(out.items()))
+
+
+REACH_RULES = ("stays", "first")
+BETWEEN_RULES = ("interpolated", "round")
+
+
+@dataclass(frozen=True)
+class ReachRule:
+    """When a run reaches a target (``report.reached``) and how its quantities are read then
+    (``report.between``)."""
+
+    reached: str = "stays"
+    between: str = "interpolated"
+
+    def __post_init__(self) -> None:
+        if self.reached not in REACH_RULES:
+            raise ValueError(f"reach rule must be one of {REACH_RULES}, got {self.reached!r}")
+        if self.between not in BETWEEN_RULES:
+            raise ValueError(f"between rule must be one of {BETWEEN_RULES}, got {self.between!r}")
+
+    @classmethod
+    def of(cls, rule: ReachRule | str) -> ReachRule:
+        """A rule, or a ``reached`` value alone (read under the default ``between``)."""
+        return rule if isinstance(rule, ReachRule) else cls(rule)
+
+
+DEFAULT_RULE = ReachRule()
+
+
+@dataclass(frozen=True)
+class TargetCrossing:
+    """Where a run reaches a target: between evaluated rounds ``before`` and ``round``.
+
+    ``fraction`` places the target between them, linear in log-perplexity
+    (1: at ``round``); ``before`` is None when ``round`` is the first evaluation.
+    """
+
+    round: int
+    before: int | None = None
+    fraction: float = 1.0
+
+    def value(self, per_round: dict[int, float]) -> float | None:
+        """A cumulative quantity (round -> value at its end) at the crossing."""
+        at = per_round.get(self.round)
+        if at is None or self.before is None:
+            return at
+        prev = per_round.get(self.before)
+        return at if prev is None else prev + self.fraction * (at - prev)
+
+
+def crossing(
+    rows: list[dict[str, Any]], target: float, rule: ReachRule | str = DEFAULT_RULE
+) -> TargetCrossing | None:
+    """Where the run reaches ``target`` under ``rule``; None: never (or does not stay)."""
+    rule = ReachRule.of(rule)
+    curve = run_level_perplexity(rows)
+    round_ = _reaching_round(curve, target, rule.reached)
+    if round_ is None:
+        return None
+    earlier = [k for k in curve if k < round_]
+    if rule.between == "round" or not earlier:
+        return TargetCrossing(round_)
+    before = earlier[-1]
+    # The evaluation before the reaching one is above the target under both reach rules.
+    high, low = math.log(curve[before]), math.log(curve[round_])
+    fraction = 1.0 if high <= low else (high - math.log(target)) / (high - low)
+    return TargetCrossing(round_, before, min(1.0, max(0.0, fraction)))
+
+
+def round_to_target(rows: list[dict[str, Any]], target: float, rule: str = "stays") -> int | None:
+    """The evaluated round at which the run reaches ``target`` under ``rule``; None: never.
+
+    stays: the first evaluated round from which every later evaluation is at
+    or below the target (None when the last evaluation is above it); first:
+    the first evaluated round at or below it.
+    """
+    if rule not in REACH_RULES:
+        raise ValueError(f"reach rule must be one of {REACH_RULES}, got {rule!r}")
+    return _reaching_round(run_level_perplexity(rows), target, rule)
+
+
+def _reaching_round(curve: dict[int, float], target: float, rule: str) -> int | None:
+    """:func:`round_to_target` on the run-level perplexity curve (round -> perplexity)."""
+    if rule == "first":
+        return next((k for k, ppl in curve.items() if ppl <= target), None)
+    reached = None
+    for round_ in reversed(curve):
+        if curve[round_] > target:
+            break
+        reached = round_
+    return reached
+
+
+def reach(
+    rows: list[dict[str, Any]], target: float | None, rule: ReachRule | str = DEFAULT_RULE
+) -> dict[str, Any] | None:
+    """Round, tokens, communications, bytes and simulated time when the run reaches target.
+
+    ``round`` is the evaluated round that reaches it; the quantities are read
+    under ``rule.between`` (interpolated from the evaluation before it, or at
+    its end).
+    """
+    if target is None:
+        return None
+    where = crossing(rows, target, rule)
+    if where is None:
+        return None
+    out: dict[str, Any] = {"round": where.round}
+    for name, key in TO_TARGET.items():
+        out[name] = where.value(round_values(rows, key))
+    return out
+
+
+def optimizer_work(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Inner optimizer steps and summed inner learning rate along the run.
+
+    Per round the largest among its trainers (the steps a model of the run
+    takes from start to end; trainers of one round run side by side), summed
+    over rounds. None when the rows do not log the field.
+    """
+    out: dict[str, float | None] = {}
+    for name, key in (("optimizer_steps", "inner_steps"), ("inner_lr_sum", "inner_lr_sum")):
+        per_round = round_values(rows, key)
+        out[name] = sum(per_round.values()) if per_round else None
+    return out
+
+
+def merges(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each merge of a run: its round, the trainers merged and kept, their perplexities.
+
+    ``before`` holds the merged trainers' perplexities in the merge round;
+    ``after`` the merged model's: evaluated right after the merge
+    (``val_perplexity_merged`` of the event, ``after_round`` the merge round),
+    or, from runs that did not record it, at the kept trainer's next evaluation.
+    """
+    seen = set()
+    out = []
+    by_trainer: dict[int, dict[int, float]] = {}
+    for r in rows:
+        ppl = finite_or_none(r.get("val_perplexity"))
+        if ppl is not None:
+            by_trainer.setdefault(r["trainer"], {})[r["round"]] = ppl
+    for r in sorted(rows, key=lambda x: (x["round"], x["trainer"])):
+        for event in r.get("events") or []:
+            if not (isinstance(event, dict) and event.get("type") == "merge"):
+                continue
+            key = (r["round"], repr(sorted(event.items())))
+            if key in seen:
+                continue
+            seen.add(key)
+            kept = event.get("kept", r["trainer"])
+            merged = list(event.get("merged") or [])
+            later = sorted(k for k in by_trainer.get(kept, {}) if k > r["round"])
+            out.append(
+                {
+                    "round": r["round"],
+                    "kept": kept,
+                    "merged": merged,
+                    "batch": event.get("batch"),
+                    "before": {t: by_trainer.get(t, {}).get(r["round"]) for t in merged},
+                    **_merged_perplexity(event, r["round"], later, by_trainer.get(kept, {})),
+                }
+            )
+    return out
+
+
+def _merged_perplexity(
+    event: dict[str, Any], merge_round: int, later: list[int], kept: dict[int, float]
+) -> dict[str, Any]:
+    right_after = finite_or_none(event.get("val_perplexity_merged"))
+    if right_after is not None:
+        return {"after_round": merge_round, "after": right_after}
+    return {"after_round": later[0] if later else None, "after": kept[later[0]] if later else None}
+
+
+def eval_stderr_pct(rows: list[dict[str, Any]]) -> float | None:
+    """Standard error of the final perplexity from the finite validation sample, in percent.
+
+    exp(s.e. of the mean loss) − 1 for the trainer with the lowest final
+    perplexity: how much the figure would move on another sample of the same
+    size, to compare with its spread over seeds.
+    """
+    last = max(r["round"] for r in rows)
+    scored = [
+        (finite_or_none(r.get("val_perplexity")), r.get("val_loss_stderr"))
+        for r in rows
+        if r["round"] == last
+    ]
+    scored = [(p, se) for p, se in scored if p is not None and isinstance(se, (int, float))]
+    if not scored or not math.isfinite(min(scored)[1]):
+        return None
+    return 100.0 * math.expm1(min(scored)[1])
+
+
+def perplexity_at_time(rows: list[dict[str, Any]], time_s: float) -> float | None:
+    """Run-level perplexity of the last evaluation at or before simulated time ``time_s``.
+
+    The model a user holds at that time; a run that finished earlier keeps
+    its final model. None when the run had not been evaluated yet.
+    """
+    times = round_values(rows, "sim_time_s")
+    held = None
+    for round_, ppl in run_level_perplexity(rows).items():
+        if times.get(round_, float("inf")) <= time_s * (1 + 1e-12):
+            held = ppl
+    return held
+
+
+def summary_rows(
+    runs: list[RunSeed], target: float | None, rule: ReachRule | str = DEFAULT_RULE
+) -> list[dict[str, Any]]:
+    """One row per run and seed: summary.json fields, optimizer work, to the main target."""
+    rule = ReachRule.of(rule)
+    out = []
+    for r in runs:
+        reached = reach(r.rows, target, rule)
+        row = {"run": r.run, "seed": r.seed, "method": r.method}
+        row.update({k: r.summary.get(k) for k in SUMMARY_KEYS})
+        row.update(optimizer_work(r.rows))
+        row["eval_stderr_pct"] = eval_stderr_pct(r.rows)
+        row["target_perplexity"] = target
+        row["reach_rule"] = rule.reached
+        row["between_rule"] = rule.between
+        row["round_to_target"] = reached["round"] if reached else None
+        for name in TO_TARGET:
+            row[f"{name}_to_target"] = reached[name] if reached else None
+        out.append({k: row.get(k) for k in SUMMARY_COLUMNS})
+    return out
+
+
+CURVE_COLUMNS = [
+    "run",
+    "seed",
+    "method",
+    "round",
+    "tokens_total",
+    "communications",
+    "bytes_total",
+    "sim_time_s",
+    "val_perplexity",
+]
+
+
+def curve_rows(runs: list[RunSeed]) -> list[dict[str, Any]]:
+    """Run-level validation perplexity at every evaluated round, with the x axes of the figures."""
+    out = []
+    for rs in runs:
+        axes = {key: round_values(rs.rows, key) for key in TO_TARGET.values()}
+        for round_, ppl in run_level_perplexity(rs.rows).items():
+            row = {"run": rs.run, "seed": rs.seed, "method": rs.method, "round": round_}
+            row.update({key: values.get(round_) for key, values in axes.items()})
+            row["val_perplexity"] = ppl
+            out.append(row)
+    return out

@@ -1,0 +1,1 @@
+"""The report's figures: matplotlib only, each a PNG's bytes drawn from the findings."""
