@@ -10,7 +10,7 @@ import yaml
 
 from adloco.config import ConfigError, config_from_dict
 from adloco.config.snakemake_section import TRAIN_JOBS, SnakemakeConfig
-from adloco_workflow.stages import STAGES
+from adloco.stages import STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 

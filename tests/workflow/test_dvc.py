@@ -5,7 +5,7 @@ configuration gives each job's shell command and files, DVC's index gives each
 templated stage's command, dependencies, outputs and params. Every job must
 match one stage by command (the log redirection aside) and the other way
 round, with the same files (a DVC folder may hold a Snakemake file) and the
-params keys of the stage table (workflow/lib/adloco_workflow/stages.py). Training is the one
+params keys of the stages' declarations (src/adloco/stages/). Training is the one
 difference of granularity: Snakemake has a job per run and seed, DVC a stage
 per run that trains each of the run's seeds (``--seed all``), so the train
 jobs of one run are compared, together, with its stage. dvc.yaml reads
@@ -34,7 +34,7 @@ from adloco.config import validate
 from adloco.core import paths
 from adloco.core.io import OWNED_LIST
 from adloco.dvc.params import MARK, params_text
-from adloco_workflow.stages import snakemake_params
+from adloco.stages import snakemake_params
 from config_edits import shipped_configs
 
 # What dvc.yaml reads; Snakemake is given the same file so that commands match.
@@ -72,7 +72,7 @@ def within(path: str, folder: str) -> bool:
 
 
 def stage_params() -> dict[str, list[str]]:
-    """The keys of each Snakemake job's ``settings`` param (the stage table's)."""
+    """The keys of each Snakemake job's ``settings`` param (the stages' declarations)."""
     return snakemake_params()
 
 

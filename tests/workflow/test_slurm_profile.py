@@ -132,7 +132,7 @@ def test_sbatch_commands_carry_account_partition_time_memory_cpus_and_gpus(slurm
         assert command.endswith(" --gpus=a100:1")
         assert "--gres" not in command
     tokenize = sbatch_command(next(j for j in slurm_jobs if j["rule"] == "tokenize"))
-    assert " -t 240 " in tokenize and " --mem 8000 " in tokenize  # workflow/rules/data.smk
+    assert " -t 240 " in tokenize and " --mem 8000 " in tokenize  # workflow/rules/tokenize.smk
     assert "--gpus" not in tokenize
 
 

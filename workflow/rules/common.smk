@@ -1,11 +1,11 @@
 # Wiring of the rules (rules/*.smk): the configuration file the jobs read,
 # checked before any job starts, and the names the rules read. What they mean
 # lives in lib/adloco_workflow (plan.py: paths, runs, devices, the params
-# functions; resources.py: threads, memory, GPUs; stages.py: the configuration
-# keys of each stage), which imports only the checkout's adloco.config, .paths
-# and .io: a host with Snakemake alone parses, validates and plans the
-# workflow, and the jobs run `adloco` from the rules' environment
-# (workflow/envs/adloco.yaml).
+# functions; resources.py: threads, memory, GPUs) and in the stages'
+# declarations (adloco.stages: the configuration keys of each stage), which
+# import only the checkout's adloco.config, .stages, .paths and .io: a host
+# with Snakemake alone parses, validates and plans the workflow, and the jobs
+# run `adloco` from the rules' environment (workflow/envs/adloco.yaml).
 
 import os
 import sys

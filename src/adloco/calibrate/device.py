@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,7 +19,8 @@ import torch
 from adloco.calibrate.bench import Bench, memory_bytes
 from adloco.calibrate.memory_search import search_device_max_batch
 from adloco.calibrate.step_timing import time_device_steps
-from adloco.config import Config, DeviceConfig
+from adloco.config import Config, ConfigError, DeviceConfig
+from adloco.core import paths
 from adloco.model.llama import num_parameters
 
 
@@ -76,3 +78,21 @@ def device_record(config: Config, device: DeviceConfig, bench: Bench) -> dict[st
             gpu_total_bytes=torch.cuda.get_device_properties(bench.device).total_memory,
         )
     return record
+
+
+def find_device(config: Config, name: str) -> DeviceConfig:
+    """The entry of ``cluster.devices`` that ``--device`` names."""
+    try:
+        return config.cluster.device(name)
+    except ConfigError as exc:
+        raise ValueError(f"--device {name}: {exc}") from exc
+
+
+def check_seq_len(config: Config, data: str | Path, manifest: dict) -> None:
+    """The tokenized data's sequence length is the config's ``data.seq_len_tokens``."""
+    wanted = config.data.seq_len_tokens
+    if manifest["seq_len_tokens"] != wanted:
+        raise ValueError(
+            f"{paths.manifest_file(data)}: seq_len_tokens {manifest['seq_len_tokens']} "
+            f"differs from the config's data.seq_len_tokens {wanted}; re-run `adloco tokenize`"
+        )

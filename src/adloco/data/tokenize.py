@@ -23,7 +23,6 @@ The split of each document is a seeded hash of its position in the stream
 
 from __future__ import annotations
 
-import argparse
 import collections
 import logging
 import multiprocessing
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from adloco.config import DataConfig, load_config
+from adloco.config import DataConfig
 from adloco.core import paths
 from adloco.core.io import atomic_dir, write_json_atomic
 from adloco.data import c4
@@ -242,29 +241,3 @@ def _counting(records: Iterable[dict], bar: Any) -> Iterator[dict]:
     for record in records:
         bar.update(1)
         yield record
-
-
-def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    if config.data.source == "hub" and args.raw:
-        log.info("data.source is hub: --raw %s is not read", args.raw)
-    manifest = tokenize_corpus(config.data, config.seed, args.out, raw_dir=args.raw)
-    for name in manifest["splits"]:
-        split = manifest["splits"][name]
-        log.info(
-            "%s: %d documents, %d tokens, %d sequences of %d (%d tokens dropped)",
-            name,
-            split["documents"],
-            split["tokens"],
-            split["sequences"],
-            manifest["seq_len_tokens"],
-            split["dropped_tokens"],
-        )
-    ref = manifest["reference_perplexity"]
-    log.info(
-        "validation reference perplexities: uniform %.0f, unigram %.1f, bigram %.1f",
-        ref["uniform"],
-        ref["unigram"],
-        ref["bigram"],
-    )
-    return 0

@@ -19,20 +19,16 @@ edit of a file git tracks that neither HEAD nor one of its experiments holds:
 
 from __future__ import annotations
 
-import argparse
-import logging
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from adloco.config import Config, load_config
+from adloco.config import Config
 from adloco.core import paths
 from adloco.core.io import EXAMPLES_SHOWN, ForeignFolderError, check_replaceable, is_own_temporary
 from adloco.data.corpus import WHAT as CORPUS_WHAT
 from adloco.engine import checkpoint
-
-log = logging.getLogger(__name__)
 
 # A run's folder (and its checkpoint folder) holds one folder per seed, and
 # what a killed writer of one left beside it; a checkpoint set aside is `.stale`.
@@ -176,22 +172,3 @@ def unsaved_edits(root: str | Path = ".") -> list[str]:
     wanted = "".join(f"{rev}:{path}\n" for path in edited for rev in saved)
     held = set((_git(root, "cat-file", "--batch-check=%(objectname)", stdin=wanted) or "").split())
     return [path for path, blob in zip(edited, now, strict=True) if blob not in held]
-
-
-def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    problems = foreign_files(config)
-    if args.apply:
-        unsaved = unsaved_edits()
-        if unsaved:
-            problems.append(
-                f"{len(unsaved)} file(s) git tracks hold uncommitted edits no experiment holds "
-                f"({', '.join(unsaved)}), which dvc exp apply replaces with the experiment's: "
-                "commit them first, or use dvc exp branch"
-            )
-    if problems:
-        raise ForeignFolderError(
-            f"{len(problems)} problem(s) before DVC runs: {'; '.join(problems)}; {ADVICE}"
-        )
-    log.info("no output folder of %s's stages holds files adloco did not write", args.config)
-    return 0

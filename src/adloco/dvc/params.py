@@ -18,18 +18,13 @@ refused, never replaced.
 
 from __future__ import annotations
 
-import argparse
 import copy
-import logging
 from pathlib import Path
 
 import yaml
 
-from adloco.config import ConfigError, check_dvc_raw_dir, load_config, read_yaml, validate
+from adloco.config import ConfigError, read_yaml, validate
 from adloco.config.yaml_file import ConfigDumper, check_experiment_named
-from adloco.core.io import write_text_atomic
-
-log = logging.getLogger(__name__)
 
 MARK = "# Made by `adloco dvc-params"  # the first line of every file this command writes
 
@@ -81,15 +76,3 @@ def check_replaceable(out: Path) -> None:
             f"{out}: not written by adloco dvc-params (its first line is not "
             f"'{MARK} ...'), so it is not replaced; move it away, or give another --out"
         )
-
-
-def run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    text = params_text(args.preset)  # a bad preset fails before anything is written
-    # A raw_dir DVC cannot keep fails here, not at dvc repro with DVC's reasonless error.
-    check_dvc_raw_dir(load_config(args.preset), str(out.resolve().parent))
-    check_replaceable(out)
-    # Replaces the file (or a link) by a new one: never writes through a link.
-    write_text_atomic(out, text)
-    log.info("wrote %s from %s: dvc.yaml's stages are now that preset's", out, args.preset)
-    return 0

@@ -30,7 +30,6 @@ process) make a killed job resume exactly.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -313,42 +312,53 @@ def write_base(
     return summary
 
 
-def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+def pretrain_base(
+    config_file: str | Path,
+    data_dir: str | Path,
+    out: str | Path,
+    checkpoints: str | Path,
+    *,
+    progress: bool = True,
+    live_dir: str | Path | None = None,
+) -> None:
+    """``adloco pretrain``: the base model of ``config_file`` into ``out``, resumable.
+
+    The paths are recorded in base.json's command line as given.
+    """
+    config = load_config(config_file)
     source = config.model.source
     if source != "base":
         # dvc.yaml cannot leave a stage out by configuration: say so and stop.
         write_json_atomic(
-            paths.base_summary_file(args.out),
+            paths.base_summary_file(out),
             {"model_dir": None, "note": f"model.source is {source}: no base"},
         )
         log.info("model.source is %s: nothing to pretrain", source)
-        return 0
+        return
     torch.use_deterministic_algorithms(True, warn_only=True)
-    data = TokenData.open(args.data)
+    data = TokenData.open(data_dir)
     if BASE_SPLIT not in data.manifest["splits"]:
         raise ConfigError(
-            f"{args.data}: no base split; set data.base_fraction above 0 and tokenize again"
+            f"{data_dir}: no base split; set data.base_fraction above 0 and tokenize again"
         )
-    checkpoint.check_folder(args.checkpoints)
-    training = Pretraining.from_config(config, data, args.checkpoints)
+    checkpoint.check_folder(checkpoints)
+    training = Pretraining.from_config(config, data, checkpoints)
     start = time.perf_counter()
-    training.run(progress=not args.no_progress, live_dir=args.live)
+    training.run(progress=progress, live_dir=live_dir)
     seconds = time.perf_counter() - start
     command = command_line(
         "pretrain",
-        [("--config", args.config), ("--data", args.data), ("--out", args.out),
-         ("--checkpoints", args.checkpoints)],
+        [("--config", config_file), ("--data", data_dir), ("--out", out),
+         ("--checkpoints", checkpoints)],
     )  # fmt: skip
     summary = write_base(
-        training, data, args.out, seconds, experiment=config.experiment, command=command,
+        training, data, out, seconds, experiment=config.experiment, command=command,
         hub=hub_metadata(config, base=True),
     )  # fmt: skip
-    checkpoint.mark_finished(args.checkpoints, {"out": str(args.out), "step": training.step})
+    checkpoint.mark_finished(checkpoints, {"out": str(out), "step": training.step})
     log.info(
         "base model: %d tokens in %d steps, validation perplexity %.2f",
         summary["tokens"],
         summary["steps"],
         summary["val_perplexity"],
     )
-    return 0

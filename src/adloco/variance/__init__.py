@@ -21,13 +21,14 @@ so it is tested on a linear model whose figures have closed forms. Formulas: ``d
 - :mod:`~adloco.variance.reductions`: the scalar-vs-pooled comparison;
 - :mod:`~adloco.variance.analysis`: :func:`analyse_gradient_variance` and its summary;
 - :mod:`~adloco.variance.outputs`: the histogram and the output folder;
-- :mod:`~adloco.variance.cli`: the ``adloco variance`` command (:func:`run`).
+- :mod:`~adloco.variance.cli`: the stage's work on the experiment's model and data
+  (:func:`analyse`; the command is declared in :mod:`adloco.stages.variance`).
 """
 
 from __future__ import annotations
 
 from adloco.variance.analysis import GRAM_MAX_BYTES, VarianceAnalysis, analyse_gradient_variance
-from adloco.variance.cli import load_model, run
+from adloco.variance.cli import analyse, load_model
 from adloco.variance.outputs import VARIANCE_FILES, plot_deviations, write_outputs
 from adloco.variance.reductions import (
     SPREAD_DRAWS,
@@ -41,12 +42,12 @@ __all__ = [
     "SPREAD_DRAWS",
     "VARIANCE_FILES",
     "VarianceAnalysis",
+    "analyse",
     "analyse_gradient_variance",
     "compare_reductions",
     "draw_partitions",
     "load_model",
     "plot_deviations",
-    "run",
     "trace_std_ratio_iid",
     "write_outputs",
 ]

@@ -10,7 +10,6 @@ writes the folder (:func:`adloco.variance.outputs.write_outputs`).
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
@@ -76,19 +75,30 @@ def log_figures(summary: dict) -> None:
         log.info("stats_reduce comparison skipped: %s", summary["scalar_vs_pooled"]["skipped"])
 
 
-def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+def analyse(
+    config_file: str | Path,
+    data_dir: str | Path,
+    out: str | Path,
+    *,
+    model_dir: str | None = None,
+    base: str | Path | None = None,
+    torch_device: str | None = None,
+    chunk_size: int = 8,
+) -> None:
+    """``adloco variance``: the analysis of ``config_file``'s start model, written to ``out``.
+
+    ``model_dir``: a saved model instead (default: the base model in ``base``
+    with ``model.source: base``, else the seeded initial model);
+    ``torch_device``: default cuda if available, else cpu.
+    """
+    config = load_config(config_file)
     settings = config.variance
-    if args.chunk_size < 1:
-        raise ValueError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-    data = TokenData.open(args.data)
+    data = TokenData.open(data_dir)
     train = data.split("train")
-    indices = sample_indices(settings.eval_sequences, len(train), config.seed, args.data)
-    device = torch.device(args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model_dir = args.model
+    indices = sample_indices(settings.eval_sequences, len(train), config.seed, str(data_dir))
+    device = torch.device(torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if model_dir is None and config.model.source == "base":
-        base = getattr(args, "base", None)
-        model_dir = start_model(config.model, base, config, args.data).model.name
+        model_dir = start_model(config.model, base, config, data_dir).model.name
     model = load_model(model_dir, config.model, data.vocab_size, data.seq_len_tokens, config.seed)
     # The comparison of stats_reduce modes: one trainer on every slot of the
     # cluster, one statistics block per slot (stats_steps x stats_microbatches groups).
@@ -99,18 +109,17 @@ def run(args: argparse.Namespace) -> int:
         num_batches=settings.num_batches,
         eta=settings.eta,
         seed=config.seed,
-        chunk_size=args.chunk_size,
+        chunk_size=chunk_size,
         nodes=config.cluster.slots(),
         groups_per_node=config.train.stats_steps * config.train.stats_microbatches,
     )
     analysis.summary.update(
         model=model_dir or f"initial model ({config.model.source}, seed {config.seed})",
-        data=str(args.data),
+        data=str(data_dir),
         seq_len_tokens=data.seq_len_tokens,
         vocab_size=data.vocab_size,
         torch_device=str(device),
         torch_version=torch.__version__,
     )
-    write_outputs(analysis, args.out)
+    write_outputs(analysis, out)
     log_figures(analysis.summary)
-    return 0

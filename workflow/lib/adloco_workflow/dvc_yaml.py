@@ -1,8 +1,8 @@
-"""dvc.yaml, written from the stage table (:mod:`adloco_workflow.stages`).
+"""dvc.yaml, written from the stages' declarations (:mod:`adloco.stages`).
 
 ``python workflow/lib/adloco_workflow/dvc_yaml.py`` writes dvc.yaml at the
 repository root; ``--check`` only compares, and exits 1 naming the file when
-the checked-in one differs from what the table gives. Each stage runs its
+the checked-in one differs from what the declarations give. Each stage runs its
 ``adloco`` command on params.yaml, every value double-quoted (a path with
 spaces stays one argument), with its dependencies, the keys of params.yaml it
 reads, and its outputs with DVC's flags.
@@ -18,7 +18,9 @@ if __package__ in (None, ""):  # run as a script: the folder above and src/ firs
     sys.path[:0] = [str(_LIB), str(_LIB.parents[1] / "src")]
 
 from adloco.core.io import write_text_atomic  # noqa: E402
-from adloco_workflow.stages import PARAMS_FILE, STAGES, Path_, Stage  # noqa: E402
+from adloco.stages import STAGES  # noqa: E402
+from adloco.stages.common import PARAMS_FILE  # noqa: E402
+from adloco.stages.declaration import Path_, Stage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 DVC_YAML = "dvc.yaml"
@@ -26,10 +28,10 @@ DVC_YAML = "dvc.yaml"
 WIDTH = 92
 
 HEADER = """\
-# Generated from workflow/lib/adloco_workflow/stages.py, the stage table the
-# Snakemake rules read too: edit the table, then run
+# Generated from the stages' declarations (src/adloco/stages/), which the CLI
+# and the Snakemake rules read too: edit a declaration, then run
 # `python workflow/lib/adloco_workflow/dvc_yaml.py` (`make generated-check`
-# fails while this file differs from what the table gives).
+# fails while this file differs from what the declarations give).
 # Values come from params.yaml (`vars`), DVC's own name for the parameters
 # file: a plain copy of one preset with every default written out, made by
 # `adloco dvc-params --preset config/<name>.yaml` (config/config.yaml in git)
@@ -67,13 +69,13 @@ PLOTS = (
 
 def _fill(text: str, stage: Stage) -> str:
     """``text`` with each wildcard of ``stage`` as DVC names it (``{run}`` -> ``${key}``)."""
-    for wildcard, value in stage.wildcards.items():
+    for wildcard, value in stage.dvc.wildcards.items():
         text = text.replace("{" + wildcard + "}", value)
     return text
 
 
 def _command(stage: Stage, indent: str) -> list[str]:
-    words = [f"adloco {stage.name}"] + [f'{flag} "{value}"' for flag, value in stage.args]
+    words = [f"adloco {stage.name}"] + [f'{flag} "{value}"' for flag, value in stage.dvc.args]
     words = [_fill(w, stage) for w in words]
     line = " ".join(words)
     if len(indent) + len("cmd: ") + len(line) <= WIDTH:
@@ -116,22 +118,23 @@ def _params(stage: Stage, indent: str) -> list[str]:
 
 def stage_lines(stage: Stage) -> list[str]:
     """The lines of ``stage`` under ``stages:``."""
-    lines = _notes(stage.note, "  ") + [f"  {stage.name}:"]
+    dvc = stage.dvc
+    lines = _notes(dvc.note, "  ") + [f"  {stage.name}:"]
     indent = "    "
-    if stage.foreach:
-        lines += [f"    foreach: {stage.foreach}", "    do:"]
+    if dvc.foreach:
+        lines += [f"    foreach: {dvc.foreach}", "    do:"]
         indent = "      "
     lines += _command(stage, indent)
-    lines += _paths("deps", stage.deps, stage, indent)
+    lines += _paths("deps", dvc.deps, stage, indent)
     lines += _params(stage, indent)
     for title in ("outs", "metrics", "plots"):
-        lines += _paths(title, getattr(stage, title), stage, indent)
+        lines += _paths(title, getattr(dvc, title), stage, indent)
     return lines
 
 
-def _plot_lines() -> list[str]:
-    report = next(s for s in STAGES if s.name == "report")
-    curves = next(o.path for o in report.outs if o.path.endswith("/median_curves.csv"))
+def _plot_lines(stages: tuple[Stage, ...]) -> list[str]:
+    report = next(s for s in stages if s.name == "report")
+    curves = next(o.path for o in report.dvc.outs if o.path.endswith("/median_curves.csv"))
     lines = []
     for name, x, x_label in PLOTS:
         lines += [
@@ -147,10 +150,10 @@ def _plot_lines() -> list[str]:
     return lines
 
 
-def text() -> str:
-    """dvc.yaml's exact text."""
-    blocks = ["\n".join(stage_lines(stage)) + "\n" for stage in STAGES]
-    return HEADER + "\n".join(blocks) + "\n" + FOOTER + "\n".join(_plot_lines()) + "\n"
+def text(stages: tuple[Stage, ...] = STAGES) -> str:
+    """dvc.yaml's exact text: a stage of it for each of ``stages`` that DVC runs."""
+    blocks = ["\n".join(stage_lines(stage)) + "\n" for stage in stages if stage.dvc]
+    return HEADER + "\n".join(blocks) + "\n" + FOOTER + "\n".join(_plot_lines(stages)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args == ["--check"]:
         same = target.is_file() and target.read_text() == text()
         if not same:
-            print(f"{DVC_YAML} differs from the stage table: run {Path(__file__).name}")
+            print(f"{DVC_YAML} differs from the stages' declarations: run {Path(__file__).name}")
         return 0 if same else 1
     write_text_atomic(target, text())
     return 0

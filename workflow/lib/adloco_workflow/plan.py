@@ -19,8 +19,8 @@ from typing import Any
 import adloco.config
 import adloco.core.io
 from adloco.core import paths
+from adloco.stages import snakemake_params
 from adloco_workflow import snakemake_preflight
-from adloco_workflow.stages import snakemake_params
 
 
 class PlanError(Exception):

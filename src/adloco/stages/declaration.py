@@ -1,0 +1,139 @@
+"""The types a stage is declared with: its command's arguments, its DVC files and keys.
+
+A :class:`Stage` says once what ``adloco <stage>`` takes (``Argument``), which of
+those arguments name what it writes, whether it trains, the configuration
+keys it depends on (``Key``: the Snakemake rule's ``settings`` param, DVC's
+``params``) and, for a stage DVC runs, its command as dvc.yaml spells it and
+its inputs and outputs (``Dvc``, ``Path_``). The CLI (:mod:`adloco.cli`) builds
+its parser from these, the Snakemake rules read the keys, and dvc.yaml is
+written from them (workflow/lib/adloco_workflow/dvc_yaml.py). Standard library
+only: Snakemake imports the declarations while it parses the workflow, and
+``adloco --help`` must not import torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument of a stage's command, as ``argparse.add_argument`` takes it.
+
+    Only the fields given are passed on (``action="store_true"`` has its own
+    default of False, which a passed ``default=None`` would replace).
+    """
+
+    flags: tuple[str, ...]
+    help: str
+    required: bool = False
+    default: Any = None
+    type: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    # "store_true" (a switch) or "append" (repeatable); None stores one value.
+    action: str | None = None
+    # The attribute of the parsed arguments, when not the first flag's.
+    dest: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The attribute the parsed arguments hold it under."""
+        return self.dest or self.flags[0].lstrip("-").replace("-", "_")
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        given = {
+            "action": self.action,
+            "dest": self.dest,
+            "type": self.type,
+            "default": self.default,
+            "metavar": self.metavar,
+        }
+        options = {key: value for key, value in given.items() if value is not None}
+        if self.required:
+            options["required"] = True
+        parser.add_argument(*self.flags, **options, help=self.help)
+
+
+def arg(*flags: str, help: str, **options: Any) -> Argument:  # noqa: A002 (argparse's word)
+    """An :class:`Argument` written as ``add_argument`` is called."""
+    return Argument(tuple(flags), help, **options)
+
+
+@dataclass(frozen=True)
+class Path_:
+    """A stage's input or output in dvc.yaml: its path and DVC's flags for it."""
+
+    path: str
+    # Comment lines written above it in dvc.yaml.
+    note: tuple[str, ...] = ()
+    # DVC keeps it when the stage re-runs (a resumable checkpoint folder).
+    persist: bool = False
+    # False: git keeps it, not DVC's cache.
+    cache: bool = True
+
+
+@dataclass(frozen=True)
+class Key:
+    """A configuration key a stage depends on: its dotted name (``{run}`` a wildcard)."""
+
+    name: str
+    note: tuple[str, ...] = ()
+    # Read only by DVC's stage (one per run, every seed), not by a Snakemake job (one seed).
+    dvc_only: bool = False
+
+
+def keys(*names: str) -> tuple[Key, ...]:
+    """A :class:`Key` of each name, without notes."""
+    return tuple(Key(name) for name in names)
+
+
+@dataclass(frozen=True)
+class Dvc:
+    """A stage as dvc.yaml runs it: ``adloco <stage>`` with ``args`` (flag, value)."""
+
+    args: tuple[tuple[str, str], ...]
+    deps: tuple[Path_, ...] = ()
+    outs: tuple[Path_, ...] = ()
+    metrics: tuple[Path_, ...] = ()
+    plots: tuple[Path_, ...] = ()
+    # DVC's `foreach` and the DVC value of each wildcard.
+    foreach: str | None = None
+    wildcards: dict[str, str] = field(default_factory=dict)
+    # Comment lines written above the stage.
+    note: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the pipeline: the ``adloco <name>`` command and where it sits."""
+
+    name: str
+    help: str  # one line in `adloco --help`
+    description: str  # `adloco <stage> --help`
+    arguments: tuple[Argument, ...]
+    # The stage's entry: the parsed arguments in, an exit status out. It imports
+    # its library (torch, numpy) when called, never at import.
+    run: Callable[[argparse.Namespace], int]
+    # Arguments naming what the stage writes, proved writable before it starts
+    # (not after hours of work): folders it writes into, and files or folders
+    # it replaces atomically (their parent folder).
+    out_dirs: tuple[str, ...] = ()
+    out_files: tuple[str, ...] = ()
+    # A stage that runs training passes: started by adloco.engine.process
+    # (freed memory kept, torch's threads), the same for calibration as for training.
+    trains: bool = False
+    # The configuration keys it depends on (a Snakemake rule's `settings` param).
+    keys: tuple[Key, ...] = ()
+    # The stage as dvc.yaml runs it; None: not a stage of dvc.yaml.
+    dvc: Dvc | None = None
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        for argument in self.arguments:
+            argument.add_to(parser)
+
+    def snakemake_keys(self) -> list[str]:
+        """The keys a Snakemake job of the stage reads (one seed: no DVC-only key)."""
+        return [key.name for key in self.keys if not key.dvc_only]
