@@ -186,8 +186,8 @@ def test_pairing_by_seed_against_the_unpaired_alternative(workspace):
     head = claims[0].headline[0]
     assert head.verdict == SUPPORTED and head.effect.estimate == pytest.approx(0.9)
     assert head.alternatives["pairing"] == {"value": "none", "verdict": INCONCLUSIVE}
-    unpaired = evaluate_claims(runs, roles, ladder, settings.__class__(
-        **{**settings.__dict__, "pairing": "none"}))[0].headline[0]  # fmt: skip
+    unpaired = evaluate_claims(runs, roles, ladder, settings.with_rule("pairing", "none"))
+    unpaired = unpaired[0].headline[0]
     assert unpaired.effect.pairing == "none" and unpaired.effect.test.p_less > 0.05
 
 

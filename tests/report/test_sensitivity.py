@@ -60,7 +60,7 @@ def test_every_comparison_gets_the_other_choice_of_every_rule(workspace):
     assert compared
     for c in compared:
         assert {rule: alt["value"] for rule, alt in c.alternatives.items()} == {
-            rule: other_choice(rule, getattr(settings, rule)) for rule in RULES
+            rule: other_choice(rule, getattr(settings.section, rule)) for rule in RULES
         }
     assert other_choice("reached", "stays") == "first" and other_choice("pairing", "none") == "seed"
 

@@ -88,18 +88,20 @@ def test_explicit_roles_win_and_are_checked():
 
 def test_settings_defaults():
     s = ReportSettings.from_section(section("report", {}))
-    assert (s.targets.relative_to, s.targets.levels, s.targets.main) == (
-        "base",
-        (0.95, 0.9, 0.85),
-        None,
-    )
+    assert (s.section.targets.relative_to, s.levels, s.main) == ("base", (0.95, 0.9, 0.85), None)
     assert s.bandwidths_gbit_s == DEFAULT_BANDWIDTHS_GBIT_S and s.saturation_batches is None
     assert s.rules() == {
         "reached": "stays", "between": "interpolated", "pairing": "seed",
         "paired_test": "signed_rank", "equal_time": "fastest",
     }  # fmt: skip
     assert s.reach_rule == ReachRule("stays", "interpolated")
-    assert (s.test_level, s.confidence, s.tuning, s.tuning_groups) == (0.05, 0.95, None, None)
+    report = s.section
+    assert (report.test_level, report.confidence, report.tuning, report.tuning_groups) == (
+        0.05,
+        0.95,
+        None,
+        None,
+    )
 
 
 def test_settings_sort_the_levels_bandwidths_and_saturations():
@@ -114,10 +116,15 @@ def test_settings_sort_the_levels_bandwidths_and_saturations():
         },
     )
     s = ReportSettings.from_section(report)
-    assert s.targets.levels == (80.0, 60.0, 50.0) and s.targets.main == 60.0
+    assert s.levels == (80.0, 60.0, 50.0) and s.main == 60.0
+    assert all(isinstance(v, float) for v in (*s.levels, s.main))  # 50 written, 50.0 read
     assert s.bandwidths_gbit_s == (0.1, 1.0, 10.0)
     assert s.saturation_batches == (2, 4, 8)
-    assert s.tuning_groups == {"adloco": ("adloco-lr1", "adloco-lr2")}
+    assert dict(s.section.tuning_groups) == {"adloco": ("adloco-lr1", "adloco-lr2")}
+    # A rule changed is the same type with another section; the rest unchanged.
+    other = s.with_rule("pairing", "none")
+    assert other.rules()["pairing"] == "none" and s.rules()["pairing"] == "seed"
+    assert (other.levels, other.bandwidths_gbit_s) == (s.levels, s.bandwidths_gbit_s)
 
 
 def test_the_three_configs_validate_their_report_section():

@@ -7,12 +7,13 @@ import pytest
 from adloco.config import ConfigError, section
 from adloco.report.analysis.targets import ceil_significant
 from adloco.report.inputs.references import load_base, load_references
-from adloco.report.settings import ReportSettings, TargetSettings
+from adloco.report.settings import ReportSettings
 
 
-def targets(**fields) -> object:
-    """A typed ``report.targets`` section, the schema's defaults for the rest."""
-    return section("report", {"targets": fields}).targets
+def targets(**fields) -> ReportSettings:
+    """The settings of a ``report`` section with these ``targets``, the schema's defaults for
+    the rest."""
+    return ReportSettings.from_section(section("report", {"targets": fields}))
 
 
 def test_ceil_significant():
@@ -44,11 +45,15 @@ def test_base_targets_without_a_base_model_are_one_clear_error(workspace):
 
 def test_base_levels_must_be_fractions_and_main_one_of_them():
     with pytest.raises(ConfigError, match="1.5 is not a fraction below 1"):
-        TargetSettings.from_section(targets(relative_to="base", levels=[0.9, 1.5]))
+        targets(relative_to="base", levels=[0.9, 1.5])
     with pytest.raises(ConfigError, match="0.8 is not one of report.targets.levels"):
-        TargetSettings.from_section(targets(relative_to="base", levels=[0.9], main=0.8))
-    default = ReportSettings.from_section(section("report", {})).targets
-    assert (default.relative_to, default.levels, default.main) == ("base", (0.95, 0.9, 0.85), None)
+        targets(relative_to="base", levels=[0.9], main=0.8)
+    default = ReportSettings.from_section(section("report", {}))
+    assert (default.section.targets.relative_to, default.levels, default.main) == (
+        "base",
+        (0.95, 0.9, 0.85),
+        None,
+    )
 
 
 def test_derived_targets_are_an_explicit_option_and_said_so(workspace):

@@ -33,7 +33,6 @@ computed.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,7 +225,7 @@ def read_inputs(
             Path(base_dir) if base_dir is not None else None,
             Path(data_dir) if data_dir is not None else None,
         ),
-        tuning=load_tuning(settings.tuning),
+        tuning=load_tuning(settings.section.tuning),
     )
 
 
@@ -281,7 +280,7 @@ def compute_findings(
             gains,
             finite_or_none(inputs.variance.summary.get("b_simple")),
         ),
-        spacing=eval_spacing(runs, headline_runs(context), settings.max_eval_gap),
+        spacing=eval_spacing(runs, headline_runs(context), settings.section.max_eval_gap),
     )
 
 
@@ -298,9 +297,9 @@ def write_tables(out: Path, inputs: Inputs, found: Findings) -> list[dict]:
     write_csv(out / "ladder.csv", LADDER_COLUMNS, rows)
     write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(found.regimes))
     write_csv(out / "noise_scale.csv", NOISE_COLUMNS, found.noise)
-    if settings.tuning_groups:
+    if settings.section.tuning_groups:
         base = inputs.base.val_perplexity if inputs.base else None
-        record = tuning_record(inputs.config, inputs.runs, settings.tuning_groups, base)
+        record = tuning_record(inputs.config, inputs.runs, settings.section.tuning_groups, base)
         write_json_atomic(out / "tuning.json", record)
     return curves
 
@@ -370,7 +369,7 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
         base=inputs.base,
         noise=noise_summary(found.noise),
         tuning=tuning_table(inputs.tuning, configured) if inputs.tuning else None,
-        tuning_path=settings.tuning,
+        tuning_path=settings.section.tuning,
         tuning_main=inputs.tuning.get("main_target") if inputs.tuning else None,
         gains=found.gains,
         workers=found.workers,
@@ -412,9 +411,9 @@ def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
         "clock": {**found.clock, "not_testable_reason": found.clock_reason or None},
         "rules": {
             **settings.rules(),
-            "test_level": settings.test_level,
-            "confidence": settings.confidence,
-            "max_eval_gap": settings.max_eval_gap,
+            "test_level": settings.section.test_level,
+            "confidence": settings.section.confidence,
+            "max_eval_gap": float(settings.section.max_eval_gap),  # 1 may be read as an int
         },
         "eval_spacing": [s.as_dict() for s in found.spacing],
         "seeds": page.seeds,
@@ -472,12 +471,3 @@ def build_report(
     for c in found.claims:
         log.info("claim %d: %s — %s", c.number, c.verdict, c.reason)
     return doc
-
-
-def run(args: argparse.Namespace) -> int:
-    build_report(
-        args.config, args.runs, args.calibration, args.variance, args.out, args.data, args.base,
-        args.device, args.roofline, args.network, args.compare_scale,
-    )  # fmt: skip
-    log.info("wrote %s", Path(args.out) / "index.html")
-    return 0

@@ -24,7 +24,6 @@ that cannot change is stated per sweep (:data:`adloco.report.analysis.replay.SWE
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from pathlib import Path
@@ -51,18 +50,20 @@ REPORT_SIGNS = ("index.html", "claims.json")
 REPORT_WRITER = "adloco report"
 
 
-def base_folder(args: argparse.Namespace, settings: ReportSettings) -> Path | None:
+def base_folder(
+    base_dir: str | Path | None, runs_dir: str | Path, settings: ReportSettings
+) -> Path | None:
     """``--base``; else, for targets relative to the base model, the base beside ``--runs``.
 
     An experiment's folders sit side by side (``paths.runs_dir`` and
     ``paths.base_dir``: ``results/<experiment>/runs`` and ``.../base``), which
     is where Snakemake finds the base for ``adloco report``.
     """
-    if args.base:
-        return Path(args.base)
-    if settings.targets.relative_to != "base":
+    if base_dir:
+        return Path(base_dir)
+    if settings.section.targets.relative_to != "base":
         return None
-    folder = Path(args.runs).parent / "base"
+    folder = Path(runs_dir).parent / "base"
     if not base_summary_file(folder).is_file():
         raise ValueError(
             "report.targets.relative_to: base needs the base model's perplexity, and "
@@ -116,21 +117,38 @@ def check_not_in_report(out: Path) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
+def replay(
+    config_file: str | Path,
+    runs_dir: str | Path,
+    calibration_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    base_dir: str | Path | None = None,
+    devices: list[str] | None = None,
+    rooflines: list[str] | None = None,
+    networks: list[str] | None = None,
+) -> list[str]:
+    """``adloco regimes``: the regime table and figures of the runs in ``runs_dir``, in ``out_dir``.
+
+    ``devices``, ``rooflines``, ``networks``: brought from elsewhere
+    (:mod:`adloco.report.inputs.devices`). Returns claim 1 at the main target
+    on each of them, in the report's words (:func:`verdict_lines`).
+    """
+    out = Path(out_dir)
     check_not_in_report(out)  # before any work
     check_replaceable(out, WRITER, "--out")
-    config = load_config(args.config)
+    config = load_config(config_file)
     settings = ReportSettings.from_section(config.report)
-    runs = load_runs(Path(args.runs), config)
-    cal_dir = Path(args.calibration)
+    runs = load_runs(Path(runs_dir), config)
+    cal_dir = Path(calibration_dir)
     roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    data = Path(args.data) if args.data else None
+    data = Path(data_dir) if data_dir else None
     references = load_references(data)
-    base = load_base(base_folder(args, settings), data)
+    base = load_base(base_folder(base_dir, runs_dir, settings), data)
     ladder = build_ladder(runs, roles, settings, base, references)
-    devices, networks = bring(config.cluster, cal_dir, args.device, args.roofline, args.network)
-    regimes = compute_regimes(runs, roles, ladder, config, cal_dir, settings, devices, networks)
+    brought, nets = bring(config.cluster, cal_dir, devices, rooflines, networks)
+    regimes = compute_regimes(runs, roles, ladder, config, cal_dir, settings, brought, nets)
     drawn = draw_regimes(regimes, ladder.main)
     # All or nothing: a new folder written beside --out and swapped in whole.
     with atomic_dir(out, WRITER, "--out") as tmp:
@@ -138,5 +156,4 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(tmp / "regimes.json", regimes.as_dict())
         write_figures(tmp / "figures", drawn)
     log.info("wrote %s", out / "regimes.csv")
-    print("\n".join(verdict_lines(regimes, ladder, config.cluster)))
-    return 0
+    return verdict_lines(regimes, ladder, config.cluster)

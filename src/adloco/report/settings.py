@@ -14,7 +14,7 @@ in one place and stated on the page.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from adloco.config import ConfigError, ReportConfig, RunSettings, TargetsConfig
@@ -43,98 +43,76 @@ def other_choice(rule: str, value: str) -> str:
     return second if value == first else first
 
 
-@dataclass(frozen=True)
-class TargetSettings:
-    """``report.targets``: how the target perplexities are fixed."""
+def _targets(targets: TargetsConfig) -> tuple[tuple[float, ...], float | None]:
+    """``report.targets``' levels, distinct and hardest last, and its main level, as floats.
 
-    relative_to: str  # base, absolute or derived
-    levels: tuple[float, ...]  # fractions of the base perplexity, or perplexities
-    main: float | None  # one of levels; None: the hardest
-    derived_levels: int
-    derived_runs: tuple[str, ...] | None
-
-    @classmethod
-    def from_section(cls, targets: TargetsConfig) -> TargetSettings:
-        relative_to = targets.relative_to
-        levels = tuple(float(v) for v in targets.levels)
-        main = float(targets.main) if targets.main is not None else None
-        if relative_to == "base":
-            outside = [v for v in levels + ((main,) if main is not None else ()) if v >= 1]
-            if outside:
-                raise ConfigError(
-                    f"report.targets.levels: {outside[0]:g} is not a fraction below 1 of the base "
-                    "model's perplexity (relative_to: base); use relative_to: absolute for "
-                    "perplexities"
-                )
-        if relative_to != "derived" and main is not None and main not in levels:
+    Checked here, as the schema cannot: under ``relative_to: base`` a level is a
+    fraction below 1, and a main level given is one of the levels.
+    """
+    levels = tuple(float(v) for v in targets.levels)
+    main = float(targets.main) if targets.main is not None else None
+    if targets.relative_to == "base":
+        outside = [v for v in levels + ((main,) if main is not None else ()) if v >= 1]
+        if outside:
             raise ConfigError(
-                f"report.targets.main: {main:g} is not one of report.targets.levels "
-                f"({', '.join(f'{v:g}' for v in levels)})"
+                f"report.targets.levels: {outside[0]:g} is not a fraction below 1 of the base "
+                "model's perplexity (relative_to: base); use relative_to: absolute for "
+                "perplexities"
             )
-        runs = targets.derived_runs
-        return cls(
-            relative_to,
-            tuple(sorted(set(levels), reverse=True)),
-            main,
-            int(targets.derived_levels),
-            tuple(runs) if runs else None,
+    if targets.relative_to != "derived" and main is not None and main not in levels:
+        raise ConfigError(
+            f"report.targets.main: {main:g} is not one of report.targets.levels "
+            f"({', '.join(f'{v:g}' for v in levels)})"
         )
+    return tuple(sorted(set(levels), reverse=True)), main
 
 
 @dataclass(frozen=True)
 class ReportSettings:
-    """The ``report`` section of the configuration, defaults filled in."""
+    """The typed ``report`` section, and what the report reads off it once.
 
-    targets: TargetSettings
-    reached: str  # stays or first (adloco.report.analysis.summary.REACH_RULES)
-    between: str  # interpolated or round (adloco.report.analysis.summary.BETWEEN_RULES)
-    pairing: str  # seed or none
-    paired_test: str  # signed_rank or sign
-    equal_time: str  # fastest or slowest
-    test_level: float
-    confidence: float
-    smallest_effect: float  # m: ratios within 1 / (1 + m) and 1 + m make no meaningful difference
-    power_goal: float
-    max_eval_gap: float  # a step-wise headline run evaluated further apart (share of tokens) warns
-    tuning: str | None
-    tuning_groups: dict[str, tuple[str, ...]] | None
-    bandwidths_gbit_s: tuple[float, ...]
-    saturation_batches: tuple[int, ...] | None
+    Every setting is declared once, in :class:`adloco.config.ReportConfig`, and
+    read from :attr:`section` (``settings.section.test_level``); this adds only
+    what the report derives from it: the target levels in order, the sweep's
+    bandwidths with their default, the saturation batches in order. A rule's
+    alternative (:mod:`adloco.report.analysis.sensitivity`) is the same type
+    with another section.
+    """
+
+    section: ReportConfig
+    levels: tuple[float, ...]  # report.targets.levels, distinct, hardest (lowest) last
+    main: float | None  # report.targets.main; None: the hardest level
+    bandwidths_gbit_s: tuple[float, ...]  # ascending; default DEFAULT_BANDWIDTHS_GBIT_S
+    saturation_batches: tuple[int, ...] | None  # distinct, ascending; None: from the runs
 
     @classmethod
     def from_section(cls, report: ReportConfig) -> ReportSettings:
         """From the typed ``report`` section (the schema filled its defaults)."""
+        levels, main = _targets(report.targets)
         bandwidths = report.bandwidths_gbit_s
         saturation = report.saturation_batches
-        groups = report.tuning_groups
         return cls(
-            targets=TargetSettings.from_section(report.targets),
-            reached=report.reached,
-            between=report.between,
-            pairing=report.pairing,
-            paired_test=report.paired_test,
-            equal_time=report.equal_time,
-            test_level=float(report.test_level),
-            confidence=float(report.confidence),
-            smallest_effect=float(report.smallest_effect),
-            power_goal=float(report.power_goal),
-            max_eval_gap=float(report.max_eval_gap),
-            tuning=report.tuning,
-            tuning_groups={k: tuple(v) for k, v in groups.items()} if groups else None,
+            section=report,
+            levels=levels,
+            main=main,
             bandwidths_gbit_s=tuple(sorted(float(b) for b in bandwidths))
             if bandwidths
             else DEFAULT_BANDWIDTHS_GBIT_S,
             saturation_batches=tuple(sorted({int(s) for s in saturation})) if saturation else None,
         )
 
+    def with_rule(self, rule: str, value: str) -> ReportSettings:
+        """The same settings with one stated rule (:data:`RULES`) set to ``value``."""
+        return replace(self, section=replace(self.section, **{rule: value}))
+
     @property
     def reach_rule(self) -> ReachRule:
         """``reached`` and ``between``: when a run reaches a target, and its values then."""
-        return ReachRule(self.reached, self.between)
+        return ReachRule(self.section.reached, self.section.between)
 
     def rules(self) -> dict[str, str]:
         """The stated rules as configured."""
-        return {rule: getattr(self, rule) for rule in RULES}
+        return {rule: getattr(self.section, rule) for rule in RULES}
 
 
 @dataclass

@@ -120,7 +120,7 @@ def measure(subject: dict[int, float], other: dict[int, float], settings: Report
     """The effect of ``subject`` against ``other`` (seed -> value; inf censored, NaN absent)."""
     subject = {s: v for s, v in subject.items() if not math.isnan(v)}
     other = {s: v for s, v in other.items() if not math.isnan(v)}
-    if settings.pairing == "none":
+    if settings.section.pairing == "none":
         estimate = ratio(median(list(subject.values())), median(list(other.values())))
         test = two_sample_test(list(subject.values()), list(other.values()))
         both = int(math.isinf(median(list(subject.values())))) * int(
@@ -137,11 +137,11 @@ def measure(subject: dict[int, float], other: dict[int, float], settings: Report
         seeds,
         ratios,
         math.exp(median_of(logs)) if seeds else math.nan,
-        median_interval(list(ratios), settings.confidence),
-        sign_flip_test(logs, settings.paired_test),
+        median_interval(list(ratios), settings.section.confidence),
+        sign_flip_test(logs, settings.section.paired_test),
         sum(censored),
         tuple(logs),
-        math.log1p(settings.smallest_effect),
+        math.log1p(settings.section.smallest_effect),
         censored,
     )
 
@@ -371,7 +371,7 @@ def to_target_claim(ctx: Context, number: int, quantity: str) -> Claim:
 def equal_time_comparisons(ctx: Context, number: int) -> list[Comparison]:
     """Perplexity at the equal simulated time, against DiLoCo, the best baseline and ddp."""
     roles = ctx.roles
-    time_s = equal_time_s(ctx.runs, headline_runs(ctx), ctx.settings.equal_time)
+    time_s = equal_time_s(ctx.runs, headline_runs(ctx), ctx.settings.section.equal_time)
     if time_s is None:
         return []
     out = [

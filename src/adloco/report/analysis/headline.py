@@ -45,7 +45,7 @@ def headline_table(ctx: Context) -> Headline | None:
     if ctx.roles.adloco is None or ctx.ladder.main is None:
         return None
     names = headline_runs(ctx)
-    time_s = equal_time_s(ctx.runs, names, ctx.settings.equal_time)
+    time_s = equal_time_s(ctx.runs, names, ctx.settings.section.equal_time)
     values = {}
     for q in HEADLINE_QUANTITIES:
         if q == "perplexity_at_time" and time_s is None:

@@ -255,7 +255,7 @@ def power_warnings(claim: Claim, settings: ReportSettings) -> list[str]:
     """A line per comparison the claim rests on whose test cannot reach the level, or whose
     power at the smallest effect of interest is below ``report.power_goal``."""
     out = []
-    level, goal = settings.test_level, settings.power_goal
+    level, goal = settings.section.test_level, settings.section.power_goal
     for c in claim.comparisons:
         if not rests_on(claim, c) or c.effect is None or c.verdict == NOT_TESTABLE:
             continue
@@ -292,9 +292,9 @@ def attach_power(claims: list[Claim], settings: ReportSettings) -> None:
                 continue
             c.power = power_of(
                 list(e.logs),
-                settings.paired_test,
-                settings.smallest_effect,
-                settings.test_level,
-                settings.power_goal,
+                settings.section.paired_test,
+                settings.section.smallest_effect,
+                settings.section.test_level,
+                settings.section.power_goal,
             )
         claim.warnings = power_warnings(claim, settings)

@@ -14,8 +14,6 @@ page and ``claims.json`` show whether a verdict rests on a choice.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from adloco.report.analysis.claims import Claim, evaluate_claims
 from adloco.report.analysis.targets import Ladder
 from adloco.report.inputs.runs import RunSeed
@@ -33,8 +31,8 @@ def attach_alternatives(
     """Fill each comparison's ``alternatives``: rule -> {value, verdict} under the other choice."""
     mine = {c.key(): c for claim in claims for c in claim.comparisons}
     for rule in RULES:
-        value = other_choice(rule, getattr(settings, rule))
-        changed = replace(settings, **{rule: value})
+        value = other_choice(rule, getattr(settings.section, rule))
+        changed = settings.with_rule(rule, value)
         for claim in evaluate_claims(runs, roles, ladder, changed, clock_reason, power=False):
             for c in claim.comparisons:
                 if c.key() in mine:

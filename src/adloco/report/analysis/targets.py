@@ -70,7 +70,7 @@ def derive_targets(runs: list[RunSeed], names: list[str], levels: int) -> tuple[
 
 
 def _derived(runs: list[RunSeed], roles: Roles, settings: ReportSettings) -> Ladder:
-    chosen = settings.targets
+    chosen = settings.section.targets
     names = list(chosen.derived_runs or [n for n in (roles.adloco, roles.diloco) if n])
     known = list(dict.fromkeys(r.run for r in runs))
     unknown = [n for n in names if n not in known]
@@ -100,28 +100,28 @@ def build_ladder(
     references: References | None = None,
 ) -> Ladder:
     """The targets as configured, each checked against the unigram perplexity."""
-    chosen = settings.targets
+    relative_to, chosen = settings.section.targets.relative_to, settings.levels
+    main_level = settings.main if settings.main is not None else min(chosen)
     references = references or References.unavailable("no reference perplexities read")
-    if chosen.relative_to == "derived":
+    if relative_to == "derived":
         ladder = _derived(runs, roles, settings)
-    elif chosen.relative_to == "base":
+    elif relative_to == "base":
         if base is None:
             raise ConfigError(
                 "report.targets.relative_to: base needs the base model's perplexity, and no "
                 "base model was given (adloco report --base results/<experiment>/base); an "
                 "experiment without a base model sets relative_to: absolute or derived"
             )
-        levels = {level * base.val_perplexity: level for level in chosen.levels}
-        main_level = chosen.main if chosen.main is not None else min(chosen.levels)
+        levels = {level * base.val_perplexity: level for level in chosen}
         main = main_level * base.val_perplexity
         note = (
-            f"fixed before the runs: {', '.join(f'{v:g}' for v in chosen.levels)} × the base "
+            f"fixed before the runs: {', '.join(f'{v:g}' for v in chosen)} × the base "
             f"model's validation perplexity {base.val_perplexity:.4g} (report.targets)"
         )
         ladder = Ladder(tuple(sorted(levels, reverse=True)), main, "base", note, levels)
     else:
-        levels = {level: level for level in chosen.levels}
-        main = chosen.main if chosen.main is not None else min(chosen.levels)
+        levels = {level: level for level in chosen}
+        main = main_level
         note = "fixed before the runs: perplexities of report.targets.levels"
         ladder = Ladder(tuple(sorted(levels, reverse=True)), main, "absolute", note, levels)
     untestable = {t: untestable_reason(t, references) for t in ladder.targets}

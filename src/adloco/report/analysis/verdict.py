@@ -133,7 +133,7 @@ def judge(
         detail = f" ({counts})" if counts else ""
         return NOT_TESTABLE, f"neither run gets there in most seeds{detail}"
     text = _effect_text(effect, subject, other, what)
-    level = settings.test_level
+    level = settings.section.test_level
     if effect.pairing == "seed":
         p_text = (
             f"exact sign-flip test over {n} paired seeds ({test.statistic}"

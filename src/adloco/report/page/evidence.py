@@ -78,7 +78,9 @@ def headline_section(p: Page) -> str:
                     row.append(fmt_ratio(a / b if not math.isinf(b) else 0.0))
             rows.append(row)
         when = (
-            render("seeds_at_time", time=fmt(h.time_s), equal_time=esc(p.settings.equal_time))
+            render(
+                "seeds_at_time", time=fmt(h.time_s), equal_time=esc(p.settings.section.equal_time)
+            )
             if q == "perplexity_at_time"
             else render("seeds_at_target", main=fmt(p.ladder.main))
         )
@@ -91,10 +93,10 @@ def headline_section(p: Page) -> str:
         )
     values = render(
         "seeds_values",
-        reached=esc(p.settings.reached),
+        reached=esc(p.settings.section.reached),
         between=between_words(p.settings),
-        between_rule=esc(p.settings.between),
-        which="first" if p.settings.equal_time == "fastest" else "last",
+        between_rule=esc(p.settings.section.between),
+        which="first" if p.settings.section.equal_time == "fastest" else "last",
         tables="".join(parts),
     )
     return render("seeds", content=values)
@@ -129,7 +131,7 @@ def rules_section(p: Page) -> str:
     comparisons = _rule_comparisons(p)
     if not comparisons:
         return render("rules", content=render("rules_none"))
-    s = p.settings
+    s = p.settings.section
     header = ["#", "comparison", "as configured"] + [
         f"{esc(rule)}: {esc(alt)}<small>instead of {esc(getattr(s, rule))}</small>"
         for rule, alt in ((r, c) for r, c in _alternatives(p))
@@ -172,12 +174,12 @@ def spacing_note(p: Page) -> str:
             [f"{esc(sp.run)}<small>{esc(sp.method)}</small>", changes, str(w.evaluations),
              f"{w.largest_gap_tokens:,.0f}{seeds}", share, esc(sp.rule)]
         )  # fmt: skip
-    max_gap = f"{p.settings.max_eval_gap:.1%}"
+    max_gap = f"{p.settings.section.max_eval_gap:.1%}"
     return render("rules_spacing", max_gap=max_gap, table=table(SPACING_HEADER, rows, (2, 3, 4)))
 
 
 def _alternatives(p: Page) -> list[tuple[str, str]]:
-    s = p.settings
+    s = p.settings.section
     return [(rule, next(v for v in RULES[rule] if v != getattr(s, rule))) for rule in RULES]
 
 
@@ -422,7 +424,7 @@ def _main_note(p: Page) -> str:
     if not main:
         return ""
     level = main.get("level")
-    configured = p.settings.targets.main
+    configured = p.settings.main
     rule = esc(main["rule"])
     said = (
         render("tuning_main_level", level=f"{level:g}", rule=rule)

@@ -59,7 +59,7 @@ VERDICT_CSS = {
 
 def between_words(settings: ReportSettings) -> str:
     """How a value to a target is read under ``report.between``, for the page's notes."""
-    if settings.between == "interpolated":
+    if settings.section.between == "interpolated":
         return "interpolated in log-perplexity between the evaluations either side of the target"
     return "read at the end of the round that reaches the target"
 

@@ -58,7 +58,7 @@ def regime_summary(p: Page) -> str:
             parts.append(f"{labels[clock]}, {sharing.replace('_', ' ')}: {where}{tail}")
     return (
         f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.ladder.main)} by the exact "
-        f"paired test at level {p.settings.test_level:g} — " + "; ".join(parts) + "."
+        f"paired test at level {p.settings.section.test_level:g} — " + "; ".join(parts) + "."
     )
 
 

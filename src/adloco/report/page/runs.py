@@ -63,15 +63,15 @@ def ladder_section(p: Page) -> str:
                 table=table(header, rows, numeric=range(2, len(header))),
             )
         )
-    rule = render("reach_stays") if p.settings.reached == "stays" else render("reach_first")
+    rule = render("reach_stays") if p.settings.section.reached == "stays" else render("reach_first")
     content = render(
         "ladder_values",
         targets=esc(", ".join(fmt(t) for t in targets)),
         note=esc(p.ladder.note),
         rule=rule,
-        reached=esc(p.settings.reached),
+        reached=esc(p.settings.section.reached),
         between=between_words(p.settings),
-        between_rule=esc(p.settings.between),
+        between_rule=esc(p.settings.section.between),
         figure=figure(p.figures.get("ladder"), "ladder", "no targets"),
         tables="".join(parts),
     )

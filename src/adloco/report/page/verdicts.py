@@ -131,7 +131,7 @@ def seed_counts(p: Page) -> str:
 def answer_section(p: Page) -> str:
     """The verdicts in a sentence each, the headline figure, the regime; the reasons folded."""
     reasons = "".join(f"<li>{esc(c.statement)}<br>{esc(c.reason)}</li>" for c in p.claims)
-    s = p.settings
+    s = p.settings.section
     warnings = []
     # Each warning's words are plain text, escaped as a whole once filled.
     if p.ladder.source == "derived":
@@ -158,7 +158,7 @@ def answer_section(p: Page) -> str:
         bound=esc(f"{1 + s.smallest_effect:g}"),
         reach="stays at or below it" if s.reached == "stays" else "first gets to it",
         reached=esc(s.reached),
-        between=esc(between_words(s)),
+        between=esc(between_words(p.settings)),
         between_rule=esc(s.between),
         main=fmt(p.ladder.main),
         main_note=esc(p.ladder.note),
@@ -210,7 +210,7 @@ def claims_section(p: Page) -> str:
         if rest
         else ""
     )
-    s = p.settings
+    s = p.settings.section
     return render(
         "claims",
         level=f"{s.test_level:g}",
