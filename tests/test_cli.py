@@ -109,10 +109,8 @@ def test_only_the_stages_and_the_cli_see_argparse():
         if "argparse" in imports_of(p) and SRC / "stages" not in p.parents
     )
     # adloco.config.generate is a developer's script (python -m), no stage;
-    # adloco.engine.run still takes the train stage's parsed arguments, and the
-    # report's two entries theirs, until they take typed values.
-    allowed = {"cli.py", "config/generate.py", "engine/run.py", "report/__init__.py",
-               "report/replay.py"}  # fmt: skip
+    # adloco.engine.run still takes the train stage's parsed arguments.
+    allowed = {"cli.py", "config/generate.py", "engine/run.py"}
     assert "cli.py" in seen and set(seen) <= allowed, seen
 
 

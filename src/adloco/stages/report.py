@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+from pathlib import Path
 
 from adloco.core import paths
 from adloco.stages.common import (
@@ -20,11 +22,28 @@ from adloco.stages.common import (
 )
 from adloco.stages.declaration import Dvc, Path_, Stage, arg, keys
 
+log = logging.getLogger(__name__)
+
 
 def run(args: argparse.Namespace) -> int:
-    import adloco.report
+    from adloco.report import build_report
 
-    return adloco.report.run(args)
+    out = Path(args.out)
+    build_report(
+        args.config,
+        args.runs,
+        args.calibration,
+        args.variance,
+        out,
+        data_dir=args.data,
+        base_dir=args.base,
+        devices=args.device,
+        rooflines=args.roofline,
+        networks=args.network,
+        compare_scale=args.compare_scale,
+    )
+    log.info("wrote %s", out / "index.html")
+    return 0
 
 
 def _files(*names: str) -> tuple[Path_, ...]:
