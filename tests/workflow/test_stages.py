@@ -18,7 +18,7 @@ import yaml
 from adloco import cli
 from adloco.stages import STAGES, snakemake_params, stage
 from adloco.stages.declaration import Dvc, Key, Path_, Stage, arg
-from adloco_workflow import dvc_yaml
+from adloco_workflow import dvc_yaml, rule_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,6 +106,26 @@ def test_dvc_flags_of_each_output():
     ]
     assert stages["calibrate"]["foreach"] == "${cluster.devices}"
     assert stages["train"]["foreach"] == "${runs}"
+
+
+def test_the_snakefile_includes_each_stages_rule_file_in_the_stages_order():
+    rules = ROOT / "workflow/rules"
+    included = rule_files(ROOT / "workflow", STAGES)
+    assert included == [
+        "rules/prepare_corpus.smk", "rules/tokenize.smk", "rules/pretrain.smk",
+        "rules/calibrate.smk", "rules/variance.smk", "rules/train.smk", "rules/report.smk",
+    ]  # fmt: skip
+    # Every rule file but the shared names is a stage's, and each declares its stage's params.
+    assert sorted(p.name for p in rules.glob("*.smk")) == sorted(
+        ["common.smk", *(Path(name).name for name in included)]
+    )
+    for declared in STAGES:
+        path = rules / f"{declared.name.replace('-', '_')}.smk"
+        if path.is_file():
+            assert f'stage_params("{declared.name}"' in path.read_text(), path
+    # A stage's module is named as its rule file.
+    for declared in STAGES:
+        assert declared.run.__module__ == f"adloco.stages.{declared.name.replace('-', '_')}"
 
 
 def toy_run(args: argparse.Namespace) -> int:
