@@ -17,6 +17,7 @@ from adloco.config import ClusterConfig, Config, RunSettings
 from adloco.engine.clock import StepTimeCurve
 from adloco.engine.compose import build_engine
 from adloco.engine.driver import Driver
+from adloco.engine.spec import EngineSpec
 
 
 class ArraySplit:
@@ -108,6 +109,32 @@ def configured_batches(config: Config) -> dict[str, int]:
     return {d.name: d.max_batch for d in config.cluster.devices}
 
 
+def new_spec(
+    config: Config,
+    settings: RunSettings,
+    data,
+    ckpt: Path,
+    seed: int = 0,
+    batches: dict[str, int] | None = None,
+    **options,
+) -> EngineSpec:
+    """The spec of ``settings`` on ``config``'s model and cluster, tiny curves, no progress.
+
+    ``options``: the spec's other fields (``progress``, ``live_dir``, ``collective``...).
+    """
+    return EngineSpec(
+        settings=settings,
+        seed=seed,
+        data=data,
+        model=config.model,
+        cluster=config.cluster,
+        max_batches=configured_batches(config) if batches is None else batches,
+        curves=tiny_curves(config),
+        checkpoint_dir=Path(ckpt),
+        **{"progress": False, **options},
+    )
+
+
 def new_engine(
     config: Config,
     settings: RunSettings,
@@ -117,18 +144,8 @@ def new_engine(
     batches: dict[str, int] | None = None,
     **options,
 ) -> Driver:
-    """The engine of ``settings`` on ``config``'s model and cluster, tiny curves, no progress."""
-    return build_engine(
-        settings,
-        seed,
-        data,
-        config.model,
-        config.cluster,
-        configured_batches(config) if batches is None else batches,
-        tiny_curves(config),
-        ckpt,
-        **{"progress": False, **options},
-    )
+    """The engine of :func:`new_spec`."""
+    return build_engine(new_spec(config, settings, data, ckpt, seed, batches, **options))
 
 
 def make_engine(

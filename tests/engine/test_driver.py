@@ -8,11 +8,11 @@ import json
 
 import pytest
 import torch
-from array_data import FULL_STATE_RUN, TINY_CLUSTER, make_engine, new_engine, tiny_curves
+from array_data import FULL_STATE_RUN, TINY_CLUSTER, make_engine, new_engine, new_spec
 
 from adloco.engine.clock import StepTimeCurve
 from adloco.engine.collective import LocalCollective
-from adloco.engine.driver import Driver, DriverSettings, run_fingerprint
+from adloco.engine.driver import Driver, DriverSettings
 from adloco.engine.sampler import draw_subset
 from adloco.engine.state import RunState, WallClock, replica_digest
 from adloco.model.llama import DTYPES, build_model
@@ -181,26 +181,30 @@ def test_the_run_ends_at_max_rounds_or_the_token_budget(array_data, make_config,
     assert engine.loop.finished(1, pending_tokens=600)
 
 
-def test_the_fingerprint_names_what_the_trajectory_depends_on(array_data, make_config):
+def test_the_fingerprint_names_what_the_trajectory_depends_on(array_data, make_config, tmp_path):
     cfg, run = make_config({"method": "diloco"})
-    curves = tiny_curves(cfg)
+    spec = new_spec(cfg, run, array_data, tmp_path / "ckpt", batches={"sim": 4})
 
-    def fp(settings=run, seed=0, base=None, cluster=cfg.cluster, batches=None, curves=curves):
-        batches = batches or {"sim": 4}
-        return run_fingerprint(
-            settings, seed, cfg.model, base, cluster, batches, curves, array_data
-        )
+    def fp(**changes):
+        return dataclasses.replace(spec, **changes).fingerprint()
 
     reference = fp()
     assert fp() == reference
-    # How many processes run the slots does not change the trajectory.
-    assert fp(cluster=dataclasses.replace(cfg.cluster, processes_per_machine=2)) == reference
+    # How many processes run the slots does not change the trajectory, nor where
+    # the run keeps its checkpoints and curves, what it shows or whose processes run it.
+    same = [
+        fp(cluster=dataclasses.replace(cfg.cluster, processes_per_machine=2)),
+        fp(checkpoint_dir=tmp_path / "elsewhere", live_dir=tmp_path / "live"),
+        fp(progress=True, resume_finished=True, experiment="other", lr_keys=("a", "b")),
+        fp(collective=LocalCollective()),
+    ]
+    assert set(same) == {reference}
     changed = [
         fp(settings=dataclasses.replace(run, inner_lr=0.02)),
         fp(seed=1),
-        fp(base={"model.safetensors": "0" * 64}),
+        fp(base_sha256={"model.safetensors": "0" * 64}),
         fp(cluster=dataclasses.replace(cfg.cluster, nodes_per_device=1)),
-        fp(batches={"sim": 3}),
+        fp(max_batches={"sim": 3}),
         fp(curves={"sim": StepTimeCurve.roofline(0.02, 4, update_s=0.001)}),
     ]
     assert len({reference, *changed}) == 1 + len(changed)

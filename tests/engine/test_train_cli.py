@@ -262,7 +262,7 @@ def test_an_out_folder_holding_a_users_file_is_refused_before_training(
 ):
     from adloco.engine import run as run_module
 
-    monkeypatch.setattr(run_module, "make_engine", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(run_module, "build_engine", lambda *a, **k: pytest.fail("trained"))
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
@@ -449,7 +449,7 @@ def test_live_curves_among_the_outputs_are_refused_before_any_step(
     out, ckpt, live = tmp_path / "out", tmp_path / "ckpt", tmp_path / live
     from adloco.engine import run as run_module
 
-    monkeypatch.setattr(run_module, "make_engine", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(run_module, "build_engine", lambda *a, **k: pytest.fail("trained"))
     assert main([*two_runs("r", "0", out, ckpt), "--live", str(live)]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("adloco train: error: " + clash.format(live=live, out=out, ckpt=ckpt))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import hashlib
@@ -21,7 +20,9 @@ from adloco.data.tokenize import tokenize_corpus
 from adloco.engine import checkpoint
 from adloco.engine import run as run_module
 from adloco.engine.clock import StepTimeCurve
+from adloco.engine.collective import LocalCollective
 from adloco.engine.compose import build_engine
+from adloco.engine.spec import EngineSpec
 from adloco.model import base as base_model
 from adloco.model.base import DATA_KEY, StartModel, model_digests, start_model
 from adloco.model.llama import build_model
@@ -86,10 +87,12 @@ def test_a_run_from_the_base_starts_from_exactly_its_weights(base, tmp_path):
     config = config_from_dict({**raw, "model": TINY_MODEL})
     batches = {d.name: 4 for d in config.cluster.devices}
     curves = {d.name: StepTimeCurve.roofline(0.01, 4) for d in config.cluster.devices}
-    engine = build_engine(
-        config.run("diloco"), 9, Tokens(), start.model, config.cluster, batches, curves,
-        tmp_path / "ckpt", base_sha256=start.base_sha256, progress=False,
+    spec = EngineSpec(
+        settings=config.run("diloco"), seed=9, data=Tokens(), model=start.model,
+        cluster=config.cluster, max_batches=batches, curves=curves,
+        checkpoint_dir=tmp_path / "ckpt", base_sha256=start.base_sha256, progress=False,
     )  # fmt: skip
+    engine = build_engine(spec)
     worker = list(engine.loop.worker.model.parameters())
     assert len(worker) == len(list(saved.parameters())) > 0
     for p, q in zip(worker, saved.parameters(), strict=True):
@@ -137,11 +140,16 @@ def test_the_fingerprint_holds_the_resolved_model_and_its_checksums(base, tmp_pa
     seen = []
     monkeypatch.setattr(checkpoint, "fingerprint", lambda s: seen.append(s) or "print")
     monkeypatch.setattr(run_module, "step_time_curves", lambda cluster, _dir: {})
-    args = argparse.Namespace(calibration=tmp_path, no_progress=True)
+    request = run_module.TrainRequest(
+        config="config.yaml", run="adloco", seed=0, data="data", calibration=tmp_path,
+        out=tmp_path / "out", checkpoints=tmp_path / "ckpt", progress=False,
+    )  # fmt: skip
     batches = {d.name: 4 for d in config.cluster.devices}
-    engine = run_module.make_engine(
-        config, config.run("adloco"), start, 0, Tokens(), batches, tmp_path / "ckpt", args
-    )
+    spec = run_module.engine_spec(
+        config, start, Tokens(), batches, request, 0, tmp_path / "ckpt",
+        device=torch.device("cpu"), collective=LocalCollective(), resume_finished=False,
+    )  # fmt: skip
+    engine = build_engine(spec)
     digests = model_digests(folder / "model")
     old_model = {**validated["model"], "source": "pretrained", "name": str(folder / "model")}
     assert seen[-1]["model"] == {**old_model, "base": digests}

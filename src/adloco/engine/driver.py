@@ -22,56 +22,21 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import torch
 
-from adloco.config import ClusterConfig, ModelConfig, RunSettings, thaw
 from adloco.core import paths
 from adloco.engine import checkpoint, checkpoint_identity
-from adloco.engine.clock import StepTimeCurve
 from adloco.engine.live_curves import LiveCurves
 from adloco.engine.progress import Progress
 from adloco.engine.state import RunState, WallClock
 from adloco.engine.trainers import Trainer
 
 log = logging.getLogger(__name__)
-
-
-def run_fingerprint(
-    settings: RunSettings,
-    seed: int,
-    model: ModelConfig,
-    base_sha256: Mapping[str, str] | None,
-    cluster: ClusterConfig,
-    max_batches: Mapping[str, int],
-    curves: Mapping[str, StepTimeCurve],
-    data,
-) -> str:
-    """What a checkpoint must have been trained under to be resumed (``checkpoint.fingerprint``).
-
-    ``base_sha256``: the checksums of the base model the run starts from
-    (:class:`adloco.model.base.StartModel`), part of the model's entry.
-    """
-    model_entry = thaw(model)
-    if base_sha256 is not None:
-        model_entry["base"] = dict(base_sha256)
-    return checkpoint.fingerprint(
-        {
-            "run": asdict(settings),
-            "seed": seed,
-            "model": model_entry,
-            # How many processes run the slots does not change the trajectory,
-            # so a run may resume under another number of them.
-            "cluster": {k: v for k, v in thaw(cluster).items() if k != "processes_per_machine"},
-            "max_batches": dict(max_batches),
-            "curves": {name: c.as_dict() for name, c in sorted(curves.items())},
-            "data": data.manifest.get("splits"),
-        }
-    )
 
 
 class Rounds(Protocol):
@@ -101,7 +66,7 @@ class DriverSettings:
     """What the driver reads of a run: where and how often it checkpoints, what it shows."""
 
     checkpoint_dir: Path  # the run's checkpoint folder (its metrics file inside)
-    fingerprint: str  # what a checkpoint must have been trained under (run_fingerprint)
+    fingerprint: str  # what a checkpoint must have been trained under (EngineSpec.fingerprint)
     checkpoint_every_rounds: int  # a checkpoint every this many rounds, and at the end
     label: str  # the run as progress and the log name it ("<run> seed <seed>")
     max_tokens: int  # the token budget: the progress bar's total

@@ -23,19 +23,17 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
 
 import torch
 
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
-from adloco.config import ClusterConfig, ModelConfig, RunSettings
 from adloco.engine import clock, ddp, divergence, methods
 from adloco.engine.batch_step import apply_test
-from adloco.engine.collective import LocalCollective
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine.records import MetricsRow
 from adloco.engine.sampler import SubsetSampler, draw_subset
 from adloco.engine.slots import SlotJob, SlotRunner
+from adloco.engine.spec import EngineSpec
 from adloco.engine.state import RunState, WallClock, agree
 from adloco.engine.trainers import (
     MergeTransfer,
@@ -66,30 +64,17 @@ class RoundLoop:
     replicated state the rounds advance is ``state``, shared with the driver.
     """
 
-    def __init__(
-        self,
-        settings: RunSettings,
-        seed: int,
-        data,
-        model: ModelConfig,
-        cluster: ClusterConfig,
-        max_batches: Mapping[str, int],
-        curves: Mapping[str, clock.StepTimeCurve],
-        *,
-        lr_keys: tuple[str, str] = ("inner_lr", "outer_lr"),
-        device: torch.device | None = None,
-        collective=None,
-        wall_clock: WallClock | None = None,
-    ):
-        """``model``: a base model resolved (:func:`adloco.model.base.start_model`);
-        ``lr_keys``: where the run's inner and outer lr are written, for the
-        message of a diverged round; ``wall_clock``: the run's, for the rows."""
+    def __init__(self, spec: EngineSpec, *, wall_clock: WallClock | None = None):
+        """``spec``: the run's seed (:class:`adloco.engine.spec.EngineSpec`; the loop reads
+        its settings, data, model, cluster, max batches, curves, lr keys, device and
+        collective); ``wall_clock``: the run's, for the rows."""
+        settings, data, cluster = spec.settings, spec.data, spec.cluster
         self.settings = settings
-        self.seed = seed
+        self.seed = spec.seed
         self.data = data
-        self.model_config = model
-        self.lr_keys = lr_keys
-        self.curves = dict(curves)
+        self.model_config = spec.model
+        self.lr_keys = spec.lr_keys
+        self.curves = dict(spec.curves)
         self.wall_clock = wall_clock or WallClock()
         self.state = RunState()
         # Each trainer's train loss in its last round (what a diverged round's advice reads).
@@ -97,18 +82,18 @@ class RoundLoop:
         self.train_split = data.split("train")
         self.val_split = data.split("validation")
         self.seq_len = data.seq_len_tokens
-        self.device = device or torch.device("cpu")
-        self.comm = collective or LocalCollective()
-        self.slots = build_slots(cluster, max_batches)
+        self.device = spec.device
+        self.comm = spec.collective
+        self.slots = build_slots(cluster, spec.max_batches)
         self.network = clock.Network.from_config(cluster.network)
         self.slot_sharing = cluster.slot_sharing
         self.H = settings.inner_steps
         self.method = methods.get(settings.method)  # what the method and test supply
         self.batch_test = batch_tests.get(settings.batch_test)
         self.test_settings = self.batch_test.settings_from(settings)
-        self.initial_local_batch = initial_local_batch(settings, max_batches.values())
+        self.initial_local_batch = initial_local_batch(settings, spec.max_batches.values())
         self.lr_reference_batch = settings.lr_reference_batch or self.initial_local_batch
-        model = build_model(model, data.vocab_size, self.seq_len, seed)
+        model = build_model(spec.model, data.vocab_size, self.seq_len, spec.seed)
         self.num_params = num_parameters(model)
         self.worker = Worker(model, settings, self.device)
         self.slot_runner = SlotRunner(settings.slot_execution, self.worker, settings)

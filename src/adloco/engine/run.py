@@ -1,6 +1,8 @@
 """`adloco train`: one run of the configuration for one seed, or (`--seed all`) each of its seeds.
 
-Reads the tokenized data and the calibration results, trains with
+:func:`train` takes the command line as a :class:`TrainRequest`, reads the
+tokenized data and the calibration results, resolves each seed's
+:class:`adloco.engine.spec.EngineSpec`, trains with
 :func:`adloco.engine.compose.build_engine`, and writes ``metrics.jsonl``,
 ``summary.json`` and ``final/`` (the best trainer's model with the tokenizer
 and a model card, :func:`adloco.model.hf_export.save_model_folder`) into the run
@@ -18,11 +20,12 @@ checkpoint folder another ``adloco train`` holds the lock of
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -36,9 +39,11 @@ from adloco.core import numerics, paths
 from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint, checkpoint_identity, checkpoint_lock, distributed
+from adloco.engine.collective import LocalCollective
 from adloco.engine.compose import build_engine
 from adloco.engine.driver import Driver
 from adloco.engine.records import derive_summary
+from adloco.engine.spec import EngineSpec
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
 from adloco.model.base import StartModel, start_model
 from adloco.model.hf_export import (
@@ -83,7 +88,32 @@ def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers
 WRITER = "adloco train"
 
 
-def seeds_to_train(config: Config, args: argparse.Namespace) -> list[tuple[int, Path, Path]]:
+@dataclass(frozen=True)
+class TrainRequest:
+    """What ``adloco train`` is asked: its command line, typed (:mod:`adloco.stages.train`).
+
+    The paths are kept as given: the final model's card quotes the command
+    line that wrote it (:func:`seed_command`).
+    """
+
+    config: str | Path  # the configuration YAML
+    run: str  # the run's name in `runs`
+    # A training seed, or "all": each of the run's seeds, in seed<seed>/ of
+    # out, checkpoints and live (DVC's stage per run).
+    seed: int | Literal["all"]
+    data: str | Path  # the tokenized data folder
+    calibration: str | Path  # the folder of the devices' calibration records
+    out: str | Path  # the run folder
+    checkpoints: str | Path  # the checkpoint folder, kept when a job fails
+    base: str | Path | None = None  # the base model folder (model.source: base)
+    live: str | Path | None = None  # the folder of live curves (None: none)
+    progress: bool = True  # a bar on a terminal (else one log line per round)
+    # Under torchrun: seconds a collective may wait for the other processes
+    # (None: $ADLOCO_DIST_TIMEOUT_S, else distributed's default).
+    dist_timeout_s: float | None = None
+
+
+def seeds_to_train(config: Config, request: TrainRequest) -> list[tuple[int, Path, Path]]:
     """(seed, out folder, checkpoint folder) of each seed the command trains.
 
     ``--seed all`` trains every seed of the run (its own ``seeds``, else the
@@ -91,16 +121,16 @@ def seeds_to_train(config: Config, args: argparse.Namespace) -> list[tuple[int, 
     and ``--checkpoints``: DVC's stage per run, which a template cannot split
     by the run's own seeds.
     """
-    if args.seed != "all":
-        return [(int(args.seed), Path(args.out), Path(args.checkpoints))]
+    out, checkpoints = Path(request.out), Path(request.checkpoints)
+    if request.seed != "all":
+        return [(int(request.seed), out, checkpoints)]
     return [
-        (seed, Path(args.out) / paths.seed_dir_name(seed),
-         Path(args.checkpoints) / paths.seed_dir_name(seed))
-        for seed in config.run_seeds(args.run)
-    ]  # fmt: skip
+        (seed, out / paths.seed_dir_name(seed), checkpoints / paths.seed_dir_name(seed))
+        for seed in config.run_seeds(request.run)
+    ]
 
 
-def check_live_folder(args: argparse.Namespace) -> None:
+def check_live_folder(request: TrainRequest) -> None:
     """Refuse a ``--live`` that is, holds or lies in ``--out`` or ``--checkpoints``.
 
     Checked before any work: live curves written into ``--out`` are files the
@@ -109,11 +139,11 @@ def check_live_folder(args: argparse.Namespace) -> None:
     every later resume. With ``--seed all`` the seed folders lie under these
     three, so the command's own paths decide.
     """
-    live = getattr(args, "live", None)
+    live = request.live
     if live is None:
         return
     where = paths.live_dir("<experiment>", "<run>", "<seed>")
-    for flag, other in (("--out", args.out), ("--checkpoints", args.checkpoints)):
+    for flag, other in (("--out", request.out), ("--checkpoints", request.checkpoints)):
         mine, theirs = Path(live).resolve(), Path(other).resolve()
         if mine == theirs:
             clash = f"--live {live} is {flag} {other}"
@@ -130,13 +160,14 @@ def check_live_folder(args: argparse.Namespace) -> None:
 
 
 def claim_folders(
-    config: Config, args: argparse.Namespace, todo: list, locks: contextlib.ExitStack, writer: bool
+    config: Config, run: str, todo: list, locks: contextlib.ExitStack, writer: bool
 ) -> None:
     """Check every seed's folders before any training; the writer locks the checkpoint folders.
 
-    ``todo``: :func:`seeds_to_train`'s; ``locks`` holds the locks to the end of
-    the command. The folder's identity is checked again under the lock when the
-    engine loads it (:meth:`adloco.engine.driver.Driver.load_checkpoint`).
+    ``todo``: :func:`seeds_to_train`'s for the run named ``run``; ``locks``
+    holds the locks to the end of the command. The folder's identity is
+    checked again under the lock when the engine loads it
+    (:meth:`adloco.engine.driver.Driver.load_checkpoint`).
     """
     for seed, out, checkpoints in todo:
         if checkpoints.resolve().is_relative_to(out.resolve()):
@@ -148,36 +179,37 @@ def claim_folders(
         check_replaceable(out, WRITER, "--out")
         checkpoint.check_folder(checkpoints)
         # Before the lock, which would write its holder into another run's folder.
-        mine = checkpoint_identity.identity(config.experiment, args.run, seed)
+        mine = checkpoint_identity.identity(config.experiment, run, seed)
         checkpoint_identity.check(checkpoints, mine)
         if writer:
             locks.enter_context(checkpoint_lock.lock(checkpoints, out))
 
 
-def run(args: argparse.Namespace) -> int:
-    check_live_folder(args)
-    config = load_config(args.config)
-    settings = config.run(args.run)
+def train(request: TrainRequest) -> int:
+    """Train every seed of the request; 0, or 1 when a peer process failed under torchrun."""
+    check_live_folder(request)
+    config = load_config(request.config)
+    settings = config.run(request.run)
     # Every run of a base experiment starts from the verified base model.
-    start = start_model(config.model, getattr(args, "base", None), config, args.data)
+    start = start_model(config.model, request.base, config, request.data)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    data = TokenData.open(args.data)
+    data = TokenData.open(request.data)
     # Needs the train split's size, known only now: before any training.
-    batches = max_batches(config.cluster, args.calibration)
+    batches = max_batches(config.cluster, request.calibration)
     local_batch = initial_local_batch(settings, batches.values())
     check_subset_fraction(config, settings, len(data.split("train")), local_batch)
     cluster = config.cluster.for_run(settings)
     device = compute_device(cluster)
-    collective = None
+    collective = LocalCollective()
     launch = distributed.launch_env()
-    todo = seeds_to_train(config, args)
+    todo = seeds_to_train(config, request)
     with contextlib.ExitStack() as locks:  # the checkpoint folders' locks, to the end
-        claim_folders(config, args, todo, locks, writer=launch is None or launch.rank == 0)
+        claim_folders(config, request.run, todo, locks, writer=launch is None or launch.rank == 0)
         try:
             if launch is not None:
                 distributed.watch_launcher(launch)
                 device = distributed.compute_device(launch, device)
-                timeout_s = distributed.timeout_s(args.dist_timeout_s)
+                timeout_s = distributed.timeout_s(request.dist_timeout_s)
                 collective = distributed.init(cluster, launch, device, timeout_s)
                 log.info(
                     "rank %d of %d on %s, slots %s",
@@ -188,13 +220,14 @@ def run(args: argparse.Namespace) -> int:
                 )
             hub = hub_metadata(config)  # the final models' card metadata: the same for every seed
             for seed, out, checkpoints in todo:
-                engine = make_engine(config, settings, start, seed, data, batches, checkpoints,
-                                     args, device=device, collective=collective,
-                                     resume_finished=len(todo) > 1)  # fmt: skip
+                spec = engine_spec(config, start, data, batches, request, seed, checkpoints,
+                                   device=device, collective=collective,
+                                   resume_finished=len(todo) > 1)  # fmt: skip
+                engine = build_engine(spec)
                 # Before any step: the calibration was measured on the model just built.
-                check_calibrated_model(args.calibration, config.cluster, engine.loop.num_params,
+                check_calibrated_model(request.calibration, config.cluster, engine.loop.num_params,
                                        data.seq_len_tokens)  # fmt: skip
-                command = seed_command(args, seed, out, checkpoints)
+                command = seed_command(request, seed, out, checkpoints)
                 train_seed(engine, data, out, checkpoints, experiment=config.experiment,
                            command=command, hub=hub)  # fmt: skip
         except distributed.PeerFailure as exc:
@@ -206,58 +239,67 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def seed_command(args: argparse.Namespace, seed: int, out: Path, checkpoints: Path) -> str:
+def seed_command(request: TrainRequest, seed: int, out: Path, checkpoints: Path) -> str:
     """The ``adloco train`` command line that writes ``out``, this seed's folder, alone."""
     return command_line(
         "train",
-        [("--config", args.config), ("--run-name", args.run), ("--seed", seed),
-         ("--data", args.data), ("--calibration", args.calibration),
-         ("--base", getattr(args, "base", None)), ("--out", out), ("--checkpoints", checkpoints)],
+        [("--config", request.config), ("--run-name", request.run), ("--seed", seed),
+         ("--data", request.data), ("--calibration", request.calibration),
+         ("--base", request.base), ("--out", out), ("--checkpoints", checkpoints)],
     )  # fmt: skip
 
 
-def make_engine(
+def engine_spec(
     config: Config,
-    settings: RunSettings,
     start: StartModel,
-    seed: int,
     data,
     batches: dict[str, int],
+    request: TrainRequest,
+    seed: int,
     checkpoints: Path,
-    args: argparse.Namespace,
-    **options,
-) -> Driver:
-    """The engine of one seed of the run, from the typed sections it needs.
+    *,
+    device: torch.device,
+    collective,
+    resume_finished: bool,
+) -> EngineSpec:
+    """What the engine of one seed of the request's run is built from.
 
-    ``options``: the engine's device, collective and ``resume_finished``.
+    From the typed sections it needs: the run's settings and cluster, the
+    resolved model with the base's checksums, the devices' max batches
+    (``batches``) and curves, where the run's lr settings are written.
+    ``resume_finished``: with several seeds in one job, the finished
+    checkpoints of the seeds a killed job had done are resumed, not trained again.
     """
-    return build_engine(
-        settings,
-        seed,
-        data,
-        start.model,
-        config.cluster.for_run(settings),
-        batches,
-        step_time_curves(config.cluster, args.calibration),
-        checkpoints,
+    settings = config.run(request.run)
+    return EngineSpec(
+        settings=settings,
+        seed=seed,
+        data=data,
+        model=start.model,
+        cluster=config.cluster.for_run(settings),
+        max_batches=batches,
+        curves=step_time_curves(config.cluster, request.calibration),
+        checkpoint_dir=checkpoints,
         base_sha256=start.base_sha256,
         lr_keys=(
             config.setting_key(settings.name, "inner_lr"),
             config.setting_key(settings.name, "outer_lr"),
         ),
-        progress=not args.no_progress,
-        live_dir=seed_live_dir(args, seed),
         experiment=config.experiment,
-        **options,
+        live_dir=seed_live_dir(request, seed),
+        progress=request.progress,
+        resume_finished=resume_finished,
+        device=device,
+        collective=collective,
     )
 
 
-def seed_live_dir(args: argparse.Namespace, seed: int) -> Path | None:
+def seed_live_dir(request: TrainRequest, seed: int) -> Path | None:
     """The seed's live curves folder: ``--live``, its ``seed<seed>/`` with ``--seed all``."""
-    live = getattr(args, "live", None)
-    if live is None:
+    if request.live is None:
         return None
-    return Path(live) / paths.seed_dir_name(seed) if args.seed == "all" else Path(live)
+    live = Path(request.live)
+    return live / paths.seed_dir_name(seed) if request.seed == "all" else live
 
 
 def train_seed(

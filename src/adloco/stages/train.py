@@ -1,4 +1,4 @@
-"""``adloco train``: one run for one seed, or each of its seeds (adloco.engine.run)."""
+"""``adloco train``: one run for one seed, or each of its seeds (adloco.engine.run.train)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,20 @@ RUN_LIVE = str(paths.run_live_dir(EXPERIMENT, "{run}"))
 def run(args: argparse.Namespace) -> int:
     from adloco.engine import run as engine_run
 
-    return engine_run.run(args)
+    request = engine_run.TrainRequest(
+        config=args.config,
+        run=args.run,
+        seed=args.seed,
+        data=args.data,
+        calibration=args.calibration,
+        out=args.out,
+        checkpoints=args.checkpoints,
+        base=args.base,
+        live=args.live,
+        progress=not args.no_progress,
+        dist_timeout_s=args.dist_timeout_s,
+    )
+    return engine_run.train(request)
 
 
 def seed(text: str) -> int | str:
