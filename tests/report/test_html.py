@@ -182,7 +182,7 @@ def test_regime_section_says_what_it_cannot_recompute(report):
     for heading in ("The regime map", "Claim 1 on brought devices and networks",
                     "What each sweep varies, and what it cannot recompute"):  # fmt: skip
         assert heading in section
-    assert "the passes are those the runs&#x27; max batch allowed" in section
+    assert "the passes are those the runs&#39; max batch allowed" in section
     assert doc["regime_map"]["devices"] == [
         {"name": "fast", "source": "roofline: 0.001 s a sequence, flat up to 8 sequences, "
          "update 0 s"}

@@ -105,7 +105,7 @@ def test_claims_json_and_the_page_state_each_headline_runs_spacing(workspace):
     assert spacing["ddp"]["largest_gap_tokens"] == 100 and spacing["ddp"]["tokens_total"] == 1900
     warning = spacing["ddp"]["warning"]
     assert "5.3% of its tokens apart" in warning
-    assert warning in answer_section(page).replace("&#x27;", "'")
+    assert warning in answer_section(page).replace("&#39;", "'")
     html = rules_section(page)
     table = body_rows(html, 1)
     assert [r[0] for r in table] == ["adlocoadloco", "diloco" * 2, "ddp" * 2]

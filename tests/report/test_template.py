@@ -1,4 +1,5 @@
-"""The page's templates: compaction by hand-worked cases, fields checked, every template shipped."""
+"""The page's templates: compaction by hand-worked cases, fields checked, escaping, every
+template shipped."""
 
 from __future__ import annotations
 
@@ -7,17 +8,24 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+from markupsafe import Markup
 
 from adloco.core.errors import describe
 from adloco.report.page import template
 from adloco.report.page.parts import CSS, PAGE_WIDTH_PX
 from adloco.report.page.runs import PER_RUN_FIGURES
-from adloco.report.page.template import compact, load, render
+from adloco.report.page.template import FILES, compact, macros, render
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "src" / "adloco" / "report"
 TEMPLATES = sorted((REPORT / "page" / "templates").glob("*.html"))
 STYLESHEETS = sorted((REPORT / "page" / "templates").glob("*.css"))
+# Every macro: name -> (its arguments, its body compacted).
+MACROS = {
+    name: found
+    for path in TEMPLATES
+    for name, found in macros(path.read_text(encoding="utf-8")).items()
+}
 
 
 def test_compact_joins_prose_with_a_space_and_tags_and_blocks_directly():
@@ -27,15 +35,43 @@ def test_compact_joins_prose_with_a_space_and_tags_and_blocks_directly():
     <p class='note'>wrapped
       prose, then <code>code</code> and
       more</p>
-    $section
-    $other
-    <p>tail $value
+    {{ section }}
+    {{ other }}
+    <p>tail {{ value }}
       ends.</p>
     """
     assert compact(text) == (
         "<h2 id='x'>Title</h2><p class='note'>wrapped prose, then <code>code</code> and more</p>"
-        "$section$other<p>tail $value ends.</p>"
+        "{{ section }}{{ other }}<p>tail {{ value }} ends.</p>"
     )
+
+
+def test_a_file_is_macros_each_compacted_and_nothing_else():
+    text = """
+    ## a comment, dropped
+    {% macro one(a, b) %}
+    ## its own comment
+    <p>{{ a }}
+      and {{ b }}</p>
+    {% endmacro %}
+
+    {% macro two() %}
+    <br>
+    {% endmacro %}
+    """
+    assert macros(text) == {"one": ("a, b", "<p>{{ a }} and {{ b }}</p>"), "two": ("", "<br>")}
+    with pytest.raises(ValueError, match="outside a macro, only comments"):
+        macros("<p>stray</p>")
+    with pytest.raises(ValueError, match="macro one: no"):
+        macros("{% macro one() %}\n<p>x</p>")
+
+
+def test_every_field_is_escaped_unless_it_is_markup():
+    # A run name or a path reaches the page escaped; a piece of HTML built from escaped parts
+    # (Markup) is kept as it is.
+    got = render("method", version="<1>", config_path='a&b\'s "c"', roles=Markup("<b>r</b>"))
+    assert "adloco &lt;1&gt;, configuration a&amp;b&#39;s &#34;c&#34;. Roles: <b>r</b>." in got
+    assert isinstance(got, Markup)
 
 
 def test_method_template_gives_the_page_text_written_out_by_hand():
@@ -66,32 +102,36 @@ def _used(stem: str, callers: str) -> bool:
     return by_call is not None or name in PER_RUN_FIGURES
 
 
-@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
-def test_every_template_is_one_line_and_used_by_the_page(path):
-    assert "\n" not in load(path.stem).template
+def test_every_file_is_read_and_no_macro_is_in_two():
+    assert sorted(f"{stem}.html" for stem in FILES) == [p.name for p in TEMPLATES]
+    held = [name for path in TEMPLATES for name in macros(path.read_text(encoding="utf-8"))]
+    assert len(held) == len(set(held)) == len(MACROS)
+
+
+@pytest.mark.parametrize("name", sorted(MACROS))
+def test_every_macro_is_one_line_and_used_by_the_page(name):
+    assert "\n" not in MACROS[name][1]
     callers = "".join(p.read_text(encoding="utf-8") for p in (REPORT / "page").glob("*.py"))
-    assert _used(path.stem, callers), f"{path.name} is never rendered"
+    assert _used(name, callers), f"{name} is never rendered"
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in TEMPLATES if p.stem.startswith("figure_")], ids=lambda p: p.name
-)
-def test_every_figure_template_is_an_image_with_alt_text_and_a_caption(path):
-    text = load(path.stem).template
+@pytest.mark.parametrize("name", sorted(n for n in MACROS if n.startswith("figure_")))
+def test_every_figure_template_is_an_image_with_alt_text_and_a_caption(name):
+    arguments, text = MACROS[name]
     match = re.fullmatch(
-        r"<figure><img alt='([^'<>&\"]+)' src='data:image/png;base64,\$png'>"
+        r"<figure><img alt='([^'<>&\"]+)' src='data:image/png;base64,\{\{ png \}\}'>"
         r"<figcaption>([^<>]+)</figcaption></figure>",
         text,
     )
     assert match, text
-    assert set(load(path.stem).get_identifiers()) <= {"png", "anchor"}
+    assert set(arguments.split(", ")) <= {"png", "anchor"}
 
 
 def test_the_style_sheet_is_inlined_as_written_with_the_page_width():
     (sheet,) = STYLESHEETS
     written = sheet.read_text(encoding="utf-8")
-    assert written.count("${page_width_px}") == 1
-    assert CSS == "\n" + written.replace("${page_width_px}", str(PAGE_WIDTH_PX))
+    assert written.count("{{ page_width_px }}") == 1
+    assert CSS == "\n" + written.replace("{{ page_width_px }}", str(PAGE_WIDTH_PX))
     assert f"max-width: {PAGE_WIDTH_PX}px;\n       margin: 1.5em auto;" in CSS
 
 
@@ -111,14 +151,14 @@ def test_the_package_data_ships_every_template():
 @pytest.mark.reliability("install")
 def test_a_missing_template_is_one_line_saying_to_reinstall(monkeypatch):
     monkeypatch.setattr(template, "TEMPLATE_DIR", "no-such-folder")
-    load.cache_clear()
+    template.forget()
     try:
         with pytest.raises(FileNotFoundError) as caught:
             render("method", version="1", config_path="c", roles="r")
     finally:
-        load.cache_clear()
+        template.forget()
     message = describe(caught.value)
-    assert message.startswith("page template method.html not found, ")
+    assert message.startswith("page template page.html not found, ")
     assert message.endswith(
         "reinstall adloco: its package ships "
         "adloco/report/page/templates/*.html (pyproject.toml: package-data)"

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from markupsafe import Markup
+
 from adloco.report.analysis.claims import QUANTITY_WORDS, Comparison, fmt, fmt_ratio
 from adloco.report.analysis.tuning import TUNED
 from adloco.report.inputs.references import REFERENCE_LEVELS
@@ -59,8 +61,8 @@ def headline_section(p: Page) -> str:
     others = h.runs[1:]
     header = (
         ["seed"]
-        + [f"{esc(n)}<small>{esc(p.roles.role_of(n))}</small>" for n in h.runs]
-        + [f"{esc(adloco)} / {esc(n)}" for n in others]
+        + [Markup("{}<small>{}</small>").format(n, p.roles.role_of(n)) for n in h.runs]
+        + [f"{adloco} / {n}" for n in others]
     )
     parts = []
     for q, by_run in h.values.items():
@@ -97,7 +99,7 @@ def headline_section(p: Page) -> str:
         between=between_words(p.settings),
         between_rule=esc(p.settings.section.between),
         which="first" if p.settings.section.equal_time == "fastest" else "last",
-        tables="".join(parts),
+        tables=Markup("").join(parts),
     )
     return render("seeds", content=values)
 
@@ -133,7 +135,7 @@ def rules_section(p: Page) -> str:
         return render("rules", content=render("rules_none"))
     s = p.settings.section
     header = ["#", "comparison", "as configured"] + [
-        f"{esc(rule)}: {esc(alt)}<small>instead of {esc(getattr(s, rule))}</small>"
+        Markup("{}: {}<small>instead of {}</small>").format(rule, alt, getattr(s, rule))
         for rule, alt in ((r, c) for r, c in _alternatives(p))
     ]
     rows = []
@@ -143,7 +145,7 @@ def rules_section(p: Page) -> str:
             alt = c.alternatives.get(rule)
             cell = verdict(alt["verdict"]) if alt else "–"
             if alt and alt["verdict"] != c.verdict:
-                cell += "<small>changes</small>"
+                cell += Markup("<small>changes</small>")
             row.append(cell)
         rows.append(row)
     content = render("rules_table", table=table(header, rows, numeric=(0,)))
@@ -154,8 +156,8 @@ SPACING_HEADER = [
     "run",
     "model changes",
     "evaluations",
-    "largest gap<small>tokens</small>",
-    "largest gap<small>share of its tokens</small>",
+    Markup("largest gap<small>tokens</small>"),
+    Markup("largest gap<small>share of its tokens</small>"),
     "the crossing",
 ]
 
@@ -168,11 +170,14 @@ def spacing_note(p: Page) -> str:
     for sp in p.spacing:
         w = sp.widest
         changes = "at an outer step" if sp.outer_step_only else "at every step"
-        share = f"{w.largest_gap_share:.1%}" + ("<small>above the limit</small>" * bool(sp.warning))
-        seeds = f"<small>seed {w.seed}, widest of {sp.seeds}</small>" if sp.seeds > 1 else ""
+        share = Markup("{:.1%}").format(w.largest_gap_share)
+        if sp.warning:
+            share += Markup("<small>above the limit</small>")
+        seeds = Markup("<small>seed {}, widest of {}</small>").format(w.seed, sp.seeds)
         rows.append(
-            [f"{esc(sp.run)}<small>{esc(sp.method)}</small>", changes, str(w.evaluations),
-             f"{w.largest_gap_tokens:,.0f}{seeds}", share, esc(sp.rule)]
+            [Markup("{}<small>{}</small>").format(sp.run, sp.method), changes, str(w.evaluations),
+             Markup("{:,.0f}{}").format(w.largest_gap_tokens, seeds if sp.seeds > 1 else ""),
+             share, esc(sp.rule)]
         )  # fmt: skip
     max_gap = f"{p.settings.section.max_eval_gap:.1%}"
     return render("rules_spacing", max_gap=max_gap, table=table(SPACING_HEADER, rows, (2, 3, 4)))
@@ -225,15 +230,17 @@ def _target_rows(p: Page) -> list[list[str]]:
 def _references_source(refs) -> str:
     """How the reference perplexities were counted, or why there are none."""
     details = refs.details
+    if refs.note:
+        return (
+            f"Reference perplexities unavailable: {refs.note}; the unigram rule could "
+            "not be applied, and every verdict says so."
+        )
     return (
-        f"Reference perplexities of the {esc(details.get('split', 'validation'))} split, counted "
-        f"on {esc(', '.join(details.get('counts_from') or ['train']))} "
-        f"({esc(fmt(details.get('predicted_tokens')))} predicted tokens; unigram smoothing "
-        f"{esc(details.get('unigram_smoothing', '?'))}, bigram smoothing "
-        f"{esc(details.get('bigram_smoothing', '?'))})."
-        if not refs.note
-        else f"Reference perplexities unavailable: {esc(refs.note)}; the unigram rule could "
-        "not be applied, and every verdict says so."
+        f"Reference perplexities of the {details.get('split', 'validation')} split, counted "
+        f"on {', '.join(details.get('counts_from') or ['train'])} "
+        f"({fmt(details.get('predicted_tokens'))} predicted tokens; unigram smoothing "
+        f"{details.get('unigram_smoothing', '?')}, bigram smoothing "
+        f"{details.get('bigram_smoothing', '?')})."
     )
 
 
@@ -368,7 +375,7 @@ def _edges(entry: dict[str, Any]) -> str:
             )
         else:
             lines.append(render("tuning_inside", **words, searched=searched))
-    return "<br>".join(lines)
+    return Markup("<br>").join(lines)
 
 
 def _configured(entry: dict[str, Any]) -> str:
@@ -377,7 +384,7 @@ def _configured(entry: dict[str, Any]) -> str:
     if entry["differs"]:
         mine = entry["configured"]
         words = ", ".join(f"{k} {_setting(k, mine[k])}" for k in entry["differs"])
-        return words + " " + render("differs")
+        return Markup("{} {}").format(words, render("differs"))
     return "as chosen"
 
 
@@ -387,7 +394,7 @@ def tuning_section(p: Page) -> str:
     rows = []
     for entry in p.tuning:
         chosen = entry["chosen_run"]
-        grid = "<br>".join(
+        grid = Markup("<br>").join(
             _grid_point(pt, entry["varied"], pt["run"] == chosen) for pt in entry["points"]
         )
         point = next((pt for pt in entry["points"] if pt["run"] == chosen), None)

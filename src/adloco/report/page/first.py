@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from markupsafe import Markup
+
 from adloco.report.analysis.claims import (
     NO_DIFFERENCE,
     QUANTITY_WORDS,
@@ -31,7 +33,7 @@ from adloco.report.page.template import render
 
 
 def about_block(p: Page) -> str:
-    rows = "".join(render("about_row", key=esc(k), value=esc(v)) for k, v in p.about)
+    rows = Markup("").join(render("about_row", key=esc(k), value=esc(v)) for k, v in p.about)
     return render("about", rows=rows) if rows else ""
 
 
@@ -105,12 +107,12 @@ def scale_block(p: Page) -> str:
         return ""
     if s.missing:
         return render("scale_missing", why=esc(s.missing))
-    items = "".join(render("scale_item", text=esc(row_words(r, s))) for r in s.rows)
+    items = Markup("").join(render("scale_item", text=esc(row_words(r, s))) for r in s.rows)
     return render("scale", lead=esc(summary_words(s)), items=items)
 
 
 def verdict_items(p: Page) -> str:
-    items = "".join(
+    items = Markup("").join(
         render(
             "verdict_item",
             statement=esc(c.statement),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
+
 from adloco.report.analysis.regimes import ClockModel
 from adloco.report.inputs.runs import Calibration, Variance
 from adloco.report.page.parts import (
@@ -69,11 +71,13 @@ def variance_section(variance: Variance, deviations: bytes | None, histograms: b
         folder=esc(variance.folder),
         table=table(["quantity", "value", "unit"], rows, numeric=(1,)),
         other=(
-            f"<p class='note'>Other numeric fields of variance.json: {esc(', '.join(other))}.</p>"
+            Markup("<p class='note'>Other numeric fields of variance.json: {}.</p>").format(
+                ", ".join(other)
+            )
             if other
             else ""
         ),
-        notes="".join(f"<p class='note'>{esc(n)}.</p>" for n in variance.notes),
+        notes=Markup("").join(Markup("<p class='note'>{}.</p>").format(n) for n in variance.notes),
         deviations=figure(deviations, "deviations", "deviations.png not found"),
         histograms=figure(histograms, "per_batch", "per_batch.csv missing or not numeric"),
     )

@@ -12,11 +12,12 @@ The page is one column at most :data:`PAGE_WIDTH_PX` wide.
 from __future__ import annotations
 
 import base64
-import html
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from markupsafe import Markup, escape
 
 from adloco.report.analysis.claims import (
     INCONCLUSIVE,
@@ -43,7 +44,7 @@ from adloco.report.page.template import render, stylesheet
 from adloco.report.settings import ReportSettings, Roles
 
 PAGE_WIDTH_PX = 1200  # content width; with the margins the page needs 1232 px
-BEYOND = "&gt; budget"  # a spread's value where the seed never reached the target
+BEYOND = Markup("&gt; budget")  # a spread's value where the seed never reached the target
 
 # The page's style sheet, templates/page.css; its text starts on a line of its own.
 CSS = "\n" + stylesheet("page", page_width_px=str(PAGE_WIDTH_PX))
@@ -64,8 +65,9 @@ def between_words(settings: ReportSettings) -> str:
     return "read at the end of the round that reaches the target"
 
 
-def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+def esc(value: Any) -> Markup:
+    """``value`` as text in HTML: its ``&``, ``<``, ``>`` and quotes escaped (markupsafe)."""
+    return escape(str(value))
 
 
 def human_bytes(value: float) -> str:
@@ -95,15 +97,22 @@ def verdict(text: str) -> str:
 
 
 def table(header: list[str], rows: Iterable[list[str]], numeric: Iterable[int] = ()) -> str:
-    """A table; cells are HTML already. Columns in ``numeric`` are right-aligned, unbroken."""
+    """A table; a cell is text (escaped here) or Markup (HTML built from escaped parts).
+
+    Columns in ``numeric`` are right-aligned, unbroken.
+    """
     right = set(numeric)
 
-    def attrs(i: int) -> str:
-        return " class='n'" if i in right else ""
+    def attrs(i: int) -> Markup:
+        return Markup(" class='n'") if i in right else Markup("")
 
-    head = "".join(f"<th{attrs(i)}>{h}</th>" for i, h in enumerate(header))
-    body = "".join(
-        "<tr>" + "".join(f"<td{attrs(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>"
+    head = Markup("").join(
+        Markup("<th{}>{}</th>").format(attrs(i), h) for i, h in enumerate(header)
+    )
+    body = Markup("").join(
+        Markup("<tr>{}</tr>").format(
+            Markup("").join(Markup("<td{}>{}</td>").format(attrs(i), c) for i, c in enumerate(row))
+        )
         for row in rows
     )
     return render("table", head=head, body=body)

@@ -11,6 +11,8 @@ sweep — what it varies and what it cannot recompute. The numbers come from
 
 from __future__ import annotations
 
+from markupsafe import Markup
+
 from adloco.report.analysis.claims import NOT_SUPPORTED, SUPPORTED, fmt, fmt_ratio
 from adloco.report.analysis.regimes import RegimeCell, bandwidth_text
 from adloco.report.analysis.replay import SWEEPS
@@ -69,22 +71,23 @@ def _cell(c: RegimeCell | None) -> str:
     ci = (
         ""
         if i is None or i.kind == "none"
-        else f"<small>[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]</small>"
+        else Markup("<small>[{}, {}]</small>").format(fmt_ratio(i.low), fmt_ratio(i.high))
     )
     cls = VERDICT_CSS.get(c.verdict, "not-testable") + (" own" if c.own else "")
     # A ratio of 0 or ∞ is a censored median: one run never gets there.
     estimate = c.effect.estimate
     shown = "→ 0" if estimate == 0 else "→ ∞" if estimate == float("inf") else fmt_ratio(estimate)
-    return f"<span class='{cls}'>{shown}</span>{ci}"
+    return Markup("<span class='{}'>{}</span>{}").format(cls, shown, ci)
 
 
-def _coloured(body: str) -> str:
+def _coloured(table_html: Markup) -> Markup:
     # Highlight classes sit on the span; the cell colour comes from the same class.
+    body = str(table_html)
     for cls in VERDICT_CSS.values():
         body = body.replace(
             f"<td class='n'><span class='{cls}", f"<td class='n {cls}'><span class='{cls}"
         )
-    return body
+    return Markup(body)  # the table's own HTML, a class added to some cells
 
 
 def _regime_table(p: Page, against: str) -> str:
@@ -107,7 +110,7 @@ def _regime_table(p: Page, against: str) -> str:
         for clock, sharing in keys
     ]
     header = ["clock", "slot sharing"] + [
-        esc(name) + f"<small>{bandwidth_text(bw)}, {latency:g} s</small>"
+        Markup("{}<small>{}, {:g} s</small>").format(name, bandwidth_text(bw), latency)
         if name
         else esc(bandwidth_text(bw))
         for bw, latency, name in points
@@ -146,7 +149,7 @@ def _no_crossing(cells: list) -> str:
 def _map_row(r, s: int) -> list[str]:
     """One saturation batch of the map's table: the crossing bandwidth of each group."""
     grid = r.grid
-    row = [str(s) + (" (runs')" if s == grid.own_saturation else "")]
+    row = [Markup("{} (runs')").format(s) if s == grid.own_saturation else str(s)]
     for sharing, against in MAP_GROUPS:
         found = {
             c.line: c.bandwidth_gbit_s
@@ -161,7 +164,8 @@ def _map_row(r, s: int) -> list[str]:
             row.append(_no_crossing(cells))
             continue
         band = " – ".join(bandwidth_text(found[k]) for k in ("high", "low") if k in found)
-        row.append(bandwidth_text(found["median"]) + (f"<small>{band}</small>" if band else ""))
+        small = Markup("<small>{}</small>").format(band) if band else ""
+        row.append(Markup("{}{}").format(bandwidth_text(found["median"]), small))
     return row
 
 
@@ -171,15 +175,19 @@ def _map_section(p: Page) -> str:
         note = r.grid.note if r is not None else "no regime sweep"
         return render("regime_map", content=render("no_map", note=esc(note)))
     grid = r.grid
+    # Fixed words around a number: markup as written (its apostrophe stays one).
     own = (
-        f"the runs' own device saturates at {grid.own_saturation} sequences (the star)"
+        Markup("the runs' own device saturates at {} sequences (the star)").format(
+            grid.own_saturation
+        )
         if grid.own_saturation
-        else "the runs' own curve is not a roofline, so it has no place on this axis"
+        else Markup("the runs' own curve is not a roofline, so it has no place on this axis")
     )
     rows = [_map_row(r, s) for s in grid.saturations]
     header = ["saturation batch"] + [
-        f"{'DiLoCo' if a == 'diloco' else 'best baseline'}<small>slots "
-        f"{s.replace('_', ' ')}</small>"
+        Markup("{}<small>slots {}</small>").format(
+            "DiLoCo" if a == "diloco" else "best baseline", s.replace("_", " ")
+        )
         for s, a in MAP_GROUPS
     ]
     grid_html = render(
@@ -227,12 +235,13 @@ def _devices_section(p: Page) -> str:
     header = ["device", "network", "slot sharing"] + [
         esc(names.get(a, a.removeprefix("baseline:"))) for a in againsts
     ]
-    brought = "".join(
-        f"<li><b>{esc(d.name)}</b>: {esc(d.source)}; {esc(curve_text(d.curve))}</li>"
+    brought = Markup("").join(
+        Markup("<li><b>{}</b>: {}; {}</li>").format(d.name, d.source, curve_text(d.curve))
         for d in r.devices
-    ) + "".join(
-        f"<li><b>{esc(n.name)}</b>: {bandwidth_text(n.bandwidth_gbit_s)}, latency "
-        f"{n.latency_s:g} s</li>"
+    ) + Markup("").join(
+        Markup("<li><b>{}</b>: {}, latency {:g} s</li>").format(
+            n.name, bandwidth_text(n.bandwidth_gbit_s), n.latency_s
+        )
         for n in r.networks
     )
     content = render(
@@ -245,15 +254,16 @@ def _devices_section(p: Page) -> str:
 
 def _cannot_table() -> str:
     rows = [[esc(name), esc(varies), esc(held)] for name, (varies, held) in SWEEPS.items()]
-    header = ["sweep", "varies", "held at the runs' values (cannot be replayed)"]
+    header = ["sweep", "varies", Markup("held at the runs' values (cannot be replayed)")]
     return render("sweeps", table=table(header, rows))
 
 
 def regimes_section(p: Page) -> str:
-    models = "".join(
-        f"<li><b>{esc(m.label)}</b>: "
-        + esc(m.note or ", ".join(f"{d}: {curve_text(c)}" for d, c in (m.curves or {}).items()))
-        + "</li>"
+    models = Markup("").join(
+        Markup("<li><b>{}</b>: {}</li>").format(
+            m.label,
+            m.note or ", ".join(f"{d}: {curve_text(c)}" for d, c in (m.curves or {}).items()),
+        )
         for m in p.clock_models
         if not m.key.startswith("device:")
     )

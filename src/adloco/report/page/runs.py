@@ -10,6 +10,8 @@ the headings and fixed prose are ``templates/ladder.html``, ``per_run.html``,
 
 from __future__ import annotations
 
+from markupsafe import Markup
+
 from adloco.report.analysis.claims import (
     fmt,
 )
@@ -34,13 +36,13 @@ LADDER_QUANTITIES = {
 
 
 def _target_header(p: Page, target: float) -> str:
-    head = f"ppl ≤ {fmt(target)}"
+    head = Markup("ppl ≤ {}").format(fmt(target))
     if p.ladder.source == "base":
-        head += f"<small>{esc(p.ladder.level_text(target))}</small>"
+        head += Markup("<small>{}</small>").format(p.ladder.level_text(target))
     if target == p.ladder.main:
         head += " (main)"
     if target in p.ladder.untestable:
-        head += "<small>not testable: at or above unigram</small>"
+        head += Markup("<small>not testable: at or above unigram</small>")
     return head
 
 
@@ -73,7 +75,7 @@ def ladder_section(p: Page) -> str:
         between=between_words(p.settings),
         between_rule=esc(p.settings.section.between),
         figure=figure(p.figures.get("ladder"), "ladder", "no targets"),
-        tables="".join(parts),
+        tables=Markup("").join(parts),
     )
     return render("ladder", content=content)
 
@@ -85,7 +87,7 @@ PER_RUN = [
     ("final_val_perplexity", "final perplexity", ""),
     ("eval_stderr_pct", "eval. s.e. of it (%)", ""),
     ("tokens_total", "tokens", ""),
-    ("communications", "communi&shy;cations", ""),
+    ("communications", Markup("communi&shy;cations"), ""),
     ("bytes_total", "bytes", "bytes"),
     ("sim_time_s", "simulated time", "_s"),
     ("optimizer_steps", "optimizer steps", ""),
@@ -165,7 +167,7 @@ def mechanisms_section(p: Page) -> str:
         [
             esc(c.run),
             esc(c.mechanism),
-            f"<span class='verdict {status_css[c.status]}'>{esc(c.status)}</span>",
+            Markup("<span class='verdict {}'>{}</span>").format(status_css[c.status], c.status),
             f"{c.seeds_observed}/{c.seeds}",
             esc(c.detail),
         ]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from markupsafe import Markup
+
 from adloco.report.analysis.about import seed_words
 from adloco.report.analysis.claims import (
     QUANTITY_WORDS,
@@ -40,16 +42,18 @@ def _effect(c: Comparison) -> tuple[str, str]:
         return "–", "–"
     # A ratio of 0 or ∞ is a censored median: one side never gets there.
     if e.estimate == 0:
-        return "→ 0", f"{esc(c.baseline)} never gets there"
+        return "→ 0", Markup("{} never gets there").format(c.baseline)
     if math.isinf(e.estimate):
-        return "→ ∞", f"{esc(c.subject)} never gets there"
+        return "→ ∞", Markup("{} never gets there").format(c.subject)
     est = f"{fmt_ratio(e.estimate)}×"
     i = e.interval
     if i is None:
         return est, "– (unpaired)"
     if i.kind == "none":
         return est, "n/a (1 seed)"
-    return est, f"[{fmt_ratio(i.low)}, {fmt_ratio(i.high)}]<small>{esc(i.name())}</small>"
+    return est, Markup("[{}, {}]<small>{}</small>").format(
+        fmt_ratio(i.low), fmt_ratio(i.high), i.name()
+    )
 
 
 def _what(c: Comparison) -> str:
@@ -62,9 +66,9 @@ def _what(c: Comparison) -> str:
 
 def _against(c: Comparison) -> str:
     if c.against == "best baseline":
-        return f"best baseline<small>{esc(c.baseline)}</small>"
+        return Markup("best baseline<small>{}</small>").format(c.baseline)
     if c.against == "ddp anchor":
-        return f"ddp anchor<small>{esc(c.baseline)} (shown, not a claim)</small>"
+        return Markup("ddp anchor<small>{} (shown, not a claim)</small>").format(c.baseline)
     return esc(c.against)
 
 
@@ -82,9 +86,8 @@ def _power(c: Comparison) -> str:
     pw = c.power
     if pw is None:
         return "–"
-    return (
-        f"{pw.superiority:.0%}<small>{esc(pw.needed_words())} seeds for {pw.goal:.0%}; "
-        f"equivalence {pw.equivalence:.0%}</small>"
+    return Markup("{:.0%}<small>{} seeds for {:.0%}; equivalence {:.0%}</small>").format(
+        pw.superiority, pw.needed_words(), pw.goal, pw.equivalence
     )
 
 
@@ -95,7 +98,8 @@ def comparison_rows(comparisons: list[Comparison]) -> list[list[str]]:
         p = fmt_p(c.effect.test.p_less) if c.effect else "–"
         rows.append(
             [f"{c.claim}", _against(c), esc(_what(c)), est, interval, p, _seeds(c), _power(c),
-             verdict(c.verdict), f"<details><summary>why</summary>{esc(c.reason)}</details>"]
+             verdict(c.verdict),
+             Markup("<details><summary>why</summary>{}</details>").format(c.reason)]
         )  # fmt: skip
     return rows
 
@@ -130,7 +134,9 @@ def seed_counts(p: Page) -> str:
 
 def answer_section(p: Page) -> str:
     """The verdicts in a sentence each, the headline figure, the regime; the reasons folded."""
-    reasons = "".join(f"<li>{esc(c.statement)}<br>{esc(c.reason)}</li>" for c in p.claims)
+    reasons = Markup("").join(
+        Markup("<li>{}<br>{}</li>").format(c.statement, c.reason) for c in p.claims
+    )
     s = p.settings.section
     warnings = []
     # Each warning's words are plain text, escaped as a whole once filled.
@@ -144,7 +150,7 @@ def answer_section(p: Page) -> str:
     warnings += [sp.warning for sp in p.spacing if sp.warning]
     return render(
         "answer",
-        warnings="".join(render("warning", text=esc(w)) for w in warnings),
+        warnings=Markup("").join(render("warning", text=esc(w)) for w in warnings),
         verdicts=verdict_items(p),
         curves=headline_curves(p),
         gain=gain_paragraph(p),
@@ -169,11 +175,15 @@ def answer_section(p: Page) -> str:
 def gain_paragraph(p: Page) -> str:
     """Each run's share of the ddp anchor's gain: what the low-communication runs trade."""
     g = p.gains
-    climbed = ", ".join(f"{esc(name)} {c:.3f}×" for name, c in g.climbs.items())
+    climbed = Markup(", ").join(
+        Markup("{} {:.3f}×").format(name, c) for name, c in g.climbs.items()
+    )
     climb = render("gain_climb", climbs=climbed) if climbed else ""
     if not g.shares:
         return render("gain_none", note=esc(g.note)) + climb
-    parts = ", ".join(f"{esc(name)} {share:.0%}" for name, share in g.shares.items())
+    parts = Markup(", ").join(
+        Markup("{} {:.0%}").format(name, share) for name, share in g.shares.items()
+    )
     return render("gain", shares=parts) + climb
 
 
@@ -217,7 +227,7 @@ def claims_section(p: Page) -> str:
         bound=f"{1 + s.smallest_effect:g}",
         goal=f"{s.power_goal:.0%}",
         draws=f"{DRAWS:,}",
-        missing="".join(missing),
+        missing=Markup("").join(missing),
         main=main,
         rest=others,
     )

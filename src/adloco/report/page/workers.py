@@ -8,6 +8,8 @@ heading and fixed prose are ``templates/workers.html`` and ``workers_map.html``.
 
 from __future__ import annotations
 
+from markupsafe import Markup
+
 from adloco.report.analysis.claims import fmt
 from adloco.report.page.parts import Page, esc, figure, number, table
 from adloco.report.page.template import render
@@ -73,7 +75,7 @@ def workers_section(p: Page) -> str:
     w = p.workers
     if len(w.points) < 2:
         return render("workers", content=render("no_map", note=esc(w.note)))
-    header = ["run", "workers", "local batch", "final perplexity", "share of ddp's gain",
+    header = ["run", "workers", "local batch", "final perplexity", Markup("share of ddp's gain"),
               "climb", "seeds"]  # fmt: skip
     content = render(
         "workers_map",
