@@ -54,6 +54,6 @@ def test_the_answer_states_each_share():
 
     gains = GainShares({"adloco": 0.074, "diloco": 0.234, "ddp": 1.0},
                        climbs={"adloco": 0.99, "diloco": 1.0114})  # fmt: skip
-    text = gain_paragraph(SimpleNamespace(gains=gains))
+    text = gain_paragraph(SimpleNamespace(found=SimpleNamespace(gains=gains)))
     assert "adloco 7%, diloco 23%, ddp 100%" in text and "share" in text
     assert "without first climbing above it): adloco 0.990×, diloco 1.011×." in text

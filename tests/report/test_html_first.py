@@ -69,9 +69,8 @@ def page(cells: list[RegimeCell], tokens: Comparison | None = None) -> SimpleNam
         grid=SimpleNamespace(cells=cells), tokens=tokens,
         clock_source="cpu-sim: an H100 at MicroLlama's shape, mapped at equal tokens per pass",
     )  # fmt: skip
-    return SimpleNamespace(
-        regime_sweeps=sweeps, own_clock={"bandwidth_gbit_s": 0.1, "slot_sharing": "concurrent"}
-    )
+    clock = {"bandwidth_gbit_s": 0.1, "slot_sharing": "concurrent"}
+    return SimpleNamespace(found=SimpleNamespace(regimes=sweeps, clock=clock))
 
 
 def test_claim_1_names_its_clock_gives_tokens_and_the_knee_where_its_verdict_changes():

@@ -14,8 +14,9 @@ def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are(
 
     cells = [cell(0.01, "supported"), cell(0.1, "inconclusive"), cell(1.0, "not supported")]
     cells += [cell(0.01, "supported", "time_slicing"), cell(0.1, "supported", "time_slicing")]
-    page = NS(regimes=cells, ladder=NS(main=100.0), settings=NS(section=NS(test_level=0.05)),
-              clock_models=[NS(key="run", label="the runs' own curve")])  # fmt: skip
+    regimes = NS(cells=cells, models=[NS(key="run", label="the runs' own curve")])
+    page = NS(found=NS(regimes=regimes, ladder=NS(main=100.0)),
+              inputs=NS(settings=NS(section=NS(test_level=0.05))))  # fmt: skip
     text = regime_summary(page)
     assert "concurrent: at 10 Mbit/s (AdLoCo slower by the same test at 1 of 3 bandwidths)" in text
     assert (

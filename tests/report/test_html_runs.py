@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from layout import body_rows
 
+from adloco.report.analysis.summary import PER_RUN_KEYS
 from adloco.report.page.runs import (
     PER_RUN,
     _merges_table,
@@ -22,6 +23,8 @@ def test_per_run_table_one_row_per_run_then_the_reference_levels(engine_report):
     diloco = rows[0]
     assert diloco[1:3] == ["DiLoCo baseline", "3"]
     column = {label: i for i, (_, label, _) in enumerate(PER_RUN, start=3)}
+    # The page's columns are the numbers the findings spread over seeds, in that order.
+    assert [key for key, _, _ in PER_RUN] == list(PER_RUN_KEYS)
     # Every seed of diloco trains 4,800 tokens in 25 communications: no spread to show.
     assert diloco[column["tokens"]] == "4,8004,800 – 4,800"
     assert rows[-1][:4] == ["bigram", "validation reference", "–", "55"]
@@ -31,9 +34,11 @@ def test_merges_table_and_its_absence(engine_report):
     _, _, page = engine_report
     one = {"run": "adloco", "seed": 0, "round": 3, "merged": [0, 1], "kept": 1,
            "before": {0: 52.0, 1: 50.5}, "after": 49.0, "after_round": 3}  # fmt: skip
-    rows = body_rows(_merges_table(replace(page, merges=[one])))
+    rows = body_rows(_merges_table(replace(page, found=replace(page.found, merges=[one]))))
     assert rows == [["adloco", "0", "3", "0, 1 → 1", "0: 52, 1: 50.5", "49", "3"]]
-    assert "No merges in any run." in _merges_table(replace(page, merges=[]))
+    assert "No merges in any run." in _merges_table(
+        replace(page, found=replace(page.found, merges=[]))
+    )
 
 
 def test_mechanisms_one_row_per_check(engine_report):

@@ -15,7 +15,7 @@ from adloco.report.page.verdicts import answer_section, claims_section, seed_cou
 
 
 def test_seed_counts_group_runs_by_their_number_of_seeds():
-    page = NS(seeds={"a": [0, 1], "b": [0, 1], "c": [0]})
+    page = NS(found=NS(seeds={"a": [0, 1], "b": [0, 1], "c": [0]}))
     assert seed_counts(page) == "2 seeds: a, b; 1 seed: c"
 
 

@@ -65,6 +65,6 @@ def test_tables_verdicts_and_figures():
 def test_curve_text_and_the_levels_line():
     curve = StepTimeCurve((1, 8), (0.5, 1.25), 0.1)
     assert curve_text(curve) == "pass time by micro-batch 1: 0.5 s, 8: 1.25 s; update 0.1 s"
-    page = NS(levels=lambda: {"unigram": 120.0, "base model": 64.0})
+    page = NS(found=NS(levels={"base model": 64.0, "unigram": 120.0}))  # shown highest first
     assert levels_note(page) == "<p class='note'>For comparison — unigram 120, base model 64.</p>"
-    assert "No reference perplexities" in levels_note(NS(levels=dict))
+    assert "No reference perplexities" in levels_note(NS(found=NS(levels={})))

@@ -1,4 +1,4 @@
-"""``adloco report`` as steps (report/__init__.py): the runs' clock, per-run spreads, the tables."""
+"""``adloco report`` as steps (report/__init__.py): the tables, claims.json, the page."""
 
 from __future__ import annotations
 
@@ -7,55 +7,7 @@ import json
 
 import pytest
 
-from adloco.config import section
-from adloco.engine.clock import StepTimeCurve
-from adloco.report import (
-    FIGURE_NAMES,
-    build_report,
-    claims_document,
-    own_clock,
-    per_run_entries,
-    write_tables,
-)
-from adloco.report.analysis.regimes import ClockModel
-
-CLUSTER = {"network": {"bandwidth_gbit_s": 2.5, "latency_s": 0.01},
-           "slot_sharing": "time_slicing",
-           "devices": [{"name": "d", "count": 1, "memory_gib": 1.0}]}  # fmt: skip
-
-
-def test_the_runs_own_clock_in_words_and_why_a_linear_one_cannot_test_time():
-    cluster = section("cluster", CLUSTER)
-    curved = ClockModel("run", "own", {"d": StepTimeCurve.roofline(0.01, 4)}, "")
-    clock, reason = own_clock(cluster, [curved])
-    assert clock == {
-        "text": "each device's step-time curve, slots time slicing, 2.5 Gbit/s, latency 0.01 s",
-        "slot_sharing": "time_slicing",
-        "bandwidth_gbit_s": 2.5,
-        "latency_s": 0.01,
-    }
-    assert reason == ""
-    # Every pass costs the same per sequence and updates are free: time follows tokens.
-    linear = ClockModel("run", "own", {"d": StepTimeCurve((1, 8), (0.5, 4.0), 0.0)}, "")
-    clock, reason = own_clock(cluster, [linear])
-    assert clock["text"].endswith(" (linear in tokens)")
-    assert reason.startswith("the runs' clock charges compute in proportion to tokens")
-    assert own_clock(cluster, [])[1] == ""  # no curve of the runs: nothing to judge
-
-
-def test_per_run_entries_spread_each_number_over_seeds():
-    summary = [
-        {"run": "a", "final_val_perplexity": 50.0, "tokens_total": 100},
-        {"run": "a", "final_val_perplexity": 70.0, "tokens_total": 100},
-        {"run": "a", "final_val_perplexity": 60.0, "tokens_total": None},
-        {"run": "b", "final_val_perplexity": 80.0},
-    ]
-    a, b = per_run_entries(summary)
-    assert (a["run"], a["seeds"], b["run"], b["seeds"]) == ("a", 3, "b", 1)
-    s = a["final_val_perplexity"]
-    assert (s.median, s.low, s.high, s.reached, s.seeds) == (60.0, 50.0, 70.0, 3, 3)
-    assert a["tokens_total"].seeds == 2  # a missing value is left out, not zero
-    assert b["tokens_total"].seeds == 0
+from adloco.report import FIGURE_NAMES, build_report, claims_document, write_tables
 
 
 def test_the_steps_write_what_build_report_writes(engine_report, engine_fixture, tmp_path):

@@ -19,6 +19,7 @@ from adloco.report.analysis.summary import (
     crossing,
     merges,
     optimizer_work,
+    per_run_entries,
     reach,
     run_level_perplexity,
 )
@@ -193,3 +194,18 @@ def test_perplexity_at_time_is_the_last_evaluation_before_it():
     assert perplexity_at_time(rows, 2.0) == 661.0
     assert perplexity_at_time(rows, 5.0) == 823.0
     assert perplexity_at_time(rows, 99.0) == 610.0  # finished: its final model
+
+
+def test_per_run_entries_spread_each_number_over_seeds():
+    summary = [
+        {"run": "a", "final_val_perplexity": 50.0, "tokens_total": 100},
+        {"run": "a", "final_val_perplexity": 70.0, "tokens_total": 100},
+        {"run": "a", "final_val_perplexity": 60.0, "tokens_total": None},
+        {"run": "b", "final_val_perplexity": 80.0},
+    ]
+    a, b = per_run_entries(summary)
+    assert (a["run"], a["seeds"], b["run"], b["seeds"]) == ("a", 3, "b", 1)
+    s = a["final_val_perplexity"]
+    assert (s.median, s.low, s.high, s.reached, s.seeds) == (60.0, 50.0, 70.0, 3, 3)
+    assert a["tokens_total"].seeds == 2  # a missing value is left out, not zero
+    assert b["tokens_total"].seeds == 0

@@ -21,52 +21,33 @@ model's folder, and writes into ``--out`` (``results/<experiment>/report``;
   commands show (:mod:`adloco.report.tables.dvc_files`);
 - ``figures/*.png``.
 
-Submodules, in the order they run: ``settings`` (roles, the ``report``
-config and its rules), ``inputs`` and ``references`` (reading), ``summary``
-(per-run numbers), ``targets`` and ``ladder``, ``claims`` (verdicts, on
-``exact``'s tests), ``sensitivity`` (verdicts under the other rules),
-``headline``, ``equal_time``, ``regimes`` (the clock sweep), ``noise``,
-``tuning``, ``mechanisms``, ``figures`` (seaborn), ``html`` (the page);
-``stats`` holds medians and spreads. docs/report.md says how each number is
+The layers, in the order they run: ``settings`` (roles, the ``report``
+section and what the report derives from it), ``inputs/`` (reading the runs,
+calibration, variance, references, base and brought devices), ``analysis/``
+(every computation, gathered by :func:`compute_findings` into
+:class:`Findings`), ``tables/`` (the CSV and JSON files), ``figures/``
+(matplotlib) and ``page/`` (the HTML, from Jinja2 templates). This module is
+the flow: read, find, draw, write. docs/report.md says how each number is
 computed.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from adloco import __version__
-from adloco.config import ClusterConfig, Config, load_config
+from adloco.config import load_config
 from adloco.core import paths
 from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
-from adloco.engine.records import finite_or_none
-from adloco.report.analysis.about import about_rows
-from adloco.report.analysis.claims import Claim, Context, evaluate_claims, headline_runs
-from adloco.report.analysis.gain import GainShares, gain_shares
-from adloco.report.analysis.headline import Headline, headline_table
-from adloco.report.analysis.ladder import LADDER_COLUMNS, ladder_rows, ladder_table
-from adloco.report.analysis.mechanisms import Check, mechanism_checks
-from adloco.report.analysis.noise import NOISE_COLUMNS, noise_rows, noise_summary
-from adloco.report.analysis.regimes import REGIME_COLUMNS, ClockModel, is_linear
-from adloco.report.analysis.replay import Regimes, bring, compute_regimes, regime_rows
+from adloco.report.analysis.findings import Findings, compute_findings
+from adloco.report.analysis.ladder import LADDER_COLUMNS, ladder_rows
+from adloco.report.analysis.noise import NOISE_COLUMNS
+from adloco.report.analysis.regimes import REGIME_COLUMNS
+from adloco.report.analysis.replay import regime_rows
 from adloco.report.analysis.scale import compare_scale as scale_comparison
 from adloco.report.analysis.scale import model_parameters
-from adloco.report.analysis.sensitivity import attach_alternatives
-from adloco.report.analysis.spacing import Spacing, eval_spacing
-from adloco.report.analysis.stats import Spread
-from adloco.report.analysis.summary import (
-    CURVE_COLUMNS,
-    SUMMARY_COLUMNS,
-    curve_rows,
-    merges,
-    summary_rows,
-)
-from adloco.report.analysis.targets import Ladder, build_ladder
-from adloco.report.analysis.tuning import TUNED, load_tuning, tuning_record, tuning_table
-from adloco.report.analysis.workers_map import WorkersMap, workers_map
+from adloco.report.analysis.summary import CURVE_COLUMNS, SUMMARY_COLUMNS, curve_rows
+from adloco.report.analysis.tuning import load_tuning, tuning_record
 from adloco.report.figures.common import write_figures
 from adloco.report.figures.headline import headline_figure
 from adloco.report.figures.noise import noise_figure, variance_figure
@@ -80,20 +61,20 @@ from adloco.report.figures.runs import (
     trainers_figure,
 )
 from adloco.report.figures.workers_map import workers_map_figure
-from adloco.report.inputs.references import Base, References, load_base, load_references
-from adloco.report.inputs.runs import (
-    Calibration,
-    RunSeed,
-    Variance,
-    load_calibration,
-    load_runs,
-    load_variance,
-)
+from adloco.report.inputs import Inputs
+from adloco.report.inputs.references import load_base, load_references
+from adloco.report.inputs.runs import load_calibration, load_runs, load_variance
 from adloco.report.page.first import clock_words
-from adloco.report.page.render import PER_RUN, Page, regime_summary, render_page
-from adloco.report.settings import ReportSettings, Roles, assign_roles
+from adloco.report.page.render import Page, regime_summary, render_page
+from adloco.report.settings import ReportSettings
 from adloco.report.tables.csv import write_csv
 from adloco.report.tables.dvc_files import write_dvc_files
+
+__all__ = [
+    "FIGURE_NAMES", "TABLES", "WRITER", "Findings", "Inputs", "build_report",
+    "claims_document", "compute_findings", "draw_figures", "make_page", "read_inputs",
+    "write_tables",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -117,88 +98,6 @@ FIGURE_NAMES = (
 # before any work, never replaced (adloco.core.io.check_replaceable).
 WRITER = "adloco report"
 TABLES = ("summary.csv", "curves.csv", "ladder.csv", "regimes.csv", "noise_scale.csv")
-
-
-def own_clock(cluster: ClusterConfig, models: list[ClockModel]) -> tuple[dict, str]:
-    """The clock the runs were charged with, and why it cannot test the time claim (or "")."""
-    network = cluster.network
-    sharing = cluster.slot_sharing
-    run_model = next((m for m in models if m.key == "run"), None)
-    text = (
-        f"each device's step-time curve, slots {sharing.replace('_', ' ')}, "
-        f"{network.bandwidth_gbit_s:g} Gbit/s, latency {network.latency_s:g} s"
-    )
-    reason = ""
-    if (
-        run_model is not None
-        and run_model.curves
-        and all(is_linear(c) for c in run_model.curves.values())
-    ):
-        reason = (
-            "the runs' clock charges compute in proportion to tokens (every device's step-time "
-            "curve is linear with free updates), so simulated time follows token count and "
-            "cannot show the device-utilisation gain the paper claims; the regime section "
-            "recomputes time under other clocks"
-        )
-        text += " (linear in tokens)"
-    return {
-        "text": text,
-        "slot_sharing": sharing,
-        "bandwidth_gbit_s": network.bandwidth_gbit_s,
-        "latency_s": network.latency_s,
-    }, reason
-
-
-def per_run_entries(summary: list[dict]) -> list[dict]:
-    """Per run: seeds and the spread over seeds of each per-run number."""
-    out = []
-    for name in dict.fromkeys(r["run"] for r in summary):
-        seeds = [r for r in summary if r["run"] == name]
-        entry = {"run": name, "seeds": len(seeds)}
-        for key, _, _ in PER_RUN:
-            values = [r.get(key) for r in seeds]
-            entry[key] = Spread.of([float(v) for v in values if isinstance(v, (int, float))])
-        out.append(entry)
-    return out
-
-
-@dataclass
-class Inputs:
-    """What the report reads: the configuration and every results folder."""
-
-    config_path: str
-    config: Config
-    settings: ReportSettings
-    calibration_dir: Path
-    runs: list[RunSeed]
-    calibrations: list[Calibration]
-    variance: Variance
-    references: References
-    base: Base | None
-    tuning: dict[str, Any] | None
-
-
-@dataclass
-class Findings:
-    """What the report computes from its inputs, before any table, figure or page."""
-
-    roles: Roles
-    ladder: Ladder
-    regimes: Regimes
-    clock: dict[str, Any]
-    clock_reason: str
-    claims: list[Claim]
-    headline: Headline | None
-    checks: list[Check]
-    summary: list[dict]
-    ladder_table: dict
-    names: list[str]  # every run, in configuration order
-    adloco_runs: list[str]  # the runs of method adloco
-    noise: list[dict]
-    levels: dict[str, float]  # reference perplexities and the base model's
-    gains: GainShares  # each run's share of ddp's gain and its climb
-    workers: WorkersMap  # DiLoCo's splits of ddp's global batch
-    spacing: list[Spacing]  # each headline run's evaluation spacing
 
 
 def read_inputs(
@@ -226,61 +125,6 @@ def read_inputs(
             Path(data_dir) if data_dir is not None else None,
         ),
         tuning=load_tuning(settings.section.tuning),
-    )
-
-
-def compute_findings(
-    inputs: Inputs,
-    devices: list[str] | None = None,
-    rooflines: list[str] | None = None,
-    networks: list[str] | None = None,
-) -> Findings:
-    """Roles, targets, the regime sweeps, the verdicts and the per-run numbers."""
-    runs, settings, config = inputs.runs, inputs.settings, inputs.config
-    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    ladder = build_ladder(runs, roles, settings, inputs.base, inputs.references)
-    if ladder.main is None:
-        log.warning("%s", ladder.note)
-    brought = bring(config.cluster, inputs.calibration_dir, devices, rooflines, networks)
-    regimes = compute_regimes(
-        runs, roles, ladder, config, inputs.calibration_dir, settings, *brought
-    )
-    clock, clock_reason = own_clock(config.cluster, regimes.models)
-    claims = evaluate_claims(runs, roles, ladder, settings, clock_reason)
-    attach_alternatives(claims, runs, roles, ladder, settings, clock_reason)
-    context = Context(runs, roles, ladder, settings, clock_reason)
-    names = list(dict.fromkeys(r.run for r in runs))
-    adloco_runs = [n for n in names if any(r.run == n and r.method == "adloco" for r in runs)]
-    base = inputs.base
-    gains = gain_shares(runs, roles.ddp, base.val_perplexity if base else None)
-    return Findings(
-        roles=roles,
-        ladder=ladder,
-        regimes=regimes,
-        clock=clock,
-        clock_reason=clock_reason,
-        claims=claims,
-        headline=headline_table(context),
-        checks=mechanism_checks(runs),
-        summary=summary_rows(runs, ladder.main, settings.reach_rule),
-        ladder_table=ladder_table(runs, ladder, settings.reach_rule),
-        names=names,
-        adloco_runs=adloco_runs,
-        noise=noise_rows(runs, adloco_runs),
-        levels={
-            **inputs.references.levels,
-            **({"base model": base.val_perplexity} if base else {}),
-        },
-        gains=gains,
-        workers=workers_map(
-            runs,
-            roles.diloco,
-            roles.ddp,
-            roles.adloco,
-            gains,
-            finite_or_none(inputs.variance.summary.get("b_simple")),
-        ),
-        spacing=eval_spacing(runs, headline_runs(context), settings.section.max_eval_gap),
     )
 
 
@@ -338,51 +182,11 @@ def draw_figures(inputs: Inputs, found: Findings) -> dict[str, bytes | None]:
 
 
 def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -> Page:
-    """Everything index.html shows."""
-    runs, names, settings = inputs.runs, found.names, inputs.settings
+    """Everything index.html shows: the inputs, the findings, the figures (the variance
+    stage's deviations histogram among them, as it drew it)."""
     deviations = inputs.variance.deviations_png
-    configured = {r.run: {k: getattr(r.settings, k) for k in TUNED} for r in runs}
-    seeds = {n: sorted(r.seed for r in runs if r.run == n) for n in names}
-    return Page(
-        config_path=inputs.config_path,
-        version=__version__,
-        run_names=names,
-        seeds=seeds,
-        roles=found.roles,
-        settings=settings,
-        ladder=found.ladder,
-        claims=found.claims,
-        headline=found.headline,
-        ladder_table=found.ladder_table,
-        regimes=found.regimes.cells,
-        regime_sweeps=found.regimes,
-        clock_models=found.regimes.models,
-        own_clock=found.clock,
-        clock_reason=found.clock_reason,
-        per_run=per_run_entries(found.summary),
-        merges=[{"run": r.run, "seed": r.seed, **m} for r in runs for m in merges(r.rows)],
-        checks=found.checks,
-        figures={**drawn, "deviations": deviations.read_bytes() if deviations else None},
-        variance=inputs.variance,
-        calibrations=inputs.calibrations,
-        references=inputs.references,
-        base=inputs.base,
-        noise=noise_summary(found.noise),
-        tuning=tuning_table(inputs.tuning, configured) if inputs.tuning else None,
-        tuning_path=settings.section.tuning,
-        tuning_main=inputs.tuning.get("main_target") if inputs.tuning else None,
-        gains=found.gains,
-        workers=found.workers,
-        spacing=found.spacing,
-        about=about_rows(
-            inputs.config,
-            inputs.config_path,
-            runs,
-            inputs.references,
-            inputs.base,
-            seeds,
-        ),
-    )
+    figures = {**drawn, "deviations": deviations.read_bytes() if deviations else None}
+    return Page(inputs, found, figures)
 
 
 def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
@@ -416,8 +220,8 @@ def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
             "max_eval_gap": float(settings.section.max_eval_gap),  # 1 may be read as an int
         },
         "eval_spacing": [s.as_dict() for s in found.spacing],
-        "seeds": page.seeds,
-        "gain_shares": page.gains.as_dict(),
+        "seeds": found.seeds,
+        "gain_shares": found.gains.as_dict(),
         "workers_map": found.workers.as_dict(),
         "headline": found.headline.as_dict() if found.headline else None,
         "claims": [c.as_dict() for c in found.claims],

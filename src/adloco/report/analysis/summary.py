@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adloco.engine.records import SUMMARY_KEYS, finite_or_none, is_number
+from adloco.report.analysis.stats import Spread
 from adloco.report.inputs.runs import RunSeed
 
 # Cumulative quantities measured "to target", with the field that holds them.
@@ -327,4 +328,31 @@ def curve_rows(runs: list[RunSeed]) -> list[dict[str, Any]]:
             row.update({key: values.get(round_) for key, values in axes.items()})
             row["val_perplexity"] = ppl
             out.append(row)
+    return out
+
+
+# The per-run numbers the page spreads over seeds (its per-run table's columns).
+PER_RUN_KEYS = (
+    "final_val_perplexity",
+    "eval_stderr_pct",
+    "tokens_total",
+    "communications",
+    "bytes_total",
+    "sim_time_s",
+    "optimizer_steps",
+    "inner_lr_sum",
+    "final_trainers",
+)
+
+
+def per_run_entries(summary: list[dict]) -> list[dict]:
+    """Per run: seeds and the spread over seeds of each per-run number."""
+    out = []
+    for name in dict.fromkeys(r["run"] for r in summary):
+        seeds = [r for r in summary if r["run"] == name]
+        entry = {"run": name, "seeds": len(seeds)}
+        for key in PER_RUN_KEYS:
+            values = [r.get(key) for r in seeds]
+            entry[key] = Spread.of([float(v) for v in values if isinstance(v, (int, float))])
+        out.append(entry)
     return out

@@ -54,14 +54,14 @@ def _value(value: float | None, quantity: str) -> str:
 
 
 def headline_section(p: Page) -> str:
-    h = p.headline
+    h = p.found.headline
     if h is None:
         return render("seeds", content=render("seeds_none"))
     adloco = h.runs[0]
     others = h.runs[1:]
     header = (
         ["seed"]
-        + [Markup("{}<small>{}</small>").format(n, p.roles.role_of(n)) for n in h.runs]
+        + [Markup("{}<small>{}</small>").format(n, p.found.roles.role_of(n)) for n in h.runs]
         + [f"{adloco} / {n}" for n in others]
     )
     parts = []
@@ -81,10 +81,12 @@ def headline_section(p: Page) -> str:
             rows.append(row)
         when = (
             render(
-                "seeds_at_time", time=fmt(h.time_s), equal_time=esc(p.settings.section.equal_time)
+                "seeds_at_time",
+                time=fmt(h.time_s),
+                equal_time=esc(p.inputs.settings.section.equal_time),
             )
             if q == "perplexity_at_time"
-            else render("seeds_at_target", main=fmt(p.ladder.main))
+            else render("seeds_at_target", main=fmt(p.found.ladder.main))
         )
         title = f"{HEADLINE_TITLES[q]} {when}"
         parts.append(
@@ -95,10 +97,10 @@ def headline_section(p: Page) -> str:
         )
     values = render(
         "seeds_values",
-        reached=esc(p.settings.section.reached),
-        between=between_words(p.settings),
-        between_rule=esc(p.settings.section.between),
-        which="first" if p.settings.section.equal_time == "fastest" else "last",
+        reached=esc(p.inputs.settings.section.reached),
+        between=between_words(p.inputs.settings),
+        between_rule=esc(p.inputs.settings.section.between),
+        which="first" if p.inputs.settings.section.equal_time == "fastest" else "last",
         tables=Markup("").join(parts),
     )
     return render("seeds", content=values)
@@ -111,12 +113,14 @@ def _rule_comparisons(p: Page) -> list[Comparison]:
     """The headline comparisons (AdLoCo against each headline run at the main target: DiLoCo,
     the best baseline, the ddp anchor; each ablation) and the equal-time one against DiLoCo."""
     out = []
-    for claim in p.claims:
+    for claim in p.found.claims:
         for c in claim.comparisons:
             against_headline = (
-                c.claim in (1, 2) and c.target == p.ladder.main and c.against in HEADLINE_OTHERS
+                c.claim in (1, 2)
+                and c.target == p.found.ladder.main
+                and c.against in HEADLINE_OTHERS
             )
-            equal_time = c.quantity == "perplexity_at_time" and c.against == p.roles.diloco
+            equal_time = c.quantity == "perplexity_at_time" and c.against == p.found.roles.diloco
             if c.headline or against_headline or equal_time:
                 out.append(c)
     return out
@@ -133,7 +137,7 @@ def rules_section(p: Page) -> str:
     comparisons = _rule_comparisons(p)
     if not comparisons:
         return render("rules", content=render("rules_none"))
-    s = p.settings.section
+    s = p.inputs.settings.section
     header = ["#", "comparison", "as configured"] + [
         Markup("{}: {}<small>instead of {}</small>").format(rule, alt, getattr(s, rule))
         for rule, alt in ((r, c) for r, c in _alternatives(p))
@@ -164,10 +168,10 @@ SPACING_HEADER = [
 
 def spacing_note(p: Page) -> str:
     """Each headline run's evaluation spacing and what it makes of the crossing (none: "")."""
-    if not p.spacing:
+    if not p.found.spacing:
         return ""
     rows = []
-    for sp in p.spacing:
+    for sp in p.found.spacing:
         w = sp.widest
         changes = "at an outer step" if sp.outer_step_only else "at every step"
         share = Markup("{:.1%}").format(w.largest_gap_share)
@@ -179,12 +183,12 @@ def spacing_note(p: Page) -> str:
              Markup("{:,.0f}{}").format(w.largest_gap_tokens, seeds if sp.seeds > 1 else ""),
              share, esc(sp.rule)]
         )  # fmt: skip
-    max_gap = f"{p.settings.section.max_eval_gap:.1%}"
+    max_gap = f"{p.inputs.settings.section.max_eval_gap:.1%}"
     return render("rules_spacing", max_gap=max_gap, table=table(SPACING_HEADER, rows, (2, 3, 4)))
 
 
 def _alternatives(p: Page) -> list[tuple[str, str]]:
-    s = p.settings.section
+    s = p.inputs.settings.section
     return [(rule, next(v for v in RULES[rule] if v != getattr(s, rule))) for rule in RULES]
 
 
@@ -209,11 +213,11 @@ def _base_row(base) -> list[str]:
 
 def _target_rows(p: Page) -> list[list[str]]:
     """Each target: its level, its ratio to the unigram and bigram perplexities, its status."""
-    refs = p.references
+    refs = p.inputs.references
     unigram, bigram = refs.levels.get("unigram"), refs.levels.get("bigram")
     rows = []
-    for t in p.ladder.targets:
-        why = p.ladder.untestable.get(t)
+    for t in p.found.ladder.targets:
+        why = p.found.ladder.untestable.get(t)
         status = (
             verdict("not testable")
             if why
@@ -222,8 +226,8 @@ def _target_rows(p: Page) -> list[list[str]]:
         vs = " · ".join(
             f"{fmt_ratio(t / v)}× {n}" for n, v in (("unigram", unigram), ("bigram", bigram)) if v
         )
-        label = "target" + (" (main)" if t == p.ladder.main else "")
-        rows.append([label, esc(p.ladder.level_text(t)), number(t), esc(vs) or "–", status])
+        label = "target" + (" (main)" if t == p.found.ladder.main else "")
+        rows.append([label, esc(p.found.ladder.level_text(t)), number(t), esc(vs) or "–", status])
     return rows
 
 
@@ -245,15 +249,15 @@ def _references_source(refs) -> str:
 
 
 def targets_section(p: Page) -> str:
-    refs = p.references
+    refs = p.inputs.references
     rows = []
     for name in REFERENCE_LEVELS:
         if name in refs.levels:
             rows.append([esc(name), "validation reference", number(refs.levels[name]), "", ""])
-    if p.base is not None:
-        rows.append(_base_row(p.base))
+    if p.inputs.base is not None:
+        rows.append(_base_row(p.inputs.base))
     rows += _target_rows(p)
-    no_base = "" if p.base is not None else render("targets_no_base")
+    no_base = "" if p.inputs.base is not None else render("targets_no_base")
     header = ["level", "what", "perplexity", "target / reference", "status"]
     return render(
         "targets",
@@ -275,7 +279,7 @@ def noise_section(p: Page) -> str:
             number(n["asked_late"]),
             number(n["dof"]),
         ]
-        for n in p.noise
+        for n in p.found.noise_table
     ]
     header = ["run", "estimates", "undetermined", "B_simple early", "B_simple late",
               "batch asked early", "batch asked late", "median dof"]  # fmt: skip
@@ -389,10 +393,10 @@ def _configured(entry: dict[str, Any]) -> str:
 
 
 def tuning_section(p: Page) -> str:
-    if p.tuning is None:
+    if p.found.tuning is None:
         return render("tuning", content=render("tuning_none"))
     rows = []
-    for entry in p.tuning:
+    for entry in p.found.tuning:
         chosen = entry["chosen_run"]
         grid = Markup("<br>").join(
             _grid_point(pt, entry["varied"], pt["run"] == chosen) for pt in entry["points"]
@@ -408,13 +412,13 @@ def tuning_section(p: Page) -> str:
                 _configured(entry),
             ]
         )
-    limit = p.tuning[0]["max_climb"] if p.tuning else None
-    metric = p.tuning[0]["metric"] if p.tuning else "final_perplexity"
+    limit = p.found.tuning[0]["max_climb"] if p.found.tuning else None
+    metric = p.found.tuning[0]["metric"] if p.found.tuning else "final_perplexity"
     header = ["run", "grid point: final perplexity", "chosen", "final perplexity would choose",
               "edges of the grid", "configured"]  # fmt: skip
     grid = render(
         "tuning_grid",
-        path=esc(p.tuning_path),
+        path=esc(p.inputs.settings.section.tuning),
         criterion=render("tuning_criterion_time_to_main")
         if metric == "time_to_main"
         else render("tuning_criterion_final_perplexity"),
@@ -427,11 +431,11 @@ def tuning_section(p: Page) -> str:
 
 
 def _main_note(p: Page) -> str:
-    main = p.tuning_main
+    main = p.inputs.tuning.get("main_target") if p.inputs.tuning else None
     if not main:
         return ""
     level = main.get("level")
-    configured = p.settings.main
+    configured = p.inputs.settings.main
     rule = esc(main["rule"])
     said = (
         render("tuning_main_level", level=f"{level:g}", rule=rule)

@@ -33,7 +33,7 @@ from adloco.report.page.template import render
 
 
 def about_block(p: Page) -> str:
-    rows = Markup("").join(render("about_row", key=esc(k), value=esc(v)) for k, v in p.about)
+    rows = Markup("").join(render("about_row", key=esc(k), value=esc(v)) for k, v in p.found.about)
     return render("about", rows=rows) if rows else ""
 
 
@@ -66,12 +66,12 @@ def short_reason(claim: Claim) -> str:
 
 def knee_words(p: Page) -> str:
     """At which roofline knee of the regime map claim 1's verdict against DiLoCo changes."""
-    sweeps = p.regime_sweeps
+    sweeps = p.found.regimes
     if sweeps is None or not sweeps.grid.cells:
         return ""
-    bandwidth = float(p.own_clock["bandwidth_gbit_s"])
+    bandwidth = float(p.found.clock["bandwidth_gbit_s"])
     row, changes = verdict_changes(
-        sweeps.grid.cells, "diloco", p.own_clock["slot_sharing"], bandwidth
+        sweeps.grid.cells, "diloco", p.found.clock["slot_sharing"], bandwidth
     )
     if not row:
         return ""
@@ -87,7 +87,7 @@ def knee_words(p: Page) -> str:
 
 def clock_words(p: Page) -> str:
     """Claim 1's context: the device its clock comes from, tokens to target, the knee."""
-    sweeps = p.regime_sweeps
+    sweeps = p.found.regimes
     if sweeps is None:
         return ""
     words = [f"The clock: {sweeps.clock_source}." if sweeps.clock_source else ""]
@@ -121,13 +121,13 @@ def verdict_items(p: Page) -> str:
                 " ".join(w for w in (short_reason(c), clock_words(p) if c.number == 1 else "") if w)
             ),
         )
-        for c in p.claims
+        for c in p.found.claims
     )
     return render("verdicts", items=items) + scale_block(p)
 
 
 def headline_curves(p: Page) -> str:
-    anchor = " " + render("headline_anchor", ddp=p.roles.ddp) if p.roles.ddp else ""
+    anchor = " " + render("headline_anchor", ddp=p.found.roles.ddp) if p.found.roles.ddp else ""
     return figure(
         p.figures.get("headline_curves"),
         "headline_curves",

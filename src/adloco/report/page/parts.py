@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -25,23 +25,14 @@ from adloco.report.analysis.claims import (
     NOT_SUPPORTED,
     NOT_TESTABLE,
     SUPPORTED,
-    Claim,
     fmt,
 )
-from adloco.report.analysis.gain import GainShares
-from adloco.report.analysis.headline import Headline
-from adloco.report.analysis.mechanisms import Check
-from adloco.report.analysis.regimes import ClockModel, RegimeCell
-from adloco.report.analysis.replay import Regimes
+from adloco.report.analysis.findings import Findings
 from adloco.report.analysis.scale import ScaleComparison
-from adloco.report.analysis.spacing import Spacing
 from adloco.report.analysis.stats import Spread
-from adloco.report.analysis.targets import Ladder
-from adloco.report.analysis.workers_map import WorkersMap
-from adloco.report.inputs.references import Base, References
-from adloco.report.inputs.runs import Calibration, Variance
+from adloco.report.inputs import Inputs
 from adloco.report.page.template import render, stylesheet
-from adloco.report.settings import ReportSettings, Roles
+from adloco.report.settings import ReportSettings
 
 PAGE_WIDTH_PX = 1200  # content width; with the margins the page needs 1232 px
 BEYOND = Markup("&gt; budget")  # a spread's value where the seed never reached the target
@@ -150,47 +141,23 @@ def spread_cell(s: Spread, quantity: str) -> str:
 
 @dataclass
 class Page:
-    """Everything the page shows, computed by :func:`adloco.report.build_report`."""
+    """What the page is made of: what was read, what was found, and the figures drawn.
 
-    config_path: str
-    version: str
-    run_names: list[str]
-    seeds: dict[str, list[int]]  # run -> its seeds
-    roles: Roles
-    settings: ReportSettings
-    ladder: Ladder
-    claims: list[Claim]
-    headline: Headline | None
-    ladder_table: dict
-    regimes: list[RegimeCell]
-    regime_sweeps: Regimes | None
-    clock_models: list[ClockModel]
-    own_clock: dict[str, Any]
-    clock_reason: str
-    per_run: list[dict[str, Any]]
-    merges: list[dict[str, Any]]
-    checks: list[Check]
-    figures: dict[str, bytes | None]
-    variance: Variance
-    calibrations: list[Calibration]
-    references: References
-    base: Base | None
-    noise: list[dict[str, Any]]  # adloco.report.analysis.noise.noise_summary
-    tuning: list[dict[str, Any]] | None  # adloco.report.analysis.tuning.tuning_table
-    tuning_path: str | None
-    tuning_main: dict[str, Any] | None  # the record's suggested main target
-    gains: GainShares  # adloco.report.analysis.gain.gain_shares
-    workers: WorkersMap  # adloco.report.analysis.workers_map.workers_map
-    about: list[tuple[str, str]] = field(default_factory=list)  # analysis.about.about_rows
-    spacing: list[Spacing] = field(default_factory=list)  # analysis.spacing.eval_spacing
+    Each section reads its numbers from ``found`` (:func:`adloco.report.compute_findings`),
+    and the few things it quotes as read (the configuration's path and settings,
+    the variance and calibration results, the references and the base model)
+    from ``inputs``.
+    """
+
+    inputs: Inputs
+    found: Findings
+    figures: dict[str, bytes | None]  # name -> PNG (None: not drawn)
     scale: ScaleComparison | None = None  # analysis.scale.compare_scale (--compare-scale)
 
-    def levels(self) -> dict[str, float]:
-        """Reference perplexities and the base model's, highest first."""
-        out = dict(self.references.levels)
-        if self.base is not None:
-            out["base model"] = self.base.val_perplexity
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+def levels_of(p: Page) -> dict[str, float]:
+    """Reference perplexities and the base model's, highest first."""
+    return dict(sorted(p.found.levels.items(), key=lambda kv: -kv[1]))
 
 
 def curve_text(c) -> str:
@@ -201,7 +168,7 @@ def curve_text(c) -> str:
 
 def levels_note(p: Page) -> str:
     """The reference perplexities and the base model's, as a line under a table of perplexities."""
-    levels = p.levels()
+    levels = levels_of(p)
     if not levels:
         return render("levels_none")
     text = ", ".join(f"{name} {fmt(value)}" for name, value in levels.items())

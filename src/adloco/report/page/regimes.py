@@ -21,15 +21,15 @@ from adloco.report.page.template import render
 
 
 def _labels(p: Page) -> dict[str, str]:
-    return {m.key: m.label for m in p.clock_models}
+    return {m.key: m.label for m in p.found.regimes.models}
 
 
 def regime_summary(p: Page) -> str:
     """One sentence: where, at the main target, the wall-clock claim holds against DiLoCo."""
     cells = [
         c
-        for c in p.regimes
-        if c.target == p.ladder.main and c.against == "diloco" and not c.network
+        for c in p.found.regimes.cells
+        if c.target == p.found.ladder.main and c.against == "diloco" and not c.network
     ]
     if not cells:
         return "No regime sweep (no AdLoCo and DiLoCo runs, no target or no clock curves)."
@@ -59,8 +59,8 @@ def regime_summary(p: Page) -> str:
             )
             parts.append(f"{labels[clock]}, {sharing.replace('_', ' ')}: {where}{tail}")
     return (
-        f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.ladder.main)} by the exact "
-        f"paired test at level {p.settings.section.test_level:g} — " + "; ".join(parts) + "."
+        f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.found.ladder.main)} by the exact "
+        f"paired test at level {p.inputs.settings.section.test_level:g} — " + "; ".join(parts) + "."
     )
 
 
@@ -93,7 +93,9 @@ def _coloured(table_html: Markup) -> Markup:
 def _regime_table(p: Page, against: str) -> str:
     # Brought networks have a table of their own (claim 1 on brought devices and networks).
     cells = [
-        c for c in p.regimes if c.target == p.ladder.main and c.against == against and not c.network
+        c
+        for c in p.found.regimes.cells
+        if c.target == p.found.ladder.main and c.against == against and not c.network
     ]
     if not cells:
         return ""
@@ -122,7 +124,7 @@ def _regime_table(p: Page, against: str) -> str:
     }[against]
     return render(
         "regime_table",
-        main=fmt(p.ladder.main),
+        main=fmt(p.found.ladder.main),
         against=title,
         table=_coloured(table(header, rows, numeric=range(2, len(header)))),
     )
@@ -170,7 +172,7 @@ def _map_row(r, s: int) -> list[str]:
 
 
 def _map_section(p: Page) -> str:
-    r = p.regime_sweeps
+    r = p.found.regimes
     if r is None or not r.grid.cells:
         note = r.grid.note if r is not None else "no regime sweep"
         return render("regime_map", content=render("no_map", note=esc(note)))
@@ -202,20 +204,20 @@ def _map_section(p: Page) -> str:
 
 
 def _devices_section(p: Page) -> str:
-    r = p.regime_sweeps
+    r = p.found.regimes
     if r is None or not (r.devices or r.networks):
         return render("devices", content=render("devices_none"))
     # Rows: each brought device and the runs' own curve, on each brought network and the
     # cluster's own; the runs' own curve on the cluster's network is the trained setting.
-    own_bw, own_latency = p.own_clock.get("bandwidth_gbit_s"), p.own_clock.get("latency_s")
+    own_bw, own_latency = p.found.clock.get("bandwidth_gbit_s"), p.found.clock.get("latency_s")
 
     def shown(c: RegimeCell) -> bool:
         on_own = not c.network and (c.bandwidth_gbit_s, c.latency_s) == (own_bw, own_latency)
         device = c.clock.startswith("device:") or c.clock == "run"
-        return c.target == p.ladder.main and device and (bool(c.network) or on_own)
+        return c.target == p.found.ladder.main and device and (bool(c.network) or on_own)
 
-    cells = [c for c in p.regimes if shown(c)]
-    labels = {m.key: m.key.removeprefix("device:") for m in p.clock_models}
+    cells = [c for c in p.found.regimes.cells if shown(c)]
+    labels = {m.key: m.key.removeprefix("device:") for m in p.found.regimes.models}
     labels["run"] = "the runs' own curve"
     againsts = list(dict.fromkeys(c.against for c in cells if c.against != "ddp"))
     keys = list(dict.fromkeys((c.clock, c.network, c.bandwidth_gbit_s, c.sharing) for c in cells))
@@ -264,7 +266,7 @@ def regimes_section(p: Page) -> str:
             m.label,
             m.note or ", ".join(f"{d}: {curve_text(c)}" for d, c in (m.curves or {}).items()),
         )
-        for m in p.clock_models
+        for m in p.found.regimes.models
         if not m.key.startswith("device:")
     )
     return render(

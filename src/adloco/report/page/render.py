@@ -13,6 +13,7 @@ time-dependent is written, so the same results give the same page.
 
 from __future__ import annotations
 
+from adloco import __version__
 from adloco.report.page.evidence import (
     headline_section,
     noise_section,
@@ -25,7 +26,6 @@ from adloco.report.page.inputs import calibration_section, variance_section
 from adloco.report.page.parts import CSS, PAGE_WIDTH_PX, Page, esc
 from adloco.report.page.regimes import regime_summary, regimes_section
 from adloco.report.page.runs import (
-    PER_RUN,
     ladder_section,
     mechanisms_section,
     per_run_section,
@@ -34,21 +34,21 @@ from adloco.report.page.template import render
 from adloco.report.page.verdicts import answer_section, claims_section
 from adloco.report.page.workers import workers_section
 
-__all__ = ["PAGE_WIDTH_PX", "PER_RUN", "Page", "regime_summary", "render_page"]
+__all__ = ["PAGE_WIDTH_PX", "Page", "regime_summary", "render_page"]
 
 
 def _roles(p: Page) -> str:
     """Each role's runs, with where a role was read from when it was not configured."""
     return "; ".join(
         f"{label} {', '.join(v) if isinstance(v, list) else v}"
-        + (f" ({p.roles.sources[key]})" if key in p.roles.sources else "")
+        + (f" ({p.found.roles.sources[key]})" if key in p.found.roles.sources else "")
         for label, key, v in (
-            ("AdLoCo", "adloco", p.roles.adloco),
-            ("DiLoCo", "diloco", p.roles.diloco),
-            ("ddp anchor", "ddp", p.roles.ddp),
-            ("baselines", "baselines", p.roles.baselines),
-            ("ablations", "ablations", p.roles.ablations),
-            ("variants", "variants", p.roles.variants),
+            ("AdLoCo", "adloco", p.found.roles.adloco),
+            ("DiLoCo", "diloco", p.found.roles.diloco),
+            ("ddp anchor", "ddp", p.found.roles.ddp),
+            ("baselines", "baselines", p.found.roles.baselines),
+            ("ablations", "ablations", p.found.roles.ablations),
+            ("variants", "variants", p.found.roles.variants),
         )
         if v
     )
@@ -56,13 +56,18 @@ def _roles(p: Page) -> str:
 
 def method_section(p: Page) -> str:
     return render(
-        "method", version=esc(p.version), config_path=esc(p.config_path), roles=esc(_roles(p))
+        "method",
+        version=esc(__version__),
+        config_path=esc(p.inputs.config_path),
+        roles=esc(_roles(p)),
     )
 
 
 def render_page(p: Page) -> str:
     """The page: ``templates/page.html`` with every section filled, and a final line break."""
-    variance = variance_section(p.variance, p.figures.get("deviations"), p.figures.get("variance"))
+    variance = variance_section(
+        p.inputs.variance, p.figures.get("deviations"), p.figures.get("variance")
+    )
     sections = {
         "answer": answer_section(p),
         "claims": claims_section(p),
@@ -77,10 +82,10 @@ def render_page(p: Page) -> str:
         "tuning": tuning_section(p),
         "mechanisms": mechanisms_section(p),
         "variance": variance,
-        "calibration": calibration_section(p.calibrations, p.clock_models),
+        "calibration": calibration_section(p.inputs.calibrations, p.found.regimes.models),
         "method": method_section(p),
     }
     page = render(
-        "page", css=CSS, about=about_block(p), runs=esc(", ".join(p.run_names)), **sections
+        "page", css=CSS, about=about_block(p), runs=esc(", ".join(p.found.names)), **sections
     )
     return page + "\n"

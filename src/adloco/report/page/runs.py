@@ -21,6 +21,7 @@ from adloco.report.page.parts import (
     esc,
     figure,
     levels_note,
+    levels_of,
     number,
     spread_cell,
     table,
@@ -37,26 +38,26 @@ LADDER_QUANTITIES = {
 
 def _target_header(p: Page, target: float) -> str:
     head = Markup("ppl ≤ {}").format(fmt(target))
-    if p.ladder.source == "base":
-        head += Markup("<small>{}</small>").format(p.ladder.level_text(target))
-    if target == p.ladder.main:
+    if p.found.ladder.source == "base":
+        head += Markup("<small>{}</small>").format(p.found.ladder.level_text(target))
+    if target == p.found.ladder.main:
         head += " (main)"
-    if target in p.ladder.untestable:
+    if target in p.found.ladder.untestable:
         head += Markup("<small>not testable: at or above unigram</small>")
     return head
 
 
 def ladder_section(p: Page) -> str:
-    if not p.ladder.targets:
-        return render("ladder", content=render("ladder_none", note=esc(p.ladder.note)))
-    targets = p.ladder.targets
+    if not p.found.ladder.targets:
+        return render("ladder", content=render("ladder_none", note=esc(p.found.ladder.note)))
+    targets = p.found.ladder.targets
     header = ["run", "role"] + [_target_header(p, t) for t in targets]
     parts = []
     for q, title in LADDER_QUANTITIES.items():
         rows = [
-            [esc(name), esc(p.roles.role_of(name))]
-            + [spread_cell(p.ladder_table[(t, name)][q], q) for t in targets]
-            for name in p.run_names
+            [esc(name), esc(p.found.roles.role_of(name))]
+            + [spread_cell(p.found.ladder_table[(t, name)][q], q) for t in targets]
+            for name in p.found.names
         ]
         parts.append(
             render(
@@ -65,15 +66,19 @@ def ladder_section(p: Page) -> str:
                 table=table(header, rows, numeric=range(2, len(header))),
             )
         )
-    rule = render("reach_stays") if p.settings.section.reached == "stays" else render("reach_first")
+    rule = (
+        render("reach_stays")
+        if p.inputs.settings.section.reached == "stays"
+        else render("reach_first")
+    )
     content = render(
         "ladder_values",
         targets=esc(", ".join(fmt(t) for t in targets)),
-        note=esc(p.ladder.note),
+        note=esc(p.found.ladder.note),
         rule=rule,
-        reached=esc(p.settings.section.reached),
-        between=between_words(p.settings),
-        between_rule=esc(p.settings.section.between),
+        reached=esc(p.inputs.settings.section.reached),
+        between=between_words(p.inputs.settings),
+        between_rule=esc(p.inputs.settings.section.between),
         figure=figure(p.figures.get("ladder"), "ladder", "no targets"),
         tables=Markup("").join(parts),
     )
@@ -99,13 +104,13 @@ PER_RUN = [
 def _per_run_table(p: Page) -> str:
     """Each run's numbers over seeds, then the reference perplexities as rows of the same column."""
     rows = []
-    for entry in p.per_run:
-        row = [esc(entry["run"]), esc(p.roles.role_of(entry["run"])), str(entry["seeds"])]
+    for entry in p.found.per_run:
+        row = [esc(entry["run"]), esc(p.found.roles.role_of(entry["run"])), str(entry["seeds"])]
         for key, _, unit in PER_RUN:
             row.append(spread_cell(entry[key], unit or key))
         rows.append(row)
     # The yardsticks of the final perplexity, as rows of the same column.
-    for name, value in p.levels().items():
+    for name, value in levels_of(p).items():
         kind = "the base model" if name == "base model" else "validation reference"
         rows.append([esc(name), kind, "–", number(value)] + ["–"] * (len(PER_RUN) - 1))
     header = ["run", "role", "seeds"] + [label for _, label, _ in PER_RUN]
@@ -124,7 +129,7 @@ def _merges_table(p: Page) -> str:
             number(m["after"]),
             "–" if m["after_round"] is None else str(m["after_round"]),
         ]
-        for m in p.merges
+        for m in p.found.merges
     ]
     if not merge_rows:
         return render("merges_none")
@@ -171,7 +176,7 @@ def mechanisms_section(p: Page) -> str:
             f"{c.seeds_observed}/{c.seeds}",
             esc(c.detail),
         ]
-        for c in p.checks
+        for c in p.found.checks
     ]
     header = ["run", "mechanism", "status", "seeds", "detail"]
     return render("mechanisms", table=table(header, rows, numeric=(3,)) if rows else "")

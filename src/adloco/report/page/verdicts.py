@@ -129,25 +129,27 @@ def _per_seed_text(c: Comparison) -> str:
 
 
 def seed_counts(p: Page) -> str:
-    return seed_words(p.seeds)
+    return seed_words(p.found.seeds)
 
 
 def answer_section(p: Page) -> str:
     """The verdicts in a sentence each, the headline figure, the regime; the reasons folded."""
     reasons = Markup("").join(
-        Markup("<li>{}<br>{}</li>").format(c.statement, c.reason) for c in p.claims
+        Markup("<li>{}<br>{}</li>").format(c.statement, c.reason) for c in p.found.claims
     )
-    s = p.settings.section
+    s = p.inputs.settings.section
     warnings = []
     # Each warning's words are plain text, escaped as a whole once filled.
-    if p.ladder.source == "derived":
+    if p.found.ladder.source == "derived":
         warnings.append(render("warning_derived"))
-    if p.ladder.main in p.ladder.untestable:
-        warnings.append(render("warning_untestable", why=str(p.ladder.untestable[p.ladder.main])))
-    if p.ladder.caveat:
-        warnings.append(render("warning_unchecked", caveat=p.ladder.caveat))
-    warnings += [w for claim in p.claims for w in claim.warnings]
-    warnings += [sp.warning for sp in p.spacing if sp.warning]
+    if p.found.ladder.main in p.found.ladder.untestable:
+        warnings.append(
+            render("warning_untestable", why=str(p.found.ladder.untestable[p.found.ladder.main]))
+        )
+    if p.found.ladder.caveat:
+        warnings.append(render("warning_unchecked", caveat=p.found.ladder.caveat))
+    warnings += [w for claim in p.found.claims for w in claim.warnings]
+    warnings += [sp.warning for sp in p.found.spacing if sp.warning]
     return render(
         "answer",
         warnings=Markup("").join(render("warning", text=esc(w)) for w in warnings),
@@ -164,17 +166,17 @@ def answer_section(p: Page) -> str:
         bound=esc(f"{1 + s.smallest_effect:g}"),
         reach="stays at or below it" if s.reached == "stays" else "first gets to it",
         reached=esc(s.reached),
-        between=esc(between_words(p.settings)),
+        between=esc(between_words(p.inputs.settings)),
         between_rule=esc(s.between),
-        main=fmt(p.ladder.main),
-        main_note=esc(p.ladder.note),
-        clock=esc(p.own_clock.get("text", "")),
+        main=fmt(p.found.ladder.main),
+        main_note=esc(p.found.ladder.note),
+        clock=esc(p.found.clock.get("text", "")),
     )
 
 
 def gain_paragraph(p: Page) -> str:
     """Each run's share of the ddp anchor's gain: what the low-communication runs trade."""
-    g = p.gains
+    g = p.found.gains
     climbed = Markup(", ").join(
         Markup("{} {:.3f}×").format(name, c) for name, c in g.climbs.items()
     )
@@ -188,15 +190,15 @@ def gain_paragraph(p: Page) -> str:
 
 
 def claims_section(p: Page) -> str:
-    heads = [c for claim in p.claims for c in claim.comparisons if claim.comparisons]
+    heads = [c for claim in p.found.claims for c in claim.comparisons if claim.comparisons]
     missing = [
         render(
             "claim_untested", number=str(c.number), verdict=verdict(c.verdict), reason=esc(c.reason)
         )
-        for c in p.claims
+        for c in p.found.claims
         if not c.comparisons
     ]
-    main_rows = [c for c in heads if c.headline or c.target in (p.ladder.main, None)]
+    main_rows = [c for c in heads if c.headline or c.target in (p.found.ladder.main, None)]
     rest = [c for c in heads if c not in main_rows]
     per_seed = table(
         ["#", "AdLoCo against", "measured", "seed: AdLoCo / other"],
@@ -220,7 +222,7 @@ def claims_section(p: Page) -> str:
         if rest
         else ""
     )
-    s = p.settings.section
+    s = p.inputs.settings.section
     return render(
         "claims",
         level=f"{s.test_level:g}",

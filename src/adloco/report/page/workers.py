@@ -17,7 +17,7 @@ from adloco.report.page.template import render
 
 def workers_line(p: Page) -> str:
     """One line for the first screen; empty when there is no map."""
-    w = p.workers
+    w = p.found.workers
     if len(w.points) < 2:
         return ""
     splits = ", ".join(
@@ -72,7 +72,7 @@ def _rows(w) -> list[list[str]]:
 
 
 def workers_section(p: Page) -> str:
-    w = p.workers
+    w = p.found.workers
     if len(w.points) < 2:
         return render("workers", content=render("no_map", note=esc(w.note)))
     header = ["run", "workers", "local batch", "final perplexity", Markup("share of ddp's gain"),
