@@ -1,28 +1,6 @@
-"""The page's regime section (report/page/regimes.py): the summary sentence, the map's table."""
+"""The page's regime section (report/page/regimes.py): the map's table, its cells."""
 
 from __future__ import annotations
-
-
-def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are():
-    from types import SimpleNamespace as NS
-
-    from adloco.report.page.regimes import regime_summary
-
-    def cell(bandwidth, verdict, sharing="concurrent"):
-        return NS(target=100.0, against="diloco", network=None, clock="run", sharing=sharing,
-                  bandwidth_gbit_s=bandwidth, verdict=verdict)  # fmt: skip
-
-    cells = [cell(0.01, "supported"), cell(0.1, "inconclusive"), cell(1.0, "not supported")]
-    cells += [cell(0.01, "supported", "time_slicing"), cell(0.1, "supported", "time_slicing")]
-    regimes = NS(cells=cells, models=[NS(key="run", label="the runs' own curve")])
-    page = NS(found=NS(regimes=regimes, ladder=NS(main=100.0)),
-              inputs=NS(settings=NS(section=NS(test_level=0.05))))  # fmt: skip
-    text = regime_summary(page)
-    assert "concurrent: at 10 Mbit/s (AdLoCo slower by the same test at 1 of 3 bandwidths)" in text
-    assert (
-        "time slicing: at every bandwidth;" not in text
-        and "time slicing: at every bandwidth." in text
-    )
 
 
 def test_the_map_table_names_each_crossing_bandwidth_or_the_side_without_one():

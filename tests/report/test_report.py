@@ -25,7 +25,7 @@ def test_the_steps_write_what_build_report_writes(engine_report, engine_fixture,
     data = inputs.base.folder.parent / "data"  # written beside the base (conftest.py)
     doc = build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", out,
                        data_dir=data, base_dir=inputs.base.folder)  # fmt: skip
-    assert json.loads(json.dumps(claims_document(inputs, found, page))) == json.loads(
+    assert json.loads(json.dumps(claims_document(inputs, found))) == json.loads(
         (out / "claims.json").read_text()
     )
     assert doc["target_perplexity"] == found.ladder.main == 47.2

@@ -87,7 +87,7 @@ def report_of(workspace, **report):
                          ws.root / "variance", None, None)  # fmt: skip
     found = compute_findings(inputs)
     page = make_page(inputs, found, {})
-    return found, page, claims_document(inputs, found, page)
+    return found, page, claims_document(inputs, found)
 
 
 def test_claims_json_and_the_page_state_each_headline_runs_spacing(workspace):

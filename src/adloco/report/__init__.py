@@ -40,14 +40,8 @@ from adloco.config import load_config
 from adloco.core import paths
 from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.report.analysis.findings import Findings, compute_findings
-from adloco.report.analysis.ladder import LADDER_COLUMNS, ladder_rows
-from adloco.report.analysis.noise import NOISE_COLUMNS
-from adloco.report.analysis.regimes import REGIME_COLUMNS
-from adloco.report.analysis.replay import regime_rows
 from adloco.report.analysis.scale import compare_scale as scale_comparison
-from adloco.report.analysis.scale import model_parameters
-from adloco.report.analysis.summary import CURVE_COLUMNS, SUMMARY_COLUMNS, curve_rows
-from adloco.report.analysis.tuning import load_tuning, tuning_record
+from adloco.report.analysis.tuning import load_tuning
 from adloco.report.figures.common import write_figures
 from adloco.report.figures.headline import headline_figure
 from adloco.report.figures.noise import noise_figure, variance_figure
@@ -64,11 +58,11 @@ from adloco.report.figures.workers_map import workers_map_figure
 from adloco.report.inputs import Inputs
 from adloco.report.inputs.references import load_base, load_references
 from adloco.report.inputs.runs import load_calibration, load_runs, load_variance
-from adloco.report.page.first import clock_words
-from adloco.report.page.render import Page, regime_summary, render_page
+from adloco.report.page.render import Page, render_page
 from adloco.report.settings import ReportSettings
-from adloco.report.tables.csv import write_csv
+from adloco.report.tables.claims import claims_document
 from adloco.report.tables.dvc_files import write_dvc_files
+from adloco.report.tables.write import write_tables
 
 __all__ = [
     "FIGURE_NAMES", "TABLES", "WRITER", "Findings", "Inputs", "build_report",
@@ -128,26 +122,6 @@ def read_inputs(
     )
 
 
-def write_tables(out: Path, inputs: Inputs, found: Findings) -> list[dict]:
-    """summary.csv, curves.csv, ladder.csv, regimes.csv, noise_scale.csv and tuning.json.
-
-    Returns curves.csv's rows (the medians for DVC are taken from them).
-    """
-    settings = inputs.settings
-    write_csv(out / "summary.csv", SUMMARY_COLUMNS, found.summary)
-    curves = curve_rows(inputs.runs)
-    write_csv(out / "curves.csv", CURVE_COLUMNS, curves)
-    rows = ladder_rows(found.ladder_table, found.ladder, settings.reach_rule)
-    write_csv(out / "ladder.csv", LADDER_COLUMNS, rows)
-    write_csv(out / "regimes.csv", REGIME_COLUMNS, regime_rows(found.regimes))
-    write_csv(out / "noise_scale.csv", NOISE_COLUMNS, found.noise)
-    if settings.section.tuning_groups:
-        base = inputs.base.val_perplexity if inputs.base else None
-        record = tuning_record(inputs.config, inputs.runs, settings.section.tuning_groups, base)
-        write_json_atomic(out / "tuning.json", record)
-    return curves
-
-
 LADDER_QUANTITY_LABELS = {
     "sim_time_s": "simulated time to target (s)",
     "communications": "communications to target",
@@ -189,50 +163,6 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
     return Page(inputs, found, figures)
 
 
-def claims_document(inputs: Inputs, found: Findings, page: Page) -> dict:
-    """claims.json: targets, roles, clock, rules, headline, verdicts, regimes, mechanisms."""
-    ladder, settings, base, references = (
-        found.ladder,
-        inputs.settings,
-        inputs.base,
-        inputs.references,
-    )
-    return {
-        "target_perplexity": ladder.main,
-        "targets": list(ladder.targets),
-        "target_source": ladder.source,
-        "target_note": ladder.note,
-        "target_levels": {str(t): v for t, v in ladder.levels.items()},
-        "untestable_targets": {str(t): why for t, why in ladder.untestable.items()},
-        "unigram_rule": ladder.caveat or "applied",
-        "reference_perplexity": references.levels or None,
-        "reference_note": references.note or None,
-        "base": {"val_perplexity": base.val_perplexity, "folder": str(base.folder)}
-        if base
-        else None,
-        "model": {"parameters": model_parameters(inputs.config, references.corpus)},
-        "roles": found.roles.as_dict(),
-        "clock": {**found.clock, "not_testable_reason": found.clock_reason or None},
-        "rules": {
-            **settings.rules(),
-            "test_level": settings.section.test_level,
-            "confidence": settings.section.confidence,
-            "max_eval_gap": float(settings.section.max_eval_gap),  # 1 may be read as an int
-        },
-        "eval_spacing": [s.as_dict() for s in found.spacing],
-        "seeds": found.seeds,
-        "gain_shares": found.gains.as_dict(),
-        "workers_map": found.workers.as_dict(),
-        "headline": found.headline.as_dict() if found.headline else None,
-        "claims": [c.as_dict() for c in found.claims],
-        "regimes": regime_summary(page),
-        "regime_map": found.regimes.as_dict(),
-        # Claim 1's context as the first screen says it: the clock's device, tokens, the knee.
-        "claim_1_context": clock_words(page) or None,
-        "mechanisms": [c.as_dict() for c in found.checks],
-    }
-
-
 def build_report(
     config_path: str | Path,
     runs_dir: str | Path,
@@ -260,7 +190,7 @@ def build_report(
     found = compute_findings(inputs, devices, rooflines, networks)
     drawn = draw_figures(inputs, found)
     page = make_page(inputs, found, drawn)
-    doc = claims_document(inputs, found, page)
+    doc = claims_document(inputs, found)
     if compare_scale is not None:
         page.scale = scale_comparison(doc, compare_scale)
         doc["scale"] = page.scale.as_dict()

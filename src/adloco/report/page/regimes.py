@@ -13,55 +13,16 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from adloco.report.analysis.claims import NOT_SUPPORTED, SUPPORTED, fmt, fmt_ratio
+from adloco.report.analysis.claims import fmt, fmt_ratio
 from adloco.report.analysis.regimes import RegimeCell, bandwidth_text
 from adloco.report.analysis.replay import SWEEPS
+from adloco.report.analysis.words import regime_summary
 from adloco.report.page.parts import VERDICT_CSS, Page, curve_text, esc, figure, table, verdict
 from adloco.report.page.template import render
 
 
 def _labels(p: Page) -> dict[str, str]:
     return {m.key: m.label for m in p.found.regimes.models}
-
-
-def regime_summary(p: Page) -> str:
-    """One sentence: where, at the main target, the wall-clock claim holds against DiLoCo."""
-    cells = [
-        c
-        for c in p.found.regimes.cells
-        if c.target == p.found.ladder.main and c.against == "diloco" and not c.network
-    ]
-    if not cells:
-        return "No regime sweep (no AdLoCo and DiLoCo runs, no target or no clock curves)."
-    labels = _labels(p)
-    parts = []
-    for clock in dict.fromkeys(c.clock for c in cells):
-        for sharing in dict.fromkeys(c.sharing for c in cells):
-            line = sorted(
-                (c for c in cells if c.clock == clock and c.sharing == sharing),
-                key=lambda c: c.bandwidth_gbit_s,
-            )
-            holds = [c.bandwidth_gbit_s for c in line if c.verdict == SUPPORTED]
-            fails = [c.bandwidth_gbit_s for c in line if c.verdict == NOT_SUPPORTED]
-            where = (
-                "at every bandwidth"
-                if len(holds) == len(line)
-                else "at no bandwidth"
-                if not holds
-                else f"at {bandwidth_text(min(holds))}"
-                if min(holds) == max(holds)
-                else f"at {bandwidth_text(min(holds))}–{bandwidth_text(max(holds))}"
-            )
-            tail = (
-                f" (AdLoCo slower by the same test at {len(fails)} of {len(line)} bandwidths)"
-                if fails
-                else ""
-            )
-            parts.append(f"{labels[clock]}, {sharing.replace('_', ' ')}: {where}{tail}")
-    return (
-        f"Where AdLoCo is faster than DiLoCo to perplexity {fmt(p.found.ladder.main)} by the exact "
-        f"paired test at level {p.inputs.settings.section.test_level:g} — " + "; ".join(parts) + "."
-    )
 
 
 def _cell(c: RegimeCell | None) -> str:
@@ -271,7 +232,7 @@ def regimes_section(p: Page) -> str:
     )
     return render(
         "regimes",
-        summary=esc(regime_summary(p)),
+        summary=esc(regime_summary(p.found, p.inputs.settings)),
         models=models,
         figure=figure(p.figures.get("regimes"), "regimes", "no regime cells"),
         against_diloco=_regime_table(p, "diloco"),

@@ -24,7 +24,7 @@ from adloco.report.page.evidence import (
 from adloco.report.page.first import about_block
 from adloco.report.page.inputs import calibration_section, variance_section
 from adloco.report.page.parts import CSS, PAGE_WIDTH_PX, Page, esc
-from adloco.report.page.regimes import regime_summary, regimes_section
+from adloco.report.page.regimes import regimes_section
 from adloco.report.page.runs import (
     ladder_section,
     mechanisms_section,
@@ -34,7 +34,7 @@ from adloco.report.page.template import render
 from adloco.report.page.verdicts import answer_section, claims_section
 from adloco.report.page.workers import workers_section
 
-__all__ = ["PAGE_WIDTH_PX", "Page", "regime_summary", "render_page"]
+__all__ = ["PAGE_WIDTH_PX", "Page", "render_page"]
 
 
 def _roles(p: Page) -> str:

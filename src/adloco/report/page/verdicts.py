@@ -22,6 +22,7 @@ from adloco.report.analysis.claims import (
     fmt_ratio,
 )
 from adloco.report.analysis.power import DRAWS
+from adloco.report.analysis.words import regime_summary
 from adloco.report.page.first import headline_curves, verdict_items
 from adloco.report.page.parts import (
     Page,
@@ -31,7 +32,6 @@ from adloco.report.page.parts import (
     table,
     verdict,
 )
-from adloco.report.page.regimes import regime_summary
 from adloco.report.page.template import render
 from adloco.report.page.workers import workers_line
 
@@ -158,7 +158,7 @@ def answer_section(p: Page) -> str:
         gain=gain_paragraph(p),
         workers=workers_line(p),
         reasons=reasons,
-        regimes=esc(regime_summary(p)),
+        regimes=esc(regime_summary(p.found, p.inputs.settings)),
         seeds=esc(seed_counts(p)),
         pairing=esc(s.pairing),
         paired_test=esc(s.paired_test),

@@ -1,4 +1,5 @@
-"""The first screen's verdict sentences (adloco.report.page.first), written out by hand."""
+"""The findings in words (report/analysis/words.py): the verdict sentences, claim 1's context
+and where the wall-clock claim holds, written out by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from types import SimpleNamespace
 from adloco.report.analysis.claims import Claim, Comparison, Effect
 from adloco.report.analysis.exact import SignFlipTest
 from adloco.report.analysis.regimes import RegimeCell
-from adloco.report.page.first import clock_words, knee_words, short_reason
+from adloco.report.analysis.words import clock_words, knee_words, regime_summary, short_reason
 
 
 def comparison(baseline: str, estimate: float | None, *, p: float = 0.0742, seeds: int = 8,
@@ -63,14 +64,14 @@ def knee_cell(s: int, verdict: str, bw: float = 0.1) -> RegimeCell:
                       1.0, 2.0, False, s, 0.001)  # fmt: skip
 
 
-def page(cells: list[RegimeCell], tokens: Comparison | None = None) -> SimpleNamespace:
-    """What the first screen's claim-1 words read of a page: the regime sweeps and the clock."""
+def found(cells: list[RegimeCell], tokens: Comparison | None = None) -> SimpleNamespace:
+    """What claim 1's words read of the findings: the regime sweeps and the clock."""
     sweeps = SimpleNamespace(
         grid=SimpleNamespace(cells=cells), tokens=tokens,
         clock_source="cpu-sim: an H100 at MicroLlama's shape, mapped at equal tokens per pass",
     )  # fmt: skip
     clock = {"bandwidth_gbit_s": 0.1, "slot_sharing": "concurrent"}
-    return SimpleNamespace(found=SimpleNamespace(regimes=sweeps, clock=clock))
+    return SimpleNamespace(regimes=sweeps, clock=clock)
 
 
 def test_claim_1_names_its_clock_gives_tokens_and_the_knee_where_its_verdict_changes():
@@ -78,7 +79,7 @@ def test_claim_1_names_its_clock_gives_tokens_and_the_knee_where_its_verdict_cha
              knee_cell(64, "inconclusive"), knee_cell(16, "supported", bw=1.0)]  # fmt: skip
     tokens = comparison("diloco", 1.0312, quantity="tokens", p=0.6523)
     tokens.verdict = "not supported"
-    assert clock_words(page(cells, tokens)) == (
+    assert clock_words(found(cells, tokens)) == (
         "The clock: cpu-sim: an H100 at MicroLlama's shape, mapped at equal tokens per pass. "
         "In tokens, which no clock enters: AdLoCo needs 1.03× diloco's tokens to 145.2 (median "
         "over 8 paired seeds; p = 0.652), not supported. "
@@ -89,14 +90,14 @@ def test_claim_1_names_its_clock_gives_tokens_and_the_knee_where_its_verdict_cha
 
 def test_no_change_in_the_swept_range_is_said_and_nothing_swept_says_nothing():
     same = [knee_cell(s, "inconclusive") for s in (1, 2, 4)]
-    assert knee_words(page(same)) == (
+    assert knee_words(found(same)) == (
         "On the regime map's rooflines at 0.1 Gbit/s (knees of 1 to 4 sequences a pass), no knee "
         "in the swept range changes the verdict (inconclusive at every one)."
     )
-    assert knee_words(page([])) == ""
+    assert knee_words(found([])) == ""
     # No tokens comparison: the clock and the knee alone.
-    assert clock_words(page(same)).startswith("The clock: cpu-sim") and "tokens," not in (
-        clock_words(page(same))
+    assert clock_words(found(same)).startswith("The clock: cpu-sim") and "tokens," not in (
+        clock_words(found(same))
     )
 
 
@@ -110,4 +111,23 @@ def test_no_meaningful_difference_says_the_equivalence_p():
     assert short_reason(claim(c)) == (
         "AdLoCo needs 0.98× diloco's simulated time to 145.2 (median over 8 paired seeds; "
         "p = 0.0742; within 1.1× either way: p = 0.00391)."
+    )
+
+
+def test_the_regime_sentence_names_one_bandwidth_once_and_what_the_failures_are():
+    from types import SimpleNamespace as NS
+
+    def cell(bandwidth, verdict, sharing="concurrent"):
+        return NS(target=100.0, against="diloco", network=None, clock="run", sharing=sharing,
+                  bandwidth_gbit_s=bandwidth, verdict=verdict)  # fmt: skip
+
+    cells = [cell(0.01, "supported"), cell(0.1, "inconclusive"), cell(1.0, "not supported")]
+    cells += [cell(0.01, "supported", "time_slicing"), cell(0.1, "supported", "time_slicing")]
+    regimes = NS(cells=cells, models=[NS(key="run", label="the runs' own curve")])
+    text = regime_summary(NS(regimes=regimes, ladder=NS(main=100.0)),
+                          NS(section=NS(test_level=0.05)))  # fmt: skip
+    assert "concurrent: at 10 Mbit/s (AdLoCo slower by the same test at 1 of 3 bandwidths)" in text
+    assert (
+        "time slicing: at every bandwidth;" not in text
+        and "time slicing: at every bandwidth." in text
     )
