@@ -9,7 +9,7 @@ import pytest
 
 from adloco.config import load_config
 from adloco.engine.clock import StepTimeCurve
-from adloco.report.analysis.regimes import regime_cells, sweep_networks
+from adloco.report.analysis.regimes import brought_model, regime_cells, sweep_networks
 from adloco.report.inputs.devices import (
     check_devices,
     load_device_file,
@@ -59,7 +59,7 @@ def test_a_two_pass_example_recomputed_by_hand(two_passes):
     # DiLoCo: pass(4) = 0.2 s and one update: 0.25 s.
     adloco_s = 0.1 + 0.1 * 2 / 3 + 0.25 + 2 * 0.05
     cells = regime_cells(
-        runs, roles, ladder.targets, config.cluster, [device.model(["cpu-t"])], settings,
+        runs, roles, ladder.targets, config.cluster, [brought_model(device, ["cpu-t"])], settings,
         sweep_networks(config.cluster.network, settings, (parse_network("lan=10,0.001"),)),
     )  # fmt: skip
     assert {c.clock for c in cells} == {"device:NVIDIA H100"}

@@ -39,7 +39,6 @@ from adloco.config import ClusterConfig
 from adloco.engine.clock import SLOT_SHARING, StepTimeCurve
 from adloco.report.analysis.claims import measure
 from adloco.report.analysis.regimes import (
-    NetworkPoint,
     RegimeCell,
     Times,
     calibration_record,
@@ -51,7 +50,7 @@ from adloco.report.analysis.regimes import (
     times_of,
 )
 from adloco.report.analysis.stats import median
-from adloco.report.inputs.devices import logged_pass_sizes
+from adloco.report.inputs.devices import NetworkPoint, logged_pass_sizes
 from adloco.report.inputs.runs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 

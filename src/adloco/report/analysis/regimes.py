@@ -34,6 +34,7 @@ from adloco.report.analysis.claims import NOT_TESTABLE, Effect, _counts, judge, 
 from adloco.report.analysis.stats import median
 from adloco.report.analysis.summary import DEFAULT_RULE, ReachRule, TargetCrossing, crossing
 from adloco.report.analysis.targets import Ladder
+from adloco.report.inputs.devices import BroughtDevice, NetworkPoint
 from adloco.report.inputs.runs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 
@@ -168,19 +169,13 @@ def sweep_bandwidths(network: NetworkConfig, settings: ReportSettings) -> tuple[
     return tuple(sorted(values))
 
 
-@dataclass(frozen=True)
-class NetworkPoint:
-    """One network of a sweep: a swept bandwidth at the cluster's latency, or one brought."""
-
-    bandwidth_gbit_s: float
-    latency_s: float
-    name: str = ""  # a brought network's name; "" for the sweep
-
-    def network(self) -> Network:
-        return Network(self.bandwidth_gbit_s * 1e9 / 8, self.latency_s)
-
-    def label(self) -> str:
-        return self.name or bandwidth_text(self.bandwidth_gbit_s)
+def brought_model(device: BroughtDevice, device_names: list[str]) -> ClockModel:
+    """A clock model that charges every device of the cluster with a brought device's curve."""
+    # The label is the name alone: it heads table rows and legends; the source is
+    # listed with the brought devices.
+    return ClockModel(
+        f"device:{device.name}", device.name, {d: device.curve for d in device_names}, ""
+    )
 
 
 def bandwidth_text(gbit: float) -> str:

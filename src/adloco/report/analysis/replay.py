@@ -22,9 +22,9 @@ from adloco.report.analysis.claims import Comparison, fmt, tokens_to_target
 from adloco.report.analysis.regime_map import Crossing, RegimeMap, crossings, regime_map
 from adloco.report.analysis.regimes import (
     ClockModel,
-    NetworkPoint,
     RegimeCell,
     bandwidth_text,
+    brought_model,
     calibration_record,
     clock_models,
     clock_source,
@@ -36,6 +36,7 @@ from adloco.report.analysis.targets import Ladder
 from adloco.report.inputs.devices import (
     MODEL_KEYS,
     BroughtDevice,
+    NetworkPoint,
     check_devices,
     load_device_file,
     parse_network,
@@ -146,7 +147,7 @@ def compute_regimes(
     check_devices(devices, runs, compared_runs(roles))
     models = clock_models(config, cal_dir)
     cluster = config.cluster
-    models += [d.model([device.name for device in cluster.devices]) for d in devices]
+    models += [brought_model(d, [device.name for device in cluster.devices]) for d in devices]
     swept = sweep_networks(cluster.network, settings)
     cells = regime_cells(
         runs, roles, ladder.targets, cluster, models, settings, swept + list(networks), ladder

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from adloco.calibrate.record import CalibrationRecord
 from adloco.engine.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
-from adloco.report.analysis.regimes import ClockModel, NetworkPoint
 from adloco.report.inputs.runs import RunSeed
 
 
@@ -38,13 +37,17 @@ class BroughtDevice:
     source: str  # where it comes from, in words
     covers_every_size: bool  # a roofline given as numbers extends to any pass by construction
 
-    def model(self, device_names: list[str]) -> ClockModel:
-        """A clock model that charges every device of the cluster with this curve."""
-        # The label is the name alone: it heads table rows and legends; the source is
-        # listed with the brought devices.
-        return ClockModel(
-            f"device:{self.name}", self.name, {d: self.curve for d in device_names}, ""
-        )
+
+@dataclass(frozen=True)
+class NetworkPoint:
+    """One network of a sweep: a swept bandwidth at the cluster's latency, or one brought."""
+
+    bandwidth_gbit_s: float
+    latency_s: float
+    name: str = ""  # a brought network's name; "" for the sweep
+
+    def network(self) -> Network:
+        return Network(self.bandwidth_gbit_s * 1e9 / 8, self.latency_s)
 
 
 def _numbers(spec: str, option: str, count: tuple[int, int]) -> tuple[str, list[float]]:
