@@ -35,7 +35,9 @@ def start_in(workdir: Path, name: str, tmp_path: Path) -> subprocess.Popen:
     """A sleeping program called ``name`` (say snakemake) whose working directory is ``workdir``."""
     program = tmp_path / "bin" / name
     program.parent.mkdir(exist_ok=True)
-    program.write_text("#!/bin/sh\nsleep 60\n")
+    # One process that sleeps itself: a shell's forked child not yet exec-ed carries the
+    # same argv and working directory, and could outlive the kill as a second "snakemake".
+    program.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
     program.chmod(0o755)
     proc = subprocess.Popen([str(program), "--cores", "all"], cwd=workdir)
     # Wait until the kernel shows the new command line.

@@ -94,6 +94,18 @@ class Findings:
     about: list[tuple[str, str]]  # what was run, for the first block
 
 
+def reference_levels(inputs: Inputs) -> dict[str, float]:
+    """The perplexities drawn as reference lines: the data's references and the base model."""
+    base = inputs.base
+    return {**inputs.references.levels, **({"base model": base.val_perplexity} if base else {})}
+
+
+def workers(inputs: Inputs, roles, gains):
+    """The workers × local batch map, with the variance stage's noise scale beside it."""
+    b_simple = finite_or_none(inputs.variance.summary.get("b_simple"))
+    return workers_map(inputs.runs, roles.diloco, roles.ddp, roles.adloco, gains, b_simple)
+
+
 def compute_findings(
     inputs: Inputs,
     devices: list[str] | None = None,
@@ -136,19 +148,9 @@ def compute_findings(
         names=names,
         adloco_runs=adloco_runs,
         noise=noise,
-        levels={
-            **inputs.references.levels,
-            **({"base model": base.val_perplexity} if base else {}),
-        },
+        levels=reference_levels(inputs),
         gains=gains,
-        workers=workers_map(
-            runs,
-            roles.diloco,
-            roles.ddp,
-            roles.adloco,
-            gains,
-            finite_or_none(inputs.variance.summary.get("b_simple")),
-        ),
+        workers=workers(inputs, roles, gains),
         spacing=eval_spacing(runs, headline_runs(context), settings.section.max_eval_gap),
         seeds=seeds,
         per_run=per_run_entries(summary),
