@@ -11,6 +11,8 @@ temporary folder and compared with the checked-in one:
 - ``config/tune.yaml``, the tune experiment: its grid declaration
   ``config/tune-grid.yaml`` over ``config/config.yaml``
   (``scripts/tune-grid.py``): a change to either changes it;
+- ``config/pilot.yaml``, the seed-count pilot: ``config/config.yaml`` on held-out
+  seeds (``scripts/seed-count.py preset``);
 - ``environment.yml`` and ``workflow/envs/adloco.yaml``, the conda files, from
   ``requirements.lock``, the one set of pins (``scripts/lock.py``).
 
@@ -55,6 +57,8 @@ GENERATED = (
      ("config/config.yaml", ROOT)),
     ("config/tune.yaml", "scripts/tune-grid.py", "tune_text",
      "python scripts/tune-grid.py --write", ("config/tune-grid.yaml", ROOT)),
+    ("config/pilot.yaml", "scripts/seed-count.py", "preset_text",
+     "python scripts/seed-count.py preset --write", (ROOT,)),
     ("environment.yml", "scripts/lock.py", "host_env_text",
      "python scripts/lock.py --from-lock", (ROOT,)),
     ("workflow/envs/adloco.yaml", "scripts/lock.py", "rule_env_text",

@@ -56,7 +56,7 @@ from adloco.report.analysis.exact import (
     two_sample_test,
 )
 from adloco.report.analysis.ladder import to_target
-from adloco.report.analysis.power import Power, attach_power
+from adloco.report.analysis.power import Power, attach_power, rests_on
 from adloco.report.analysis.stats import median, ratio
 from adloco.report.analysis.targets import Ladder
 from adloco.report.analysis.verdict import INCONCLUSIVE as INCONCLUSIVE
@@ -225,7 +225,11 @@ class Claim:
             "statement": self.statement,
             "verdict": self.verdict,
             "reason": self.reason,
-            "comparisons": [c.as_dict() for c in self.comparisons],
+            # claim_rests_on: the comparisons the verdict rests on, whose power the
+            # page warns about (scripts/seed-count.py sizes the seeds from them).
+            "comparisons": [
+                {**c.as_dict(), "claim_rests_on": rests_on(self, c)} for c in self.comparisons
+            ],
             "warnings": self.warnings,
         }
 
