@@ -1,4 +1,4 @@
-"""Code metrics of issue 18: raw configuration lookups, long functions, long modules.
+"""Code metrics: raw configuration lookups, long functions, long modules.
 
 Reads the Python files under a package folder (``src/adloco`` by default) with
 :mod:`ast` and prints three measures, so a clean-up can state them before and
