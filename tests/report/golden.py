@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 ENGINE = HERE / "fixtures" / "engine"
 GOLDEN = HERE / "fixtures" / "golden"
-SCALE = ROOT / "results" / "scale-4x" / "report"  # committed claims.json at another size
+# What --compare-scale reads of the 4x preset's claims.json (its model size, each claim's
+# verdict and headline ratios), kept beside the fixture: git keeps no report's claims.json.
+SCALE_CLAIMS = HERE / "fixtures" / "scale-4x-claims.json"
 
 CASES: dict[str, list[str]] = {
     "plain": [],
@@ -58,7 +59,7 @@ def render(case: str, work: Path, references_and_base) -> Path:
     references_and_base(work / "inputs")
     shutil.copytree(ENGINE, work / "engine")
     (work / "scale").mkdir()
-    shutil.copy(SCALE / "claims.json", work / "scale" / "claims.json")
+    shutil.copy(SCALE_CLAIMS, work / "scale" / "claims.json")
     command = [
         sys.executable, "-m", "adloco", "report",
         "--config", "engine/config.yaml", "--runs", "engine/runs",
