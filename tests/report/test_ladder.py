@@ -8,7 +8,8 @@ import pytest
 from by_hand import at_target, logged
 
 from adloco.report.analysis.ladder import ladder_table, to_target
-from adloco.report.analysis.summary import ReachRule, reach
+from adloco.report.analysis.summary import reach
+from adloco.report.settings import ReachRule
 
 INF = math.inf
 ROUND_ENDS = ReachRule("stays", "round")  # the values at the end of the reaching round

@@ -42,6 +42,13 @@ def test_every_module_of_the_report_sits_in_a_layer_or_is_the_flow():
     )
 
 
+def test_the_settings_sit_before_every_layer():
+    # settings.py (the report section, the rules, the roles) is read by every layer,
+    # so it imports none of them.
+    names = imported(REPORT / "settings.py")
+    assert not {n for n in names if n.startswith("adloco.report.")}, names
+
+
 @pytest.mark.parametrize("layer", LAYERS)
 def test_a_layer_imports_no_later_layer_and_nothing_it_should_not(layer):
     later = LAYERS[LAYERS.index(layer) + 1 :]

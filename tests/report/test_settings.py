@@ -7,8 +7,12 @@ import copy
 import pytest
 
 from adloco.config import ConfigError, RunSettings, config_from_dict, section
-from adloco.report.analysis.summary import ReachRule
-from adloco.report.settings import DEFAULT_BANDWIDTHS_GBIT_S, ReportSettings, assign_roles
+from adloco.report.settings import (
+    DEFAULT_BANDWIDTHS_GBIT_S,
+    ReachRule,
+    ReportSettings,
+    assign_roles,
+)
 
 BASE_CONFIG = {
     "data": {"dataset": "t", "source": "local"},

@@ -14,7 +14,6 @@ import pytest
 from adloco.config import load_config
 from adloco.report import build_report
 from adloco.report.analysis.summary import (
-    ReachRule,
     TargetCrossing,
     crossing,
     merges,
@@ -24,6 +23,7 @@ from adloco.report.analysis.summary import (
     run_level_perplexity,
 )
 from adloco.report.inputs.runs import load_runs
+from adloco.report.settings import ReachRule
 
 
 @pytest.fixture(scope="module")

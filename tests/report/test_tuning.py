@@ -14,11 +14,11 @@ from adloco.report.analysis.tuning import (
     beyond,
     choose,
     edges,
-    load_tuning,
     tuning_record,
     tuning_table,
 )
 from adloco.report.inputs.runs import load_runs
+from adloco.report.inputs.tuning import load_tuning
 from adloco.report.page.evidence import _sensitivity
 
 BASE = 100.0

@@ -41,7 +41,6 @@ from adloco.core import paths
 from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.report.analysis.findings import Findings, compute_findings
 from adloco.report.analysis.scale import compare_scale as scale_comparison
-from adloco.report.analysis.tuning import load_tuning
 from adloco.report.figures.common import write_figures
 from adloco.report.figures.headline import headline_figure
 from adloco.report.figures.noise import noise_figure, variance_figure
@@ -58,6 +57,7 @@ from adloco.report.figures.workers_map import workers_map_figure
 from adloco.report.inputs import Inputs
 from adloco.report.inputs.references import load_base, load_references
 from adloco.report.inputs.runs import load_calibration, load_runs, load_variance
+from adloco.report.inputs.tuning import load_tuning
 from adloco.report.page.render import Page, render_page
 from adloco.report.settings import ReportSettings
 from adloco.report.tables.claims import claims_document

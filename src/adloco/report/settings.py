@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from adloco.config import ConfigError, ReportConfig, RunSettings, TargetsConfig
-from adloco.report.analysis.summary import ReachRule
 
 # Settings whose change turns off one AdLoCo component: the ablations.
 ABLATION_KEYS = ("batch_test", "merge", "switch")
@@ -35,6 +34,33 @@ RULES = {
     "paired_test": ("signed_rank", "sign"),
     "equal_time": ("fastest", "slowest"),
 }
+
+
+REACH_RULES = ("stays", "first")
+BETWEEN_RULES = ("interpolated", "round")
+
+
+@dataclass(frozen=True)
+class ReachRule:
+    """When a run reaches a target (``report.reached``) and how its quantities are read then
+    (``report.between``)."""
+
+    reached: str = "stays"
+    between: str = "interpolated"
+
+    def __post_init__(self) -> None:
+        if self.reached not in REACH_RULES:
+            raise ValueError(f"reach rule must be one of {REACH_RULES}, got {self.reached!r}")
+        if self.between not in BETWEEN_RULES:
+            raise ValueError(f"between rule must be one of {BETWEEN_RULES}, got {self.between!r}")
+
+    @classmethod
+    def of(cls, rule: ReachRule | str) -> ReachRule:
+        """A rule, or a ``reached`` value alone (read under the default ``between``)."""
+        return rule if isinstance(rule, ReachRule) else cls(rule)
+
+
+DEFAULT_RULE = ReachRule()
 
 
 def other_choice(rule: str, value: str) -> str:

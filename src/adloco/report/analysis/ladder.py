@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 
 from adloco.report.analysis.stats import Spread
-from adloco.report.analysis.summary import DEFAULT_RULE, TO_TARGET, ReachRule, reach
+from adloco.report.analysis.summary import TO_TARGET, reach
 from adloco.report.analysis.targets import Ladder
 from adloco.report.inputs.runs import RunSeed
+from adloco.report.settings import DEFAULT_RULE, ReachRule
 
 
 def to_target(

@@ -32,11 +32,11 @@ from adloco.core.paths import device_calibration_file
 from adloco.engine.clock import SLOT_SHARING, Network, StepTimeCurve
 from adloco.report.analysis.claims import NOT_TESTABLE, Effect, _counts, judge, measure
 from adloco.report.analysis.stats import median
-from adloco.report.analysis.summary import DEFAULT_RULE, ReachRule, TargetCrossing, crossing
+from adloco.report.analysis.summary import TargetCrossing, crossing
 from adloco.report.analysis.targets import Ladder
 from adloco.report.inputs.devices import BroughtDevice, NetworkPoint
 from adloco.report.inputs.runs import RunSeed
-from adloco.report.settings import ReportSettings, Roles
+from adloco.report.settings import DEFAULT_RULE, ReachRule, ReportSettings, Roles
 
 
 @dataclass(frozen=True)

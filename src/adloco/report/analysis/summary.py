@@ -27,6 +27,7 @@ from typing import Any
 from adloco.engine.records import SUMMARY_KEYS, finite_or_none, is_number
 from adloco.report.analysis.stats import Spread
 from adloco.report.inputs.runs import RunSeed
+from adloco.report.settings import DEFAULT_RULE, REACH_RULES, ReachRule
 
 # Cumulative quantities measured "to target", with the field that holds them.
 TO_TARGET = {
@@ -75,33 +76,6 @@ def run_level_perplexity(rows: list[dict[str, Any]]) -> dict[int, float]:
         if ppl is not None:
             out[r["round"]] = min(out.get(r["round"], ppl), ppl)
     return dict(sorted(out.items()))
-
-
-REACH_RULES = ("stays", "first")
-BETWEEN_RULES = ("interpolated", "round")
-
-
-@dataclass(frozen=True)
-class ReachRule:
-    """When a run reaches a target (``report.reached``) and how its quantities are read then
-    (``report.between``)."""
-
-    reached: str = "stays"
-    between: str = "interpolated"
-
-    def __post_init__(self) -> None:
-        if self.reached not in REACH_RULES:
-            raise ValueError(f"reach rule must be one of {REACH_RULES}, got {self.reached!r}")
-        if self.between not in BETWEEN_RULES:
-            raise ValueError(f"between rule must be one of {BETWEEN_RULES}, got {self.between!r}")
-
-    @classmethod
-    def of(cls, rule: ReachRule | str) -> ReachRule:
-        """A rule, or a ``reached`` value alone (read under the default ``between``)."""
-        return rule if isinstance(rule, ReachRule) else cls(rule)
-
-
-DEFAULT_RULE = ReachRule()
 
 
 @dataclass(frozen=True)

@@ -53,22 +53,21 @@ they differ.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from adloco.config import METHOD_RULES, Config, ConfigError
-from adloco.core.io import read_json_object
 from adloco.engine.records import is_number
 from adloco.report.analysis.gain import climb
 from adloco.report.analysis.ladder import to_target
 from adloco.report.analysis.stats import median
-from adloco.report.analysis.summary import ReachRule, round_to_target, round_values
+from adloco.report.analysis.summary import round_to_target, round_values
 from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.tuning import TUNED
+from adloco.report.settings import ReachRule
 
 METRIC = "final_val_perplexity"  # what a point's "value" is
 METRICS = ("time_to_main", "final_perplexity")  # report.tuning_metric
 TIME = "sim_time_s"  # the quantity to target of time_to_main
-TUNED = ("inner_lr", "outer_lr", "outer_momentum", "nesterov")
 DIMENSIONS = ("inner_lr", "outer_lr", "outer_momentum")  # the grid's axes (Nesterov: momentum > 0)
 LR_FACTOR = 2.0  # the next lr beyond an edge of the grid
 MOMENTUM_STEPS = (0.0, 0.5, 0.75, 0.9, 0.95)  # 1 - momentum halves from 0.5; [0, 0.95] in all
@@ -326,38 +325,6 @@ def _levels_reached(
             if round_ is None or tokens.get(round_, math.inf) > limit:
                 out.discard(level)
     return out
-
-
-def load_tuning(path: str | Path | None) -> dict[str, Any] | None:
-    """The tuning record named by ``report.tuning``; None when it names none."""
-    if path is None:
-        return None
-    path = Path(path)
-    record = read_json_object(
-        path, f"{path}: tuning record not found (report.tuning; run the tuning experiment)"
-    )
-    groups = record.get("groups")
-    if not isinstance(groups, dict):
-        raise ValueError(f"{path}: expected an object 'groups' of run -> grid")
-    for name, group in groups.items():
-        points, chosen = group.get("points"), group.get("chosen")
-        if not (isinstance(points, list) and points and all(isinstance(p, dict) for p in points)):
-            raise ValueError(f"{path}: groups.{name}: points must be a non-empty list of objects")
-        for p in points:
-            missing = [k for k in (*TUNED, "value") if k not in p]
-            if missing:
-                raise ValueError(f"{path}: groups.{name}: a point lacks {', '.join(missing)}")
-        numbers = [k for k in TUNED if k != "nesterov"]
-        if not (
-            isinstance(chosen, dict)
-            and all(is_number(chosen.get(k)) for k in numbers)
-            and isinstance(chosen.get("nesterov"), bool)
-        ):
-            raise ValueError(
-                f"{path}: groups.{name}: chosen must give a number for each of "
-                f"{', '.join(numbers)} and true or false for nesterov"
-            )
-    return record
 
 
 def tuning_table(

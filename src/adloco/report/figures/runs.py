@@ -15,13 +15,7 @@ from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from adloco.report.analysis.ladder import to_target
 from adloco.report.analysis.stats import median
-from adloco.report.analysis.summary import (
-    DEFAULT_RULE,
-    ReachRule,
-    merges,
-    round_values,
-    run_level_perplexity,
-)
+from adloco.report.analysis.summary import merges, round_values, run_level_perplexity
 from adloco.report.figures.common import (
     WIDTH_IN,
     binary_units,
@@ -34,7 +28,7 @@ from adloco.report.figures.common import (
     to_png,
 )
 from adloco.report.inputs.runs import RunSeed
-from adloco.report.settings import Roles
+from adloco.report.settings import DEFAULT_RULE, ReachRule, Roles
 
 AXES = {
     "tokens_total": "tokens (all trainers)",
