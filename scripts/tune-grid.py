@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src")]
 from adloco.config import METHOD_RULES  # noqa: E402
-from adloco.config.yaml_file import load_yaml_text  # noqa: E402
+from adloco.config.yaml_file import load_yaml_text, yaml_line  # noqa: E402
 
 DECLARATION = "config/tune-grid.yaml"
 DEFAULT = "config/config.yaml"
@@ -48,7 +48,6 @@ OUT = "config/tune.yaml"
 DIMENSIONS = ("inner_lr", "outer_lr", "outer_momentum")
 TUNED = (*DIMENSIONS, "nesterov")
 ROLES = ("adloco", "diloco", "ddp")
-COMMENT_AT = 32  # the column of the trailing comments of config/*.yaml
 TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*):")
 REPORT_KEY = re.compile(r"^  ([A-Za-z_]\w*):")
 
@@ -200,14 +199,6 @@ def sections(text: str) -> tuple[str, dict[str, str]]:
     return head, {key: "".join(lines[s:e]) for (s, key), e in zip(starts, ends, strict=True)}
 
 
-def line(indent: int, key: str, value: str, comment: str | None) -> str:
-    """``key: value`` with its trailing comment at the column config/*.yaml use."""
-    text = f"{' ' * indent}{key}: {value}" if value else f"{' ' * indent}{key}:"
-    if comment:
-        text = text.ljust(COMMENT_AT - 1) + f" # {comment}"
-    return text + "\n"
-
-
 def _comments(text: str, block: str) -> dict[str, str]:
     """Trailing comments of the keys right under ``block:`` in the declaration's text."""
     out, inside = {}, False
@@ -295,17 +286,17 @@ def tune_text(declaration: str | Path = DECLARATION, root: Path | None = None) -
 
     comments = _comments(declared_text, "report")
     overrides = {
-        key: line(2, key, _scalar(value), comments.get(key))
+        key: yaml_line(2, key, _scalar(value), comments.get(key))
         for key, value in (declared.get("report") or {}).items()
     }
     for role, (name, why) in roles(default, groups).items():
-        overrides[role] = line(2, role, name, why)
-    overrides["tuning_groups"] = line(
+        overrides[role] = yaml_line(2, role, name, why)
+    overrides["tuning_groups"] = yaml_line(
         2, "tuning_groups", "", "each default run -> its grid's runs (config/tune-grid.yaml)"
     ) + "".join(f"    {group}: [{', '.join(runs_)}]\n" for group, runs_ in groups.items())
 
     seeds = next(raw for raw in declared_text.splitlines() if raw.startswith("seeds:"))
-    out = [HEADER, line(0, "experiment", "tune", "results go to results/tune/")]
+    out = [HEADER, yaml_line(0, "experiment", "tune", "results go to results/tune/")]
     out.append(blocks["seed"].rstrip("\n") + "\n" if "seed" in blocks else "")
     out.append(seeds + "\n\n")
     for key, block in blocks.items():

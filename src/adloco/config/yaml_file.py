@@ -10,6 +10,20 @@ import yaml
 
 from adloco.config.schema import RUN_NAME, ConfigError
 
+COMMENT_AT = 32  # the column of the trailing comments of config/*.yaml
+
+
+def yaml_line(indent: int, key: str, value: str, comment: str | None) -> str:
+    """``key: value`` with its trailing comment at the column config/*.yaml use.
+
+    For the scripts that write a configuration from another (scripts/tune-grid.py,
+    scripts/seed-count.py), so their lines read as the hand-written files do.
+    """
+    text = f"{' ' * indent}{key}: {value}" if value else f"{' ' * indent}{key}:"
+    if comment:
+        text = text.ljust(COMMENT_AT - 1) + f" # {comment}"
+    return text + "\n"
+
 
 def check_experiment_named(config: dict, path: str | Path) -> None:
     """A configuration file names its experiment: without one it would write another's results."""
