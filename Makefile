@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 # torch's version is requirements.lock's, the pins every install path reads.
 TORCH_VERSION ?= $(shell sed -n 's/^torch==\([^ ]*\).*/\1/p' requirements.lock)
 STAMP := $(VENV)/.installed-stamp
+# How many packages requirements.lock pins (set-up names the number).
+LOCKED = $(shell grep -c '^[A-Za-z]' requirements.lock)
 CORES ?= all
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -13,12 +15,20 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 setup: $(STAMP)
 
+# Set-up says what each step installs and lets pip show its progress (a line
+# per package, a bar per download on a terminal): a busy machine or a slow
+# index can take many minutes, and every silent minute looks like a hang.
 $(STAMP): pyproject.toml requirements.lock scripts/install-torch.sh
+	@echo "setup 1/4: the virtual environment $(VENV) (python3 -m venv)"
 	test -x $(PY) || python3 -m venv $(VENV)
+	@echo "setup 2/4: torch $(TORCH_VERSION), the largest download: the CPU build where no GPU is found"
 	sh scripts/install-torch.sh $(PY) $(TORCH_VERSION)
-	$(PY) -m pip install -q -c requirements.lock -e '.[dev,data,workflow]'
+	@echo "setup 3/4: adloco (editable) with its extras dev, data, workflow: up to $(LOCKED) packages pinned by requirements.lock, among them transformers, snakemake, dvc, pandas, matplotlib; pip names each one it collects, then may be quiet for minutes while it installs them"
+	$(PY) -m pip install --progress-bar on -c requirements.lock -e '.[dev,data,workflow]'
+	@echo "setup 4/4: checking that adloco, torch, transformers and snakemake import"
 	$(PY) -c "import adloco, torch, transformers, snakemake"
 	touch $@
+	@echo "setup: done; $(VENV) is ready"
 
 run: $(STAMP)
 	snakemake --cores $(CORES)
