@@ -12,18 +12,34 @@ builds its jobs), with Snakemake's own dependencies only:
   partition jobs go to and its time limit, so that a job SLURM would leave
   pending for ever (``Reason=PartitionConfig``, ``Resources`` on a node too small)
   is refused before anything is submitted, in one line with SLURM's reason.
+* :func:`missing_clients`, :func:`check_clients` and :func:`warn_without_clients`:
+  the SLURM programs the profile cannot work without (``sbatch`` to submit,
+  ``sinfo`` or ``scontrol`` to read the cluster, ``squeue`` or ``sacct`` for job
+  states). Without them the executor plugin guessed an account, failed to
+  submit and waited for ever at 0 % CPU; the Snakefile's ``onstart`` now
+  refuses in one line before any job, and a dry run says it cannot be submitted
+  from here.
+* :func:`stop_on_sigterm`: SIGTERM ends Snakemake as Ctrl-C does, cancelling the
+  jobs it submitted (``scancel``), where Snakemake's own handler would wait for
+  every submitted job to finish.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 NO_ACCOUNTING = "accounting_storage/none"
 TIMEOUT_S = 30
+PROFILE = "profiles/slurm"
+# What the profile needs, each a choice of programs: submitting, reading the
+# cluster (limits, accounting), polling job states.
+CLIENTS = (("sbatch",), ("sinfo", "scontrol"), ("squeue", "sacct"))
 
 
 def _run(args: list[str], environ: Mapping[str, str] | None = None) -> str | None:
@@ -128,8 +144,7 @@ def check_jobs_fit(workflow, environ: Mapping[str, str] | None = None) -> None:
     dry run); does nothing under another executor or where ``sinfo`` answers
     nothing (no cluster to ask).
     """
-    plugin = getattr(workflow, "executor_plugin", None)
-    if plugin is None or plugin.name.rsplit("-", 1)[-1] != "slurm":
+    if not _is_slurm(workflow):
         return
     from snakemake.exceptions import WorkflowError
 
@@ -152,3 +167,74 @@ def check_jobs_fit(workflow, environ: Mapping[str, str] | None = None) -> None:
         )
         if why:
             raise WorkflowError(why)
+
+
+def missing_clients(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The SLURM programs (``a or b`` where either will do) not on ``environ``'s PATH."""
+    path = (environ if environ is not None else os.environ).get("PATH", "")
+    return [
+        " or ".join(choice) if len(choice) == 1 else f"({' or '.join(choice)})"
+        for choice in CLIENTS
+        if all(shutil.which(name, path=path) is None for name in choice)
+    ]
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def clients_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """The one line refusing the profile on a machine without SLURM's programs, or None."""
+    missing = missing_clients(environ)
+    if not missing:
+        return None
+    return (
+        f"snakemake: error: the SLURM profile ({PROFILE}) needs {_listed(missing)} on PATH, "
+        "which this machine lacks (no SLURM client here); run snakemake on the "
+        "cluster's login node (or load its SLURM module), or run the jobs on this machine "
+        "without --workflow-profile profiles/slurm"
+    )
+
+
+def _is_slurm(workflow) -> bool:
+    plugin = getattr(workflow, "executor_plugin", None)
+    return plugin is not None and plugin.name.rsplit("-", 1)[-1] == "slurm"
+
+
+def check_clients(workflow, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse, in the Snakefile's ``onstart`` (before the first ``sbatch``), a SLURM run
+    on a machine without SLURM's programs; nothing under another executor."""
+    if not _is_slurm(workflow):
+        return
+    problem = clients_problem(environ)
+    if problem is not None:
+        raise SystemExit(problem)
+
+
+def warn_without_clients(environ: Mapping[str, str] | None = None) -> None:
+    """One warning line where the profile is read on a machine without SLURM's programs:
+    a dry run still plans the jobs (to read them here), a real run is refused."""
+    missing = missing_clients(environ)
+    if missing:
+        print(
+            f"snakemake: warning: no {_listed(missing)} on PATH: the SLURM profile's jobs "
+            "can be planned here (-n) but not submitted; a real run stops before any job",
+            file=sys.stderr,
+        )
+
+
+def stop_on_sigterm(workflow) -> None:
+    """Under the SLURM executor, SIGTERM ends Snakemake as SIGINT (Ctrl-C) does.
+
+    Snakemake's own SIGTERM handler waits for every running job to finish,
+    which on a cluster is hours; SIGINT's ``KeyboardInterrupt`` makes its
+    scheduler cancel the submitted jobs (the plugin's ``scancel``) and return.
+    Set in ``onstart``, after Snakemake has installed its handler.
+    """
+    if not _is_slurm(workflow):
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
