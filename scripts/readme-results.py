@@ -281,10 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         text = block(args.report)
+        return write_or_check(args.readme, text, BEGIN, END, args.report, args.check)
     except (OSError, ValueError) as exc:
         print(f"{PROGRAM}: error: {exc}", file=sys.stderr)
         return 1
-    return write_or_check(args.readme, text, BEGIN, END, args.report, args.check)
 
 
 if __name__ == "__main__":

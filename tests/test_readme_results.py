@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -130,9 +131,40 @@ def test_the_readme_block_is_replaced_and_checked(report, tmp_path):
     assert text.startswith("# title\n\nbefore\n" + begin) and text.endswith(end + "\nafter\n")
     assert "old numbers" not in text and "| adloco | adloco | 3 |" in text
     assert readme_results.main([str(report), "--readme", str(readme), "--check"]) == 0
-    readme.write_text("no markers\n")
-    with pytest.raises(ValueError, match="exactly one"):
-        readme_results.main([str(report), "--readme", str(readme)])
+
+
+@pytest.mark.reliability("messages")
+@pytest.mark.parametrize("text", ["no markers\n", "{begin}\n{begin}\n{end}\n"])
+def test_a_readme_without_its_markers_is_one_line_and_kept(report, tmp_path, capsys, text):
+    readme = tmp_path / "README.md"
+    text = text.format(begin=readme_results.BEGIN, end=readme_results.END)
+    readme.write_text(text)
+    for check in ([], ["--check"]):
+        assert readme_results.main([str(report), "--readme", str(readme), *check]) == 1
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"readme-results: error: {readme}: holds "), line
+        assert f"needs exactly one {readme_results.BEGIN} and one {readme_results.END}" in line
+        assert line.endswith(
+            "put the two marker lines where the block goes, or give the right file"
+        )
+        assert readme.read_text() == text
+
+
+@pytest.mark.reliability("ownership")
+def test_a_readme_link_stays_a_link_and_its_file_is_updated(report, tmp_path):
+    begin, end = readme_results.BEGIN, readme_results.END
+    (tmp_path / "docs").mkdir()
+    real = tmp_path / "docs/README.md"
+    real.write_text(f"# title\n{begin}\nold numbers\n{end}\nafter\n")
+    real.chmod(0o640)
+    link = tmp_path / "link.md"
+    link.symlink_to("docs/README.md")
+    assert readme_results.main([str(report), "--readme", str(link)]) == 0
+    assert link.is_symlink() and os.readlink(link) == "docs/README.md"
+    assert "old numbers" not in real.read_text() and real.read_text().endswith(end + "\nafter\n")
+    assert real.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs", "link.md", "report"]
+    assert [p.name for p in (tmp_path / "docs").iterdir()] == ["README.md"]
 
 
 def test_the_project_readme_has_one_results_block():

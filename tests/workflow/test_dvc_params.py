@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 
 import pytest
@@ -39,14 +40,58 @@ def work(tmp_path, monkeypatch):
 
 def test_choosing_a_preset_replaces_params_yaml_never_the_preset(work):
     default = (work / "config/config.yaml").read_bytes()
+    (work / "params.yaml").unlink()  # the former link: see the tests of links below
     assert main(["dvc-params", "--preset", "config/test.yaml"]) == 0
-    # The link is replaced by a file, not written through into config/config.yaml.
-    assert not (work / "params.yaml").is_symlink()
     assert (work / "config/config.yaml").read_bytes() == default
     assert yaml.safe_load((work / "params.yaml").read_text())["experiment"] == "test"
     # The file it wrote (also after `dvc exp run -S`, which keeps the first line) is replaced.
     assert main(["dvc-params"]) == 0
     assert (work / "params.yaml").read_text() == params_text("config/config.yaml")
+
+
+@pytest.mark.reliability("ownership")
+def test_a_link_to_a_preset_is_kept_and_the_preset_untouched(work, capsys):
+    # params.yaml's former form, a link to config/config.yaml: neither is replaced.
+    default = (work / "config/config.yaml").read_bytes()
+    assert main(["dvc-params", "--preset", "config/test.yaml"]) == 1
+    assert (work / "params.yaml").is_symlink()
+    assert os.readlink(work / "params.yaml") == "config/config.yaml"
+    assert (work / "config/config.yaml").read_bytes() == default
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        "adloco dvc-params: error: params.yaml: a link to "
+    )
+    assert "config/config.yaml, a file not written by adloco dvc-params" in err
+    assert "remove the link (the file it names is kept) or give another --out" in err
+
+
+@pytest.mark.reliability("ownership")
+def test_a_link_to_a_file_it_wrote_stays_a_link_and_the_file_is_rewritten(work):
+    (work / "params.yaml").unlink()
+    (work / "mine").mkdir()
+    assert main(["dvc-params", "--out", "mine/params.yaml"]) == 0
+    (work / "link.yaml").symlink_to("mine/params.yaml")
+    assert main(["dvc-params", "--preset", "config/test.yaml", "--out", "link.yaml"]) == 0
+    assert (work / "link.yaml").is_symlink()
+    assert os.readlink(work / "link.yaml") == "mine/params.yaml"
+    assert (work / "mine/params.yaml").read_text() == params_text("config/test.yaml")
+
+
+@pytest.mark.reliability("ownership")
+@pytest.mark.parametrize("to", ["folder", "nothing"])
+def test_a_link_to_a_folder_or_to_nothing_is_refused_and_kept(work, capsys, to):
+    (work / "folder").mkdir()
+    (work / "folder/keep.txt").write_text("z\n")
+    (work / "link.yaml").symlink_to(to)
+    assert main(["dvc-params", "--preset", "config/test.yaml", "--out", "link.yaml"]) == 1
+    assert (work / "link.yaml").is_symlink() and os.readlink(work / "link.yaml") == to
+    assert sorted(p.name for p in (work / "folder").iterdir()) == ["keep.txt"]
+    assert not (work / "nothing").exists()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        "adloco dvc-params: error: --out link.yaml: a link"
+    )
+    assert "(the link is kept)" in err or "remove the link (it is kept)" in err
 
 
 @pytest.mark.reliability("configs")

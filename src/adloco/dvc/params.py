@@ -19,6 +19,7 @@ refused, never replaced.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import yaml
@@ -65,13 +66,44 @@ def params_text(preset: str | Path, root: Path | None = None) -> str:
     return header(Path(preset).as_posix()) + body
 
 
-def check_replaceable(out: Path) -> None:
-    """``out`` is absent, a link (params.yaml's former form), or a file this command wrote."""
-    if out.is_symlink() or not out.exists():
+def target(out: Path) -> Path:
+    """The file to write for ``--out``: ``out`` itself, or the file a link at ``out`` names.
+
+    A link stays a link: the file it names is replaced (when this command wrote
+    it, :func:`check_replaceable`), never the link. A link to a folder, or to
+    nothing, is refused in one line.
+    """
+    if not out.is_symlink():
+        if out.is_dir():
+            raise ValueError(f"--out {out}: is a folder; give the path of params.yaml")
+        return out
+    named = Path(os.path.realpath(out))
+    if named.is_dir():
+        raise ValueError(
+            f"--out {out}: a link to the folder {named}, not to a file; give the path of "
+            "params.yaml (the link is kept)"
+        )
+    if not named.exists():
+        raise ValueError(
+            f"--out {out}: a link to {named}, which does not exist; give the file's own path "
+            "as --out, or remove the link (it is kept)"
+        )
+    return named
+
+
+def check_replaceable(out: Path, given: Path | None = None) -> None:
+    """``out`` (the file written for ``--out`` ``given``) is absent or a file this command wrote."""
+    if not out.exists():
         return
     with open(out, encoding="utf-8", errors="replace") as fh:
         first = fh.readline()
     if not first.startswith(MARK):
+        if given is not None and given != out:
+            raise ValueError(
+                f"{given}: a link to {out}, a file not written by adloco dvc-params (its first "
+                f"line is not '{MARK} ...'), so neither is replaced; remove the link (the file "
+                "it names is kept) or give another --out"
+            )
         raise ValueError(
             f"{out}: not written by adloco dvc-params (its first line is not "
             f"'{MARK} ...'), so it is not replaced; move it away, or give another --out"

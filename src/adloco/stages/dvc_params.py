@@ -14,17 +14,18 @@ log = logging.getLogger(__name__)
 def run(args: argparse.Namespace) -> int:
     from adloco.config import check_dvc_raw_dir, load_config
     from adloco.core.io import write_text_atomic
-    from adloco.dvc.params import check_replaceable, params_text
+    from adloco.dvc.params import check_replaceable, params_text, target
 
     preset: str = args.preset
-    out = Path(args.out)
+    given = Path(args.out)
     text = params_text(preset)  # a bad preset fails before anything is written
     # A raw_dir DVC cannot keep fails here, not at dvc repro with DVC's reasonless error.
-    check_dvc_raw_dir(load_config(preset), str(out.resolve().parent))
-    check_replaceable(out)
-    # Replaces the file (or a link) by a new one: never writes through a link.
+    check_dvc_raw_dir(load_config(preset), str(given.resolve().parent))
+    # A link stays a link: the file it names is replaced, if this command wrote it.
+    out = target(given)
+    check_replaceable(out, given)
     write_text_atomic(out, text)
-    log.info("wrote %s from %s: dvc.yaml's stages are now that preset's", out, preset)
+    log.info("wrote %s from %s: dvc.yaml's stages are now that preset's", given, preset)
     return 0
 
 
