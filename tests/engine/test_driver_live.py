@@ -23,9 +23,10 @@ from adloco.engine.driver import rounds
 from adloco.engine.loop import RoundLoop
 from live_events import read_scalars
 
+# The run ends at max_rounds or max_tokens, whichever first: its share counts against that one.
 LINE = re.compile(
-    r"r seed 0: round (\d+), tokens (\d+) of (\d+) \((\d+)%\), batch ([\d,]+), "
-    r"trainers (\d+), val ppl ([\d.]+|-), ([\d.]+) s"
+    r"r seed 0: round (\d+) of 4, tokens (\d+) of (\d+), (\d+)% \(of (rounds|tokens)\), "
+    r"batch ([\d,]+), trainers (\d+), val ppl ([\d.]+|-), ([\d.]+) s"
 )
 RUN = {**FULL_STATE_RUN, "max_rounds": 4, "max_tokens": 1000}  # trainers merge, batches grow
 SHORT = {"method": "diloco", "max_rounds": 2}
@@ -53,12 +54,14 @@ def test_one_line_per_round_holds_the_rows_values(array_data, make_config, tmp_p
     assert len(lines) == len(by_round)
     for line, group in zip(lines, by_round, strict=True):
         got = LINE.fullmatch(line).groups()
-        tokens = group[-1]["tokens_total"]
+        tokens, round_ = group[-1]["tokens_total"], group[0]["round"]
+        share, limit = max((100 * tokens / 1000, "tokens"), (100 * round_ / 4, "rounds"))
         assert got == (
-            str(group[0]["round"]),
+            str(round_),
             str(tokens),
             "1000",
-            f"{100 * tokens / 1000:.0f}",
+            f"{min(share, 100):.0f}",
+            limit,
             ",".join(str(r["requested_batch"]) for r in group),
             str(len(group)),
             f"{best_perplexity(group):.2f}",

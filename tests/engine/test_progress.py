@@ -135,3 +135,37 @@ def test_a_pretraining_log_file_reads_one_line_per_evaluation(tmp_path, tiny_dat
     assert read_scalars(tmp_path / "live")["val/perplexity"] == [
         (r["tokens"], float(np.float32(r["val_perplexity"]))) for r in rows
     ]
+
+
+def test_a_run_counts_against_rounds_or_tokens_whichever_ends_it_first(caplog):
+    # The test preset: max_rounds 3 ends the run long before its 100000 tokens. Its last
+    # line read "tokens 1728 of 100000 (2%)"; it now says 100%, counted against rounds.
+    shown = Progress("adloco seed 0", 100000, 0, shown=True, bar=True, max_rounds=3)
+    with caplog.at_level(logging.INFO):
+        for r, tokens in [(1, 576), (2, 1152), (3, 1728)]:
+            shown.report(tokens, {"round": str(r), "val_ppl": "-"}, 1.0, rounds=r)
+    said = lines(caplog)
+    assert (
+        said[0]
+        == "adloco seed 0: round 1 of 3, tokens 576 of 100000, 33% (of rounds), val ppl -, 1.0 s"
+    )
+    assert said[-1].startswith(
+        "adloco seed 0: round 3 of 3, tokens 1728 of 100000, 100% (of rounds)"
+    )
+    # A token-bound run (the default preset: max_rounds 1000) counts against tokens.
+    caplog.clear()
+    budget = Progress("adloco seed 0", 300000, 0, shown=True, bar=False, max_rounds=1000)
+    with caplog.at_level(logging.INFO):
+        budget.report(150000, {"round": "20"}, 2.0, rounds=20)
+    assert lines(caplog) == [
+        "adloco seed 0: round 20 of 1000, tokens 150000 of 300000, 50% (of tokens), 2.0 s"
+    ]
+
+
+def test_on_a_terminal_a_runs_bar_counts_percent_of_the_nearer_limit(monkeypatch):
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    shown = Progress("r seed 0", 100000, 576, shown=True, bar=True, max_rounds=3, done_rounds=1)
+    assert shown.bar.n == 33  # resumed after round 1 of 3
+    shown.report(1728, {"round": "3"}, 1.0, rounds=3)
+    assert shown.bar.n == 100
+    shown.close()

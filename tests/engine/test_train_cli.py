@@ -253,7 +253,9 @@ def test_seed_all_trains_each_seed_of_the_run_and_rewrites_finished_ones(
         run_train(config, tiny_tokenized, calibration, "all", out, ckpt)
     # Restored, not trained: the logged wall times are those of the first job.
     assert {seed: outputs(out / f"seed{seed}") for seed in (3, 5)} == first
-    assert caplog.text.count("after round 2") == 2 and "starting over" not in caplog.text
+    assert caplog.text.count("finished earlier (round 2, ") == 2
+    assert "starting over" not in caplog.text
+    assert "not trained again" in caplog.text and " train: from round" not in caplog.text
 
 
 @pytest.mark.reliability("configs")

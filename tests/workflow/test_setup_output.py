@@ -29,7 +29,9 @@ def test_make_setup_names_each_step_and_never_quiets_pip():
     assert [s.split(":")[0] for s in steps] == [
         'echo "setup 1/4', 'echo "setup 2/4', 'echo "setup 3/4', 'echo "setup 4/4', 'echo "setup'
     ]  # fmt: skip
-    assert "transformers, snakemake" in steps[2] and "packages pinned by requirements.lock" in steps[2]
+    assert (
+        "transformers, snakemake" in steps[2] and "packages pinned by requirements.lock" in steps[2]
+    )
     pip = [c for c in commands if " pip install " in c]
     assert pip and all(" -q" not in c and "--progress-bar on" in c for c in pip), pip
 

@@ -33,6 +33,7 @@ def driver_settings(spec: EngineSpec) -> DriverSettings:
         checkpoint_every_rounds=spec.settings.checkpoint_every_rounds,
         label=spec.label,
         max_tokens=spec.settings.max_tokens,
+        max_rounds=spec.settings.max_rounds,
         progress=spec.progress,
         resume_finished=spec.resume_finished,
         live_dir=None if spec.live_dir is None else Path(spec.live_dir),

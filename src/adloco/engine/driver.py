@@ -3,11 +3,15 @@
 :class:`Driver` holds a round loop (:class:`Rounds`, in the engine
 :class:`adloco.engine.loop.RoundLoop`) and the run's state they share
 (:class:`adloco.engine.state.RunState`). ``run()`` has the loop create the
-trainers of round 0 or resumes from the checkpoint folder, calls
+trainers of round 0 or resumes from the checkpoint folder (a finished one,
+with ``resume_finished``, is restored at its last round: nothing is trained,
+and the log says so), calls
 ``run_round`` until the loop says the run is ``finished``, appends each
 round's metrics rows, saves a checkpoint every ``checkpoint_every_rounds``
-rounds, and shows progress in tokens (:mod:`adloco.engine.progress`: a bar on a
-terminal, one line per round in a log) and live curves
+rounds, and shows progress against what ends the run, rounds or tokens,
+whichever comes first (:mod:`adloco.engine.progress`: a bar on a terminal, one
+line per round in a log), one log line as training starts and one as each
+checkpoint is saved, and live curves
 (:mod:`adloco.engine.live_curves`, with a live folder). A checkpoint holds the
 replicated state (:meth:`Driver.state_dict`, saved once) and each process's
 own (the loop's ``local_state_dict``: its slots' inner optimizer states and
@@ -69,7 +73,8 @@ class DriverSettings:
     fingerprint: str  # what a checkpoint must have been trained under (EngineSpec.fingerprint)
     checkpoint_every_rounds: int  # a checkpoint every this many rounds, and at the end
     label: str  # the run as progress and the log name it ("<run> seed <seed>")
-    max_tokens: int  # the token budget: the progress bar's total
+    max_tokens: int  # the token budget: one of the two limits progress counts against
+    max_rounds: int | None = None  # the rounds at most: the other (None: tokens alone)
     progress: bool = True  # a bar on a terminal (else one line per round)
     # A finished checkpoint of the same fingerprint is resumed (at its last
     # round, so nothing is trained) rather than trained again: how one job
@@ -98,6 +103,8 @@ class Driver:
         self.metrics_path = paths.metrics_file(self.ckpt_dir)
         self.fingerprint = settings.fingerprint
         self.history: list[dict] = []
+        # Whether start() loaded a finished run's checkpoint (resume_finished): nothing to train.
+        self.restored_finished = False
 
     @property
     def round(self) -> int:
@@ -130,23 +137,46 @@ class Driver:
             self.loop.init_trainers()
             if self.comm.is_writer:
                 self.metrics_path.write_text("")
+        elif self.restored_finished:
+            log.info(
+                "%s: finished earlier (round %d, %s): restored from that checkpoint, "
+                "not trained again; its outputs are written again",
+                self.settings.label,
+                self.round,
+                self.ckpt_dir / checkpoint.FINISHED_NAME,
+            )
+            if self.comm.is_writer:
+                self._truncate_metrics()
         else:
             log.info("resuming %s after round %d", self.settings.label, self.round)
             if self.comm.is_writer:
                 self._truncate_metrics()
         self.loop.agree("at the start")
+        if not self.loop.finished() and self.comm.is_writer:
+            log.info("%s: train: from round %d; %s", self.settings.label, self.round, self.limits())
+
+    def limits(self) -> str:
+        """What ends the run, as the train line says it."""
+        tokens = f"{self.settings.max_tokens} tokens"
+        if self.settings.max_rounds is None:
+            return f"the run ends at {tokens}"
+        return (
+            f"the run ends at {self.settings.max_rounds} rounds or {tokens}, whichever comes first"
+        )
 
     def run(self) -> list[dict]:
         """Train to the end, resuming from the checkpoint folder; return all rows."""
         self.start()
         writer = self.comm.is_writer
-        # Progress in tokens: runs end at the token budget, after however many rounds.
+        # Progress against what ends the run: the token budget or the rounds, whichever first.
         shown = Progress(
             self.settings.label,
             self.settings.max_tokens,
             self.state.tokens_total,
             writer,
             self.settings.progress,
+            max_rounds=self.settings.max_rounds,
+            done_rounds=self.round,
         )
         curves = LiveCurves(
             self.settings.live_dir if writer else None,
@@ -163,7 +193,9 @@ class Driver:
                 every = self.settings.checkpoint_every_rounds
                 if self.round % every == 0 or self.loop.finished():
                     self.save_checkpoint()
-                shown.report(self.state.tokens_total, round_fields(rows), rows[-1]["wall_time_s"])
+                shown.report(
+                    self.state.tokens_total, round_fields(rows), rows[-1]["wall_time_s"], self.round
+                )
                 curves.add(rows[-1]["tokens_total"], round_scalars(rows))
         finally:
             shown.close()
@@ -172,6 +204,10 @@ class Driver:
 
     def save_checkpoint(self) -> None:
         """Save the current round; every process calls it (see ``checkpoint``'s protocol)."""
+        if self.comm.is_writer:
+            log.info(
+                "%s: checkpoint: round %d to %s", self.settings.label, self.round, self.ckpt_dir
+            )
         checkpoint.save(
             self.ckpt_dir,
             self.round,
@@ -207,6 +243,7 @@ class Driver:
             self.comm.barrier()
         if saved is None:
             return False
+        self.restored_finished = (self.ckpt_dir / checkpoint.FINISHED_NAME).exists()
         self.load_state_dict(saved.shared, saved.local(self.comm.rank, self.comm.owns))
         return True
 

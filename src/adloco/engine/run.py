@@ -188,6 +188,16 @@ def claim_folders(
 def train(request: TrainRequest) -> int:
     """Train every seed of the request; 0, or 1 when a peer process failed under torchrun."""
     check_live_folder(request)
+    log.info(
+        "%s: load: the configuration %s, the %s, the tokenized data %s and the calibration %s",
+        request.run,
+        request.config,
+        f"base model {request.base}"
+        if request.base is not None
+        else "start model (its model.source)",
+        request.data,
+        request.calibration,
+    )
     config = load_config(request.config)
     settings = config.run(request.run)
     # Every run of a base experiment starts from the verified base model.
@@ -220,6 +230,7 @@ def train(request: TrainRequest) -> int:
                 )
             hub = hub_metadata(config)  # the final models' card metadata: the same for every seed
             for seed, out, checkpoints in todo:
+                log.info("%s seed %d: load: building the model and its trainers", request.run, seed)
                 spec = engine_spec(config, start, data, batches, request, seed, checkpoints,
                                    device=device, collective=collective,
                                    resume_finished=len(todo) > 1)  # fmt: skip
@@ -236,6 +247,7 @@ def train(request: TrainRequest) -> int:
             log.error("%s", exc)
             return 1
     distributed.shutdown()
+    log.info("%s: done: %d seed(s) written", request.run, len(todo))
     return 0
 
 
@@ -327,6 +339,7 @@ def train_seed(
                       command=command, hub=hub)  # fmt: skip
         # Only now: a job killed before this point resumes; a new job on a
         # finished run (--forcerun, a changed input) trains it again.
+        log.info("%s: checkpoint: marking %s finished", engine.settings.label, checkpoints)
         info = {"out": str(out), "round": engine.round, "identity": engine.settings.identity}
         checkpoint.mark_finished(checkpoints, info)
 
@@ -348,9 +361,19 @@ def write_outputs(
     so a failure (a full disk while the model is saved) leaves the previous
     outputs whole, or none.
     """
-    best = engine.best_trainer()
-    model = engine.export_model(best)
     settings = engine.loop.settings
+    label = f"{settings.name} seed {seed}"
+    log.info("%s: evaluate: choosing the final model by the last round's validation", label)
+    best = engine.best_trainer()
+    log.info(
+        "%s: export: trainer %s's model, the tokenizer and a model card to %s, then %s and %s",
+        label,
+        best.id,
+        paths.final_model_dir(out),
+        paths.metrics_file(out).name,
+        paths.run_summary_file(out).name,
+    )
+    model = engine.export_model(best)
     summary = summarize(rows, settings, seed, len(engine.trainers))
     summary["final_trainer"] = best.id
     # The CPU float paths and threads the run computed with (docs/numerics.md).
