@@ -15,6 +15,7 @@ shows what a file has).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,42 @@ def check_field_types(path: Path | str, fields: Mapping[str, Any]) -> None:
             raise CalibrationError(
                 f"{path}: field {name!r} must be {_type_name(types)}, got {value!r}"
             )
+
+
+# Fields every record adloco calibrate writes holds: a file without them is not one.
+WRITTEN_FIELDS = ("device", "max_batch", "step_time", "step_time_curve")
+
+
+def check_replaceable(path: str | Path, what: str = "--out") -> None:
+    """Refuse, before any work, to replace ``path`` unless it is a record adloco calibrate wrote.
+
+    Absent: written. A calibration record (a JSON object with the fields every
+    record has, of their types): replaced, as every stage replaces its own
+    output. Anything else (a file of the user's, a folder, a link, a record cut
+    or edited into another shape) is refused in one line naming it, and kept.
+    """
+    path = Path(path)
+    where = f"{what} {path}"
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_file():
+        kind = "a link" if path.is_symlink() else "a folder" if path.is_dir() else "not a file"
+        raise CalibrationError(
+            f"{where}: is {kind}, not a calibration record adloco calibrate wrote, so it is "
+            "not replaced (it is kept); give the record's own path, or another --out"
+        )
+    try:
+        fields = read_json_object(path, error=CalibrationError)
+        check_field_types(path, fields)
+        missing = [name for name in WRITTEN_FIELDS if name not in fields]
+    except (CalibrationError, OSError):
+        missing = list(WRITTEN_FIELDS)
+    if missing:
+        raise CalibrationError(
+            f"{where}: holds a file adloco calibrate did not write (no {missing[0]} of a "
+            "calibration record), which writing the record would replace; move it away, or "
+            "give another --out"
+        )
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import torch
 from adloco.algo.schedule import inner_lr
 from adloco.config import Config, ConfigError, ModelConfig, PretrainConfig, load_config, thaw
 from adloco.core import numerics, paths
-from adloco.core.io import atomic_dir, write_json_atomic
+from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic
 from adloco.data.reader import TokenData
 from adloco.engine import checkpoint
 from adloco.engine.live_curves import LiveCurves
@@ -59,6 +59,8 @@ from adloco.model.hf_export import (
 from adloco.model.llama import batch_loss, build_model, evaluate, evaluation_sample
 
 log = logging.getLogger(__name__)
+# The writer named in --out's manifest (adloco.core.io.check_replaceable).
+WRITER = "adloco pretrain"
 
 BASE_SPLIT = "base"
 # Seeds of the base's data order, apart from every run's.
@@ -281,7 +283,7 @@ def write_base(
         tags=("base-model",),
         hub=hub,
     )
-    with atomic_dir(out, "adloco pretrain", "--out") as tmp:
+    with atomic_dir(out, WRITER, "--out") as tmp:
         save_model_folder(
             tmp / MODEL_DIR, training.model, data.tokenizer_dir, training.seq_len, provenance
         )
@@ -335,6 +337,9 @@ def pretrain_base(
         )
         log.info("model.source is %s: nothing to pretrain", source)
         return
+    # Before any work: a --out holding a file of the user's is refused (kept), not
+    # after every step is trained (atomic_dir checks it again before its swap).
+    check_replaceable(out, WRITER, "--out")
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = TokenData.open(data_dir)
     if BASE_SPLIT not in data.manifest["splits"]:

@@ -14,13 +14,15 @@ log = logging.getLogger(__name__)
 
 def run(args: argparse.Namespace) -> int:
     from adloco.calibrate.device import calibrate_device, check_seq_len, find_device
-    from adloco.calibrate.record import CalibrationRecord
+    from adloco.calibrate.record import CalibrationRecord, check_replaceable
     from adloco.config import load_config
     from adloco.data.reader import TokenData
 
     data: str = args.data
     config = load_config(args.config)
     device = find_device(config, args.device)
+    # Before any work: a file at --out that is not a record of this stage is kept.
+    check_replaceable(args.out)
     # Opened as training opens it: a damaged or edited folder is refused the same way.
     manifest = TokenData.open(data).manifest
     check_seq_len(config, data, manifest)

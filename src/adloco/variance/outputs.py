@@ -28,6 +28,8 @@ VARIANCE_FILES = tuple(
 )
 # draws.csv's header (reductions.draw_row's keys), written also when there are no draws.
 DRAW_COLUMNS = ("draw", *(f"{q}_{name}" for name in ESTIMATORS for q in SPREAD_QUANTITIES))
+# The writer named in --out's manifest (adloco.core.io.check_replaceable).
+WRITER = "adloco variance"
 
 
 def plot_deviations(per_batch: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> None:
@@ -81,7 +83,7 @@ def write_outputs(analysis: VarianceAnalysis, out_dir: str | Path) -> None:
         if analysis.draws
         else pd.DataFrame(columns=list(DRAW_COLUMNS)),
     }
-    with atomic_dir(out_dir, "adloco variance", "--out") as tmp:
+    with atomic_dir(out_dir, WRITER, "--out") as tmp:
         for file_in, frame in tables.items():
             with naming_output(file_in(tmp)):
                 frame.to_csv(file_in(tmp), index=False)

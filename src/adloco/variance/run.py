@@ -17,11 +17,12 @@ import numpy as np
 import torch
 
 from adloco.config import ModelConfig, load_config
+from adloco.core.io import check_replaceable
 from adloco.data.reader import TokenData
 from adloco.model.base import start_model
 from adloco.model.llama import build_model, load_pretrained
 from adloco.variance.analysis import analyse_gradient_variance
-from adloco.variance.outputs import write_outputs
+from adloco.variance.outputs import WRITER, write_outputs
 
 # The stage's logger, as before the package: log lines read "adloco.variance".
 log = logging.getLogger(__package__)
@@ -92,6 +93,9 @@ def analyse(
     ``torch_device``: default cuda if available, else cpu.
     """
     config = load_config(config_file)
+    # Before any work: a --out holding a file of the user's is refused (kept), not
+    # after the gradients are computed (write_outputs checks it again before its swap).
+    check_replaceable(out, WRITER, "--out")
     settings = config.variance
     data = TokenData.open(data_dir)
     train = data.split("train")
