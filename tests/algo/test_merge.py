@@ -41,8 +41,37 @@ def test_kept_trainer_weights_and_merged_batch():
     assert kept_trainer(batches, [3, 1]) == 3
     assert merge_weights([2, 6]) == [0.25, 0.75]
     assert merge_weights([3, 3, 6]) == [0.25, 0.25, 0.5]
-    assert merged_batch([2, 6, 3]) == 6
-    assert merged_batch([2, 6, 3], "sum") == 11
+    assert merged_batch([6, 2, 3], "max") == 6
+    assert merged_batch([6, 2, 3], "sum") == 11
+    with pytest.raises(ValueError, match="slot count"):
+        merged_batch([6, 2], "per_node")
+
+
+def reference_demand_after_merge(kept_batch_per_node: int, kept_nodes, absorbed_nodes) -> int:
+    """The reference code's arithmetic: a trainer stores a batch per node and its demand is
+    len(nodes) * current_batch_size; a merge keeps the kept trainer's per-node batch and
+    hands it the absorbed trainer's nodes."""
+    nodes = list(kept_nodes) + list(absorbed_nodes)
+    return len(nodes) * kept_batch_per_node
+
+
+@pytest.mark.parametrize(
+    ("per_node", "kept_nodes", "absorbed"),
+    [(4, 1, [1]), (4, 1, [1, 1]), (6, 2, [1]), (5, 3, [2, 4]), (1, 1, [1])],
+)
+def test_per_node_merged_batch_is_the_references_demand(per_node, kept_nodes, absorbed):
+    # Global batches as the engine holds them: per-node batch x nodes.
+    batches = [per_node * kept_nodes] + [3 * m for m in absorbed]
+    slots = [kept_nodes, *absorbed]
+    want = reference_demand_after_merge(per_node, range(kept_nodes), range(sum(absorbed)))
+    assert merged_batch(batches, "per_node", slots) == want
+    assert merged_batch(batches, slots=slots) == want  # the default rule
+
+
+def test_per_node_rounds_an_uneven_split_half_up():
+    # 5 sequences over 2 slots is 2.5 a slot; over 3 slots 7.5, rounded up to 8.
+    assert merged_batch([5, 1], "per_node", [2, 1]) == 8
+    assert merged_batch([7, 1], "per_node", [3, 1]) == 9  # 9.33 -> 9
     with pytest.raises(ValueError, match="rule"):
         merged_batch([2], "min")
     with pytest.raises(ValueError, match="unknown trainer"):

@@ -132,7 +132,15 @@ def test_inner_adamw_state_persists_across_rounds(array_data, make_config, tmp_p
         assert float(node.inner_state[0]["step"]) == 3 * 2
 
 
-def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_path, monkeypatch):
+# The kept trainer 2 ran on 1 slot at batch 2; trainer 1 on 1 slot at batch 1 (trainer 0,
+# batch 3, had the other 2 slots). per_node keeps 2 a slot over both slots: 4 (and then
+# gets 2 of the 4 slots, 2 a slot); max keeps 2; sum gives 3.
+@pytest.mark.parametrize(("rule", "merged", "next_local"), [
+    ("per_node", 4, [2, 2]), ("max", 2, [1, 1]), ("sum", 3, [2, 1]),
+])  # fmt: skip
+def test_merge_averages_by_batch_and_frees_slots(
+    array_data, make_config, tmp_path, monkeypatch, rule, merged, next_local
+):
     cfg, run = make_config(
         {
             "method": "adloco",
@@ -141,6 +149,7 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
             "merge": "smallest_batch",
             "merge_frequency": 1,
             "merge_count": 2,
+            "merge_batch": rule,
             "max_rounds": 1,
             "outer_momentum": 0.9,
             "nesterov": True,
@@ -174,18 +183,20 @@ def test_merge_averages_by_batch_and_frees_slots(array_data, make_config, tmp_pa
         torch.testing.assert_close(m, captured["mom"][1][i] / 3 + captured["mom"][2][i] * 2 / 3)
     merge_event = [e for r in rows for e in r["events"] if e["type"] == "merge"][0]
     assert merge_event["merged"] == [1, 2] and merge_event["kept"] == 2
-    assert kept.global_batch == 2  # the max rule
+    assert kept.global_batch == merged
+    assert merge_event["slots"] == [1, 1] and merge_event["rule"] == rule
     # The merge's transfer: one trainer's parameters and momentum, on the kept trainer's row.
     kept_row = next(r for r in rows if r["trainer"] == 2)
     assert kept_row["sync"]["merge_messages"] == 1
     assert kept_row["sync"]["merge_payload_bytes"] == engine.loop.num_params * 4 * 2
-    # Next round the 4 slots go to the 2 trainers in proportion to batches 3 : 2 (D'Hondt:
+    # Next round the 4 slots go to the 2 trainers in proportion to their batches (D'Hondt:
     # 2 and 2), and each trainer's global batch is split over its slots.
     engine.loop.allocate()
     counts = [sum(1 for t in engine.state.slot_owner.values() if t == k) for k in (0, 2)]
     assert counts == [2, 2]
     plans, _ = engine.loop.plan()
-    assert [sum(p.plan.effective for p in plans[k]) for k in (0, 2)] == [3, 2]
+    assert [sum(p.plan.effective for p in plans[k]) for k in (0, 2)] == [3, merged]
+    assert sorted((p.plan.requested for p in plans[2]), reverse=True) == next_local
 
 
 def test_nan_loss_rolls_back_and_retries(array_data, make_config, tmp_path, monkeypatch):

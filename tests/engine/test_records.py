@@ -12,6 +12,7 @@ from adloco.engine.records import (
     SUMMARY_KEYS,
     MetricsRow,
     derive_summary,
+    fill_messages,
     finite_or_none,
     is_number,
 )
@@ -32,15 +33,15 @@ def _row(round_, trainer, **values):
 # Three rounds; two trainers until a merge leaves one in round 3. Perplexities
 # include a NaN and a null (not evaluated); round 3 has one trainer row only.
 ROWS = [
-    _row(1, 0, tokens_total=100, communications=1, bytes_total=10, sim_time_s=1.0,
+    _row(1, 0, tokens_total=100, communications=1, messages_total=0, bytes_total=10, sim_time_s=1.0,
          wall_time_s=0.5, val_perplexity=90.0, active_trainers=2),
-    _row(1, 1, tokens_total=200, communications=2, bytes_total=20, sim_time_s=1.0,
+    _row(1, 1, tokens_total=200, communications=2, messages_total=1, bytes_total=20, sim_time_s=1.0,
          wall_time_s=0.6, val_perplexity=80.0, active_trainers=2),
-    _row(2, 0, tokens_total=300, communications=3, bytes_total=30, sim_time_s=2.5,
+    _row(2, 0, tokens_total=300, communications=3, messages_total=1, bytes_total=30, sim_time_s=2.5,
          wall_time_s=1.1, val_perplexity=float("nan"), active_trainers=2),
-    _row(2, 1, tokens_total=400, communications=4, bytes_total=40, sim_time_s=2.5,
+    _row(2, 1, tokens_total=400, communications=4, messages_total=2, bytes_total=40, sim_time_s=2.5,
          wall_time_s=1.2, val_perplexity=60.0, active_trainers=2),
-    _row(3, 0, tokens_total=500, communications=5, bytes_total=55, sim_time_s=4.0,
+    _row(3, 0, tokens_total=500, communications=5, messages_total=4, bytes_total=55, sim_time_s=4.0,
          wall_time_s=1.9, val_perplexity=70.0, active_trainers=1),
 ]  # fmt: skip
 
@@ -58,7 +59,9 @@ def _brute_force(rows):
     out = {"rounds": last_round}
     out["final_val_perplexity"] = min((float(v) for v in final if ok(v)), default=None)
     out["best_val_perplexity"] = min((float(v) for v in every if ok(v)), default=None)
-    for key in ("tokens_total", "communications", "bytes_total", "sim_time_s", "wall_time_s"):
+    keys = ("tokens_total", "communications", "messages_total", "bytes_total", "sim_time_s",
+            "wall_time_s")  # fmt: skip
+    for key in keys:
         out[key] = max((r[key] for r in ordered if ok(r.get(key))), default=None)
     active = [r["active_trainers"] for r in ordered if r["round"] == last_round]
     out["final_trainers"] = max(active)
@@ -73,6 +76,7 @@ def test_summary_of_hand_written_rows():
         "best_val_perplexity": 60.0,
         "tokens_total": 500,
         "communications": 5,
+        "messages_total": 4,
         "bytes_total": 55,
         "sim_time_s": 4.0,
         "wall_time_s": 1.9,
@@ -112,6 +116,7 @@ def test_missing_values():
         "best_val_perplexity": None,
         "tokens_total": 24,
         "communications": 3,
+        "messages_total": None,  # not logged
         "bytes_total": None,  # a bool is not a number
         "sim_time_s": 0.5,
         "wall_time_s": None,
@@ -143,3 +148,39 @@ def test_metrics_row_as_dict_has_every_field_and_the_required_keys():
 def test_summary_of_no_rows_fails():
     with pytest.raises(ValueError):
         derive_summary([])
+
+
+def _sync(nodes, merge_messages=0, allreduce_count=None):
+    sync = {"nodes": nodes, "allreduce_payload_bytes": [40], "merge_payload_bytes": 40,
+            "merge_messages": merge_messages}  # fmt: skip
+    if allreduce_count is not None:
+        sync.update(allreduce_count=allreduce_count, per_step=True)
+    return sync
+
+
+def test_messages_count_only_what_crosses_the_network():
+    # Round 1: four one-slot trainers (no message, though four trainer rounds);
+    # round 2: a merge into trainer 0 (one transfer) on two slots (one all-reduce);
+    # round 3: one trainer on 4 slots; then ddp's 5 all-reduces a round on 4 slots.
+    rows = [_row(1, t, sync=_sync(1)) for t in range(4)]
+    rows += [_row(2, 0, sync=_sync(2, merge_messages=1)), _row(2, 2, sync=_sync(2))]
+    rows += [_row(3, 0, sync=_sync(4)), _row(4, 0, sync=_sync(4, allreduce_count=5))]
+    filled = fill_messages(rows)
+    assert [r["allreduces"] for r in filled] == [0, 0, 0, 0, 1, 1, 1, 5]
+    assert [r["merge_transfers"] for r in filled] == [0, 0, 0, 0, 1, 0, 0, 0]
+    assert [r["messages_total"] for r in filled] == [0, 0, 0, 0, 2, 3, 4, 9]
+    assert derive_summary(filled)["messages_total"] == 9
+    # Rows the engine counted are left as they are; rows without a sync cannot be counted.
+    assert fill_messages(filled) is filled
+    bare = [_row(1, 0)]
+    assert fill_messages(bare) is bare
+
+
+def test_the_engines_counters_equal_the_rows_sync():
+    """TrainerSync.messages() is what the engine adds up (a one-slot merge target included)."""
+    from adloco.engine.clock import TrainerSync
+
+    assert TrainerSync(1, (40,)).messages() == 0
+    assert TrainerSync(1, (40,), 40, 2).messages() == 2  # two states sent to a one-slot trainer
+    assert TrainerSync(3, (40, 8), 40, 1).messages() == 2  # one all-reduce (two payloads) + 1
+    assert TrainerSync(2, (40,), allreduce_count=7, per_step=True).messages() == 7

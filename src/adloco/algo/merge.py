@@ -55,22 +55,35 @@ def merge_weights(batches: Sequence[int]) -> list[float]:
     return [b / total for b in batches]
 
 
-MERGE_BATCH_RULES = ("max", "sum")
+MERGE_BATCH_RULES = ("per_node", "max", "sum")
 
 
-def merged_batch(batches: Sequence[int], rule: str = "max") -> int:
-    """Requested global batch of the merged trainer.
+def merged_batch(
+    batches: Sequence[int], rule: str = "per_node", slots: Sequence[int] | None = None
+) -> int:
+    """Requested global batch of the merged trainer; ``batches[0]`` is the kept trainer's.
 
-    ``max`` (default): the largest of the merged trainers' global batches.
-    Merging averages models; it does not make the merged model's gradients
-    noisier, and the kept trainer is the one with the largest batch, whose
-    batch the test has already judged necessary; the next test may grow it.
-    The merged trainer's slots grow, so its local batch shrinks.
-    ``sum``: the merged trainers' batches added up, so every slot keeps about
-    the local batch it had (the cluster's work per step is unchanged).
+    ``per_node`` (the default, the reference code's rule): the kept trainer keeps
+    its batch per node slot, B_kept / M_kept, over all the group's slots, so its
+    global batch grows with its nodes: B_kept · ΣM / M_kept, halves rounded up. The reference
+    stores a per-node batch and computes a trainer's demand as nodes × batch
+    (``get_batch_demand``); the absorbed trainers' batches are dropped.
+    ``slots`` (M of each trainer, in the order of ``batches``) is required.
+    ``max`` (ours): the largest of the merged trainers' global batches, spread
+    over the merged trainer's slots, so its local batch shrinks and the
+    square-root rule lowers its lr.
+    ``sum``: the merged trainers' global batches added up, so every slot keeps
+    about the local batch it had (the cluster's work per step is unchanged).
     """
     if not batches:
         raise ValueError("merged_batch needs at least one batch size")
+    if rule == "per_node":
+        if slots is None or len(slots) != len(batches) or any(m < 1 for m in slots):
+            raise ValueError(
+                f"merge batch rule per_node needs one slot count >= 1 per trainer, got {slots}"
+            )
+        kept, total = int(batches[0]), sum(int(m) for m in slots)
+        return max(1, (2 * kept * total + slots[0]) // (2 * slots[0]))
     if rule == "max":
         return max(int(b) for b in batches)
     if rule == "sum":

@@ -181,13 +181,15 @@ class RunSettings:
     merge_frequency: int = setting(3, "rounds between merges", **POSITIVE_INT)
     merge_count: int = setting(2, "trainers merged at once", type="integer", minimum=2)
     merge_batch: str = setting(
-        "max",
+        "per_node",
         (
-            "global batch of a merged trainer: the largest of the merged trainers' batches, "
-            "or their sum"
+            "global batch of a merged trainer: per_node (the reference code's rule): the kept "
+            "trainer's batch per node slot over all the merged trainers' slots, so its global "
+            "batch grows with its nodes; max (ours): the largest of the merged trainers' "
+            "global batches; sum: their sum"
         ),
         type="string",
-        enum=["max", "sum"],
+        enum=["per_node", "max", "sum"],
     )
     lr_scaling: str = setting(
         "sqrt",

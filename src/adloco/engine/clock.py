@@ -268,6 +268,14 @@ class TrainerSync:
     allreduce_count: int = 1
     per_step: bool = False
 
+    def allreduces(self) -> int:
+        """All-reduces that cross the network: none for a trainer on one slot."""
+        return self.allreduce_count if self.nodes > 1 else 0
+
+    def messages(self) -> int:
+        """Network messages of the round: its all-reduces and the merge transfers into it."""
+        return self.allreduces() + self.merge_messages
+
     def bytes_moved(self) -> int:
         moved = sum(allreduce_bytes(v, self.nodes) for v in self.allreduce_payload_bytes)
         return self.allreduce_count * moved + self.merge_payload_bytes * self.merge_messages

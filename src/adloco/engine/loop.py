@@ -420,7 +420,9 @@ class RoundLoop:
             or len(self.state.trainers) < 2
         ):
             return None
-        kept, ids = merge_group(self.state.trainers, self.settings)
+        owner = self.state.slot_owner
+        slots = {t.id: sum(1 for s in owner if owner[s] == t.id) for t in self.state.trainers}
+        kept, ids = merge_group(self.state.trainers, self.settings, slots)
         if evaluate_now:
             self.worker.load(kept.params)
             val = evaluate(self.worker.model, self.eval_seqs, self.settings.eval_batch)
@@ -458,6 +460,7 @@ class RoundLoop:
         rows = []
         for res in results:
             self.state.communications += res.sync.allreduce_count
+            self.state.messages += res.sync.messages()
             row_bytes = res.sync.bytes_moved()
             self.state.bytes_total += row_bytes
             res.trainer.tokens += res.tokens
@@ -469,6 +472,9 @@ class RoundLoop:
                 active_trainers=len(results),
                 tokens_total=self.state.tokens_total,
                 communications=self.state.communications,
+                allreduces=res.sync.allreduces(),
+                merge_transfers=res.sync.merge_messages,
+                messages_total=self.state.messages,
                 bytes=row_bytes,
                 bytes_total=self.state.bytes_total,
                 sim_time_s=self.state.sim_time_s,

@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from adloco.engine.clock import TrainerSync
+
 # Fields every metrics row must carry for the summary and time-to-target.
 REQUIRED_ROW_KEYS = ("round", "trainer", "tokens_total", "communications", "sim_time_s")
 
@@ -22,6 +24,7 @@ SUMMARY_KEYS = (
     "best_val_perplexity",
     "tokens_total",
     "communications",
+    "messages_total",
     "bytes_total",
     "sim_time_s",
     "wall_time_s",
@@ -50,7 +53,10 @@ class MetricsRow:
     inner_steps: int  # optimizer steps of this round (fewer in a round cut to the budget)
     tokens: int  # tokens the trainer processed this round
     tokens_total: int  # tokens of all trainers so far
-    communications: int  # trainer rounds so far (one per trainer per round)
+    communications: int  # trainer rounds so far (one per trainer per round; the paper's count)
+    allreduces: int  # the trainer's all-reduces this round that crossed the network (>= 2 slots)
+    merge_transfers: int  # merged trainers' states sent to this trainer this round
+    messages_total: int  # network messages so far: all-reduces and merge transfers of every trainer
     bytes: int  # bytes the trainer's synchronisation (and a merge into it) moved
     bytes_total: int
     train_loss: float
@@ -84,6 +90,32 @@ def finite_or_none(value: Any) -> float | None:
     return float(value)
 
 
+def fill_messages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with ``allreduces``, ``merge_transfers`` and ``messages_total`` filled in.
+
+    Rows written before the engine counted network messages carry only their
+    ``sync`` (:class:`adloco.engine.clock.TrainerSync`), from which the counts
+    follow: an all-reduce crosses the network only on two or more slots, and a
+    merge sends one transfer per absorbed trainer. Rows that have the fields
+    are returned unchanged; the rows are in the order the engine wrote them.
+    """
+    if all("messages_total" in r for r in rows) or not all("sync" in r for r in rows):
+        return rows  # counted by the engine, or not countable (no row says what it sent)
+    total, out = 0, []
+    for row in rows:
+        sync = TrainerSync.from_dict(row["sync"])
+        total += sync.messages()
+        out.append(
+            {
+                **row,
+                "allreduces": sync.allreduces(),
+                "merge_transfers": sync.merge_messages,
+                "messages_total": total,
+            }
+        )
+    return out
+
+
 def derive_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary.json fields, computed from the metrics rows alone."""
     last_round = max(r["round"] for r in rows)
@@ -104,6 +136,7 @@ def derive_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "best_val_perplexity": min(perplexities) if perplexities else None,
         "tokens_total": largest("tokens_total"),
         "communications": largest("communications"),
+        "messages_total": largest("messages_total"),
         "bytes_total": largest("bytes_total"),
         "sim_time_s": largest("sim_time_s"),
         "wall_time_s": largest("wall_time_s"),

@@ -31,7 +31,8 @@ class RunState:
 
     round: int = 0  # rounds trained
     tokens_total: int = 0  # tokens trained by all trainers together
-    communications: int = 0  # all-reduces so far
+    communications: int = 0  # trainer rounds so far (the paper's count; ddp: its all-reduces)
+    messages: int = 0  # network messages so far: all-reduces over 2 or more slots, merge transfers
     bytes_total: int = 0  # bytes moved by all communications so far
     sim_time_s: float = 0.0  # simulated time of the rounds so far
     slot_owner: dict[int, int] = field(default_factory=dict)  # slot index -> trainer id
@@ -46,6 +47,7 @@ class RunState:
             "round": self.round,
             "tokens_total": self.tokens_total,
             "communications": self.communications,
+            "messages": self.messages,
             "bytes_total": self.bytes_total,
             "sim_time_s": self.sim_time_s,
         }
@@ -62,6 +64,12 @@ class RunState:
         self.round = state["round"]
         self.tokens_total = state["tokens_total"]
         self.communications = state["communications"]
+        if "messages" not in state:
+            raise ValueError(
+                "the checkpoint was written before runs counted network messages; move its "
+                "folder away to train this run from the start"
+            )
+        self.messages = state["messages"]
         self.bytes_total = state["bytes_total"]
         self.sim_time_s = state["sim_time_s"]
         self.slot_owner = {int(s): int(t) for s, t in state["slot_owner"]}

@@ -155,10 +155,14 @@ def absorb(kept: Trainer, group: list[Trainer], weights: list[float], momentum: 
     kept.smoothed = trust.pool([t.smoothed for t in group], weights)
 
 
-def merge_group(trainers: list[Trainer], settings: RunSettings) -> tuple[Trainer, list[int]]:
+def merge_group(
+    trainers: list[Trainer], settings: RunSettings, slots: Mapping[int, int]
+) -> tuple[Trainer, list[int]]:
     """The trainers with the smallest global batches merged into one (``train.merge_*``).
 
-    The kept trainer takes the group's merged state (:func:`absorb`), the
+    ``slots``: trainer id -> the node slots it ran on this round (the
+    ``per_node`` rule keeps the kept trainer's batch per slot over the group's
+    slots). The kept trainer takes the group's merged state (:func:`absorb`), the
     merged global batch and a merge event; returns it and the ids merged.
     """
     batches = {t.id: t.global_batch for t in trainers}
@@ -168,7 +172,11 @@ def merge_group(trainers: list[Trainer], settings: RunSettings) -> tuple[Trainer
     weights = merge.merge_weights([t.global_batch for t in group])
     kept = next(t for t in trainers if t.id == keep_id)
     absorb(kept, group, weights, settings.outer_momentum > 0)
-    new_batch = merge.merged_batch([t.global_batch for t in group], settings.merge_batch)
+    # The kept trainer first: the per_node rule keeps its batch per slot.
+    order = [kept] + [t for t in group if t is not kept]
+    new_batch = merge.merged_batch(
+        [t.global_batch for t in order], settings.merge_batch, [slots[t.id] for t in order]
+    )
     kept.events.append(
         {
             "type": "merge",
@@ -176,6 +184,7 @@ def merge_group(trainers: list[Trainer], settings: RunSettings) -> tuple[Trainer
             "kept": keep_id,
             "weights": weights,
             "batches": [t.global_batch for t in group],
+            "slots": [slots[t.id] for t in group],
             "batch": new_batch,
             "rule": settings.merge_batch,
         }

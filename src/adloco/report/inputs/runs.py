@@ -35,6 +35,7 @@ from adloco.engine.records import (
     REQUIRED_ROW_KEYS,
     SUMMARY_KEYS,
     derive_summary,
+    fill_messages,
     is_number,
 )
 
@@ -123,7 +124,7 @@ def load_run_seed(runs_dir: Path, run: str, seed: int, settings: RunSettings) ->
     """Read one run and seed; check it is the run the configuration describes."""
     folder = seed_dir(runs_dir, run, seed)
     metrics_path = metrics_file(folder)
-    rows = read_metrics(metrics_path)
+    rows = fill_messages(read_metrics(metrics_path))
     _identity(rows, "run", run, metrics_path)
     _identity(rows, "seed", seed, metrics_path)
     _identity(rows, "method", settings.method, metrics_path)
