@@ -19,13 +19,53 @@ from adloco.model import size as model_size
 REPORT_ROLES = ("adloco", "diloco", "ddp", "baselines", "ablations")
 
 
+# The largest seed: torch's and numpy's generators take it, and the data order's
+# seed (seed x 1_000_003 + epoch, adloco.engine.sampler) stays within torch's 64 bits.
+MAX_SEED = 2**32 - 1
+# The longest name that becomes a file or folder name (results/<experiment>/,
+# a run's folder, a device's calibration file, data/tokenized/<dataset>), with room
+# for adloco's temporaries beside it (.<name>.<8 characters>.tmp) under the 255 bytes
+# of a file name.
+MAX_NAME = 100
+
+
+def seed_problem(value: int) -> str | None:
+    """Why ``value`` is no seed adloco takes, or None."""
+    if value < 0 or value > MAX_SEED:
+        return f"{value} is not a seed from 0 to {MAX_SEED} (2**32 - 1); choose one in that range"
+    return None
+
+
 def check_config(config: Config) -> None:
     """Every rule below, in the order a reader fixes them."""
+    check_names_and_seeds(config)
     check_devices(config)
     check_runs(config)
     check_sources(config)
     check_report_roles(config)
     check_model_fits(config)
+
+
+def check_names_and_seeds(config: Config) -> None:
+    """Names that become file names fit one; seeds fit the generators (named by key)."""
+    names = [("experiment", config.experiment), ("data.dataset", config.data.dataset)]
+    names += [(f"cluster.devices.{i}.name", d.name) for i, d in enumerate(config.cluster.devices)]
+    names += [(f"runs.{name}", name) for name in config.runs]
+    for key, name in names:
+        if len(name.encode()) > MAX_NAME:
+            raise ConfigError(
+                f"{key}: a name of {len(name.encode())} bytes ({name[:20]}...); it names a file "
+                f"or folder, so at most {MAX_NAME}: choose a shorter name"
+            )
+    seeds = [("seed", config.seed)]
+    seeds += [(f"seeds.{i}", seed) for i, seed in enumerate(config.seeds)]
+    for name, entry in config.runs.items():
+        if "seeds" in entry.written:
+            seeds += [(f"runs.{name}.seeds.{i}", s) for i, s in enumerate(config.run_seeds(name))]
+    for key, seed in seeds:
+        problem = seed_problem(seed)
+        if problem is not None:
+            raise ConfigError(f"{key}: {problem}")
 
 
 def check_devices(config: Config) -> None:
@@ -57,14 +97,10 @@ def check_runs(config: Config) -> None:
                 f"runs.{name}.initial_trainers: {run.initial_trainers} trainers need at least "
                 f"as many node slots, the cluster has {slots}"
             )
+        # A run that starts with one trainer has nothing to merge whatever its merge
+        # settings (the multi-instance ablation changes initial_trainers alone); from two
+        # trainers on, a merge_count above the trainers left merges them all.
         check_statistics(config, run)
-        if run.merge != "none" and run.merge_count > run.initial_trainers:
-            raise ConfigError(
-                f"{config.setting_key(name, 'merge_count')}: run {name} merges "
-                f"{run.merge_count} trainers at once but starts with "
-                f"{run.initial_trainers} ({config.setting_key(name, 'initial_trainers')}), "
-                "so it would never merge; lower merge_count or set merge: none"
-            )
 
 
 def check_own_slots(config: Config, run: RunSettings) -> None:

@@ -129,15 +129,41 @@ class ReportConfig:
         enum=["stays", "first"],
     )
     between: str = setting(
-        "interpolated",
+        "model",
         (
             "how the tokens, communications, bytes and simulated time to a target are read: "
-            "interpolated: linear in log-perplexity between the evaluation before the one "
-            "that reaches it (above the target) and that one; round: the run's values at the "
-            "end of the round that reaches it"
+            "model: at a model that exists, so at the end of the round whose outer step "
+            "reaches it for the methods with an outer step (their global model changes only "
+            "there), interpolated for ddp (its model changes at every step); interpolated: "
+            "linear in log-perplexity between the evaluation before the one that reaches it "
+            "(above the target) and that one, for every method; round: the run's values at "
+            "the end of the round that reaches it, for every method"
         ),
         type="string",
-        enum=["interpolated", "round"],
+        enum=["model", "interpolated", "round"],
+    )
+    merged: str = setting(
+        "at_merge",
+        (
+            "the run-level perplexity of a round with a merge: at_merge: the models that exist "
+            "after it, the merged model's own evaluation in place of its parents' (so a merge "
+            "is credited in its round, at its time, tokens and messages); next_evaluation: the "
+            "parents' evaluations before the merge, the merged model counted from its next "
+            "round"
+        ),
+        type="string",
+        enum=["at_merge", "next_evaluation"],
+    )
+    communications: str = setting(
+        "messages",
+        (
+            "what claim 2 counts as a communication: messages: network messages, the "
+            "all-reduces of trainers on two or more node slots and the transfers of merged "
+            "trainers' states (a trainer on one slot sends nothing); trainer_rounds: the "
+            "paper's count, one per trainer per round (ddp: one per all-reduce)"
+        ),
+        type="string",
+        enum=["messages", "trainer_rounds"],
     )
     pairing: str = setting(
         "seed",
