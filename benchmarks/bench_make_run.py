@@ -217,9 +217,10 @@ def main() -> None:
 def committed_files_moved(clone_dir: Path) -> list[str]:
     """The report files git keeps that the run wrote with other bytes than the commit's.
 
-    With pinned numerics a fresh run writes them again byte for byte
-    (docs/numerics.md); one that moved names a float that differs, or a commit
-    whose configuration changed since they were written.
+    In the numerics mode that wrote them (portable; docs/numerics.md) a fresh
+    run writes them again byte for byte; one that moved names a float that
+    differs (fast mode on another MKL branch gives other last digits), or a
+    commit whose configuration changed since they were written.
     """
     out = subprocess.run(
         ["git", "-C", str(clone_dir), "status", "--porcelain", "--", *COMMITTED_REPORT_FILES],

@@ -1,7 +1,8 @@
 """The floats a short pipeline computes, to the bit: the committed fingerprint of the numerics.
 
 Runs, in a temporary folder and one process pinned as every ``adloco`` command
-is (adloco.core.numerics): the test preset (config/test.yaml) end to end through
+is (adloco.core.numerics, in the mode ``--mode`` or ``ADLOCO_NUMERICS`` names):
+the test preset (config/test.yaml) end to end through
 ``adloco.cli.main`` (corpus, tokenization, the base model, calibration, then
 seed 0 of every run), and a few AdamW steps of the default model
 (config/config.yaml) on seeded random tokens. It keeps the numbers a drift in
@@ -10,13 +11,19 @@ sha256 of every final model's weights (tensor bytes in name order). The wall
 and simulated clocks are left out (the one is not reproducible, the other is
 the calibration's business, not the numerics').
 
-tests/test_fingerprint.py runs ``--check`` and fails, naming each number
-that moved, when the result is not the committed tests/fixtures/fingerprint.json
-bit for bit. After an intended change of the numbers (a new torch, a change to
-the model, the engine or the test preset), ``--write`` records the new ones.
+One fingerprint per mode: ``portable``'s, tests/fixtures/fingerprint.json, is
+the same on every x86-64 CPU with AVX2; ``fast``'s depends on MKL's branch for
+the CPU, so there is one per branch (adloco.core.numerics.mkl_branch),
+tests/fixtures/fingerprint-fast-<branch>.json, for each branch someone recorded.
+tests/test_fingerprint.py runs both and fails, naming each number that moved,
+when the result is not the committed one bit for bit (a CPU whose branch has no
+fast fingerprint skips that one). After an intended change of the numbers (a
+new torch, a change to the model, the engine or the test preset), ``--write``
+records the new ones: run it in both modes. ``native`` has no fingerprint of
+its own: ``--check`` compares it with portable's (what pinning moves).
 
-Usage: .venv/bin/python scripts/fingerprint.py [--write | --check] [--json PATH]
-       [--threads N] [--keep DIR]
+Usage: .venv/bin/python scripts/fingerprint.py [--mode fast|portable] [--write | --check]
+       [--json PATH] [--threads N] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -24,15 +31,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "fingerprint.json"
+FIXTURE = ROOT / "tests" / "fixtures" / "fingerprint.json"  # portable mode's
 TEST_PRESET = ROOT / "config" / "test.yaml"
 DEFAULT_PRESET = ROOT / "config" / "config.yaml"
-REGENERATE = ".venv/bin/python scripts/fingerprint.py --write"
+REGENERATE = ".venv/bin/python scripts/fingerprint.py --mode MODE --write"
 
 # The default model's short run: AdamW steps of a batch of seeded random tokens.
 DEFAULT_STEPS = 4
@@ -42,6 +50,13 @@ DATA_SEED = 0
 # What the comparison leaves out: the process's settings, shown, not compared
 # (a change there shows in the numbers, or does not matter).
 NOT_COMPARED = ("numerics",)
+
+
+def fixture(mode: str, branch: str | None) -> Path:
+    """The committed fingerprint of ``mode`` (``native`` is compared with portable's)."""
+    if mode == "fast":
+        return FIXTURE.with_name(f"fingerprint-fast-{branch}.json")
+    return FIXTURE
 
 
 def weights_sha256(state: dict) -> str:
@@ -150,10 +165,14 @@ def default_model() -> dict:
     }
 
 
-def fingerprint(threads: int | None = None, keep: Path | None = None) -> dict:
-    """Every number of the fingerprint, and the numerics it was computed under."""
+def fingerprint(
+    threads: int | None = None, keep: Path | None = None, mode: str | None = None
+) -> dict:
+    """Every number of the fingerprint, and the numerics it was computed under (in ``mode``)."""
     from adloco.core import numerics
 
+    if mode is not None:  # every stage's adloco.cli.main reads it again
+        os.environ[numerics.MODE_VARIABLE] = mode
     # Before torch loads, as adloco.cli.main does (it pins again, to the same values).
     numerics.pin(threads)
     thread_args = ["--threads", str(threads)] if threads else []
@@ -200,44 +219,64 @@ def differences(expected: dict, got: dict) -> list[str]:
     return lines
 
 
-def report(expected: dict, got: dict) -> str:
+def report(expected: dict, got: dict, path: Path = FIXTURE) -> str:
     """What drifted, under which numerics, and how to record the new numbers if intended."""
     lines = differences(expected, got)
     if not lines:
         return ""
     settings = flatten({"committed": expected.get("numerics"), "now": got.get("numerics")})
     return "\n".join(
-        [f"{len(lines)} number(s) of the fingerprint drifted from {FIXTURE.name}:", *lines]
+        [f"{len(lines)} number(s) of the fingerprint drifted from {path.name}:", *lines]
         + ["under the numerics (adloco.core.numerics, docs/numerics.md):"]
         + [f"  {k}: {v!r}" for k, v in settings.items()]
         + [
             "A drift no change of this commit explains is a machine's (another CPU path, "
-            "thread count or library version); after an intended change of the numbers, "
-            f"record them: {REGENERATE}"
+            "MKL branch, thread count or library version); after an intended change of the "
+            f"numbers, record them in each mode (fast, portable): {REGENERATE}"
         ]
     )
 
 
 def main() -> int:
+    from adloco.core import numerics
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help=f"write {FIXTURE.relative_to(ROOT)}")
-    mode.add_argument("--check", action="store_true", help="compare with it; exit 1 on a drift")
+    ap.add_argument(
+        "--mode",
+        choices=numerics.MODES,
+        default=None,
+        help="the numerics (default: ADLOCO_NUMERICS's, else fast)",
+    )
+    action = ap.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="write the mode's fingerprint")
+    action.add_argument(
+        "--check", action="store_true", help="compare with the mode's; exit 1 on a drift"
+    )
     ap.add_argument("--json", default=None, help="also write the numbers to this file")
     ap.add_argument("--threads", type=int, default=None, help="intra-op threads (default: 1)")
     ap.add_argument("--keep", default=None, help="run in this folder and keep it")
     args = ap.parse_args()
-    got = fingerprint(args.threads, Path(args.keep) if args.keep else None)
+    mode = args.mode or numerics.mode()
+    if args.write and mode == numerics.NATIVE:
+        ap.error("native floats are this machine's own: write a fast or portable fingerprint")
+    got = fingerprint(args.threads, Path(args.keep) if args.keep else None, mode)
+    path = fixture(mode, got["numerics"]["mkl_branch"])
     text = json.dumps(got, indent=2) + "\n"
     if args.json:
         Path(args.json).write_text(text)
     if args.write:
-        FIXTURE.write_text(text)
-        print(f"wrote {FIXTURE.relative_to(ROOT)}")
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
         return 0
     if args.check:
-        message = report(json.loads(FIXTURE.read_text()), got)
-        print(message or f"fingerprint: the same to the bit as {FIXTURE.relative_to(ROOT)}")
+        if not path.is_file():
+            print(
+                f"no {path.relative_to(ROOT)}: no fast fingerprint for MKL branch "
+                f"{got['numerics']['mkl_branch']} was recorded (--mode fast --write records it)"
+            )
+            return 2
+        message = report(json.loads(path.read_text()), got, path)
+        print(message or f"fingerprint: the same to the bit as {path.relative_to(ROOT)}")
         return 1 if message else 0
     sys.stdout.write(text)
     return 0

@@ -10,8 +10,10 @@ to the base, communications, simulated time and optimizer steps, the targets,
 each claim's verdict (supported, not supported, no meaningful difference,
 inconclusive, not testable) with the report's own reason, the rules a headline
 verdict turns on, and the claim's power warnings (a comparison it rests on
-whose test cannot reach the level or lacks power at the smallest effect). So
-the README cannot drift from the report it quotes.
+whose test cannot reach the level or lacks power at the smallest effect), and
+the numerics mode the runs beside the report (``<report>/../runs``) computed
+in (docs/numerics.md), with what a reader on another CPU gets. So the README
+cannot drift from the report it quotes.
 ``--check`` writes nothing and exits 1 when the block differs from what the
 report gives (the README then quotes another run). A report it cannot read (no
 ``claims.json`` or ``summary.csv``, a file that is not JSON, a key or a column
@@ -27,6 +29,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from adloco.core import numerics
 from adloco.core.io import read_json_object
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -202,14 +205,55 @@ def _block(report: Path, doc: dict, runs: dict[str, dict]) -> str:
             lines.append(f"   Power: {warning}")
     lines += [
         "",
-        "Every `adloco` command pins the CPU's float paths and threads (docs/numerics.md), so "
-        "a fresh clone on an x86-64 CPU with AVX2 is meant to give these numbers to the bit "
-        "(tests/test_fingerprint.py checks a committed fingerprint on the machine it runs on); "
-        "the regime map's clock measured on this machine differs. A fresh clone's own report, "
-        "`results/default/report/index.html`, is the reference.",
+        numerics_sentence(runs_numerics(report.parent / "runs"))
+        + " The regime map's clock measured on this machine differs. A fresh clone's own "
+        "report, `results/default/report/index.html`, is the reference.",
         END,
     ]
     return "\n".join(lines) + "\n"
+
+
+def runs_numerics(runs_folder: Path) -> set[tuple[str, str | None]]:
+    """(mode, MKL branch) of every run's ``summary.json`` in ``runs_folder`` (pinned: portable)."""
+    found = set()
+    for path in sorted(runs_folder.glob("*/*/summary.json")):
+        try:
+            record = read_json_object(path, f"{path}: not found").get("numerics") or {}
+        except (OSError, ValueError):
+            continue
+        mode = str(record.get("mode") or "unknown")
+        found.add((numerics.ALIASES.get(mode, mode), record.get("mkl_branch")))
+    return found
+
+
+def numerics_sentence(found: set[tuple[str, str | None]]) -> str:
+    """Which numerics mode computed the runs, and what a fresh clone on another CPU gets."""
+    modes = {mode for mode, _ in found}
+    portable = (
+        "`ADLOCO_NUMERICS=portable` computes floats that are the same on every x86-64 CPU with AVX2"
+    )
+    if modes == {numerics.PORTABLE}:
+        return (
+            "These numbers were computed in the `portable` numerics mode (docs/numerics.md): "
+            "a fresh clone on any x86-64 CPU with AVX2 gives them to the bit with "
+            "`ADLOCO_NUMERICS=portable` (tests/test_fingerprint.py checks a committed "
+            "fingerprint); `make run` in the default `fast` mode is meant to give the same "
+            "verdicts, with other last digits."
+        )
+    branches = {branch for _, branch in found}
+    if modes == {numerics.FAST} and len(branches) == 1:
+        return (
+            f"These numbers were computed in the default `fast` numerics mode on MKL branch "
+            f"`{branches.pop()}` (docs/numerics.md): a fresh clone gives them to the bit on "
+            "a CPU of that branch (tests/test_fingerprint.py names the machine's); on another "
+            f"CPU the verdicts are meant to be the same and the last digits differ. {portable}."
+        )
+    named = ", ".join(sorted(f"{m} ({b})" if b else m for m, b in found)) or "none recorded"
+    return (
+        f"The runs' numerics modes (docs/numerics.md): {named}; the last digits are those of "
+        f"the machines that ran them, the verdicts are meant to be the same elsewhere. "
+        f"{portable}."
+    )
 
 
 def in_short(doc: dict) -> list[str]:

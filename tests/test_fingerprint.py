@@ -2,8 +2,10 @@
 
 The fingerprint (tests/fixtures/fingerprint.json) holds the test preset's
 losses, perplexities and final weights' sha256 and a short run of the default
-model, computed under the pinned numerics (adloco.core.numerics). A fresh process
-computes them again here; a difference names each number that moved.
+model, computed under each pinned mode (adloco.core.numerics): portable's
+(fingerprint.json, any x86-64 CPU with AVX2) and fast's, one per MKL branch
+(fingerprint-fast-<branch>.json; a CPU whose branch has none skips, saying so).
+A fresh process computes them again here; a difference names each number that moved.
 """
 
 from __future__ import annotations
@@ -59,20 +61,40 @@ def test_differences_name_every_number_that_moved(fp):
     assert "now.torch: '2.1'" in message and fp.REGENERATE in message
 
 
-def test_the_fixture_was_made_under_the_pinned_rule(fp):
-    committed = json.loads(fp.FIXTURE.read_text())["numerics"]
-    assert committed["mode"] == "pinned" and committed["pinned_before_torch"]
-    flags = frozenset({"avx2", "fma"} if committed["cpu_capability"] == "AVX2" else ())
-    rule = numerics.pinned_environment(flags, committed["machine"], 1)
-    assert committed["environment"] == {k: rule.get(k) for k in numerics.VARIABLES}
-    assert committed["intra_op_threads"] == numerics.DEFAULT_THREADS
+def committed_fingerprints(fp) -> dict[Path, dict]:
+    """Every committed fingerprint: portable's and one per MKL branch in fast mode."""
+    paths = [fp.FIXTURE, *sorted(fp.FIXTURE.parent.glob("fingerprint-fast-*.json"))]
+    return {path: json.loads(path.read_text()) for path in paths}
 
 
-def test_this_machine_computes_the_committed_fingerprint(fp, tmp_path):
-    committed = json.loads(fp.FIXTURE.read_text())
-    if numerics.mode() == numerics.NATIVE:
-        pytest.skip("ADLOCO_NUMERICS=native: the floats are this machine's own")
-    pinned = numerics.pinned_environment(numerics.cpu_flags(), platform.machine(), 1)
+def test_each_fixture_was_made_under_its_modes_rule(fp):
+    found = committed_fingerprints(fp)
+    assert any(doc["numerics"]["mode"] == "fast" for doc in found.values())
+    for path, doc in found.items():
+        committed = doc["numerics"]
+        assert committed["pinned_before_torch"], path
+        mode = "portable" if path == fp.FIXTURE else "fast"
+        assert committed["mode"] == mode, path
+        assert fp.fixture(mode, committed["mkl_branch"]) == path
+        flags = frozenset({"avx2", "fma"} if committed["cpu_capability"] == "AVX2" else ())
+        rule = numerics.pinned_environment(flags, committed["machine"], 1, mode)
+        assert committed["environment"] == {k: rule.get(k) for k in numerics.VARIABLES}, path
+        assert committed["intra_op_threads"] == numerics.DEFAULT_THREADS
+
+
+@pytest.mark.parametrize("mode", ["portable", "fast"])
+def test_this_machine_computes_the_committed_fingerprint(fp, tmp_path, mode):
+    import torch  # noqa: F401  (mkl_branch asks the MKL torch loaded)
+
+    pinned = numerics.pinned_environment(numerics.cpu_flags(), platform.machine(), 1, mode)
+    expected = fp.fixture(mode, numerics.mkl_branch())
+    if not expected.is_file():
+        pytest.skip(
+            f"no fast-mode fingerprint for this CPU's MKL branch {numerics.mkl_branch()} "
+            f"({expected.name}): its floats are not checked here; record them with "
+            "scripts/fingerprint.py --mode fast --write"
+        )
+    committed = json.loads(expected.read_text())
     if pinned["ATEN_CPU_CAPABILITY"].upper() != committed["numerics"]["cpu_capability"]:
         pytest.skip(
             f"this CPU pins {pinned['ATEN_CPU_CAPABILITY']}, the fingerprint was made "
@@ -80,6 +102,7 @@ def test_this_machine_computes_the_committed_fingerprint(fp, tmp_path):
         )
     out, keep = tmp_path / "fingerprint.json", tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in numerics.VARIABLES}
+    env[numerics.MODE_VARIABLE] = mode
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--json", str(out), "--keep", str(keep)],
         cwd=ROOT,
@@ -90,7 +113,9 @@ def test_this_machine_computes_the_committed_fingerprint(fp, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(out.read_text())
-    assert not fp.report(committed, got), fp.report(committed, got)
+    assert got["numerics"]["mode"] == mode
+    assert {k: got["numerics"]["environment"][k] for k in pinned} == pinned
+    assert not fp.report(committed, got, expected), fp.report(committed, got, expected)
     # Every output that trained records the numerics it was trained under.
     recorded = {k: v for k, v in got["numerics"].items() if k != "transformers"}
     written = [keep / "base" / "base.json", *sorted((keep / "runs").glob("*/summary.json"))]

@@ -99,7 +99,32 @@ def test_the_block_gives_medians_ranges_targets_and_verdicts(report):
         "the base's noise scale B_simple is 51 sequences; AdLoCo's local batches run 4–21 "
         "(median 8)." in text
     )
-    assert "pins the CPU's float paths" in text and "fresh clone's own report" in text
+    assert "fresh clone's own report" in text
+    # No run beside the report: its numerics are not known.
+    assert "The runs' numerics modes (docs/numerics.md): none recorded;" in text
+
+
+def test_the_block_says_which_numerics_mode_computed_the_runs(report):
+    def runs(*records):
+        for i, record in enumerate(records):
+            folder = report.parent / "runs" / "adloco" / f"seed{i}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "summary.json").write_text(json.dumps({"numerics": record}))
+
+    runs({"mode": "pinned"}, {"mode": "portable", "mkl_branch": "GenuineIntel-AVX512"})
+    text = readme_results.block(report)
+    assert "computed in the `portable` numerics mode" in text  # pinned: its old name
+    assert "to the bit with `ADLOCO_NUMERICS=portable`" in text
+    runs(*[{"mode": "fast", "mkl_branch": "AuthenticAMD-AUTO-avx2"}] * 2)
+    text = readme_results.block(report)
+    assert "the default `fast` numerics mode on MKL branch `AuthenticAMD-AUTO-avx2`" in text
+    assert "on another CPU the verdicts are meant to be the same and the last digits differ" in text
+    runs({"mode": "fast", "mkl_branch": "GenuineIntel-AVX512"})
+    text = readme_results.block(report)
+    assert (
+        "numerics modes (docs/numerics.md): fast (AuthenticAMD-AUTO-avx2), "
+        "fast (GenuineIntel-AVX512);" in text
+    )
 
 
 def test_a_rule_that_changes_a_headline_verdict_is_named(report):
