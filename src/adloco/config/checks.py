@@ -60,8 +60,8 @@ def check_names_and_seeds(config: Config) -> None:
     seeds = [("seed", config.seed)]
     seeds += [(f"seeds.{i}", seed) for i, seed in enumerate(config.seeds)]
     for name, entry in config.runs.items():
-        if "seeds" in entry.written:
-            seeds += [(f"runs.{name}.seeds.{i}", s) for i, s in enumerate(config.run_seeds(name))]
+        if tuple(entry.seeds) != tuple(config.seeds):  # the run's own seeds
+            seeds += [(f"runs.{name}.seeds.{i}", s) for i, s in enumerate(entry.seeds)]
     for key, seed in seeds:
         problem = seed_problem(seed)
         if problem is not None:

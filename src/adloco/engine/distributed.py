@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 import os
 import threading
 import time
@@ -132,8 +133,12 @@ def timeout_s(cli_value: float | None = None, environ: Mapping[str, str] | None 
             raise ValueError(f"{TIMEOUT_ENV}={environ[TIMEOUT_ENV]!r} is not a number") from exc
     else:
         value = DEFAULT_TIMEOUT_S
-    if value <= 0:
-        raise ValueError(f"process-group timeout must be positive, got {value} s")
+    if not math.isfinite(value) or value <= 0:
+        where = "--dist-timeout-s" if cli_value is not None else TIMEOUT_ENV
+        raise ValueError(
+            f"{where}: the process-group timeout must be a positive, finite number of "
+            f"seconds, got {value}; give one such as 1800"
+        )
     return value
 
 

@@ -8,6 +8,9 @@ DVC's ``foreach``). The help texts' examples use the placeholders below.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
+
 from adloco.core import paths
 from adloco.stages.declaration import Argument, arg
 
@@ -70,6 +73,24 @@ TRAINED = (
     ),
 )
 
+
+def _checked(parse: str) -> Callable[[str], str]:
+    """An argparse type: the spec as given, once ``adloco.report.inputs.devices.<parse>``
+    reads it, so a bad one stops at the command line, before any work."""
+
+    def check(spec: str) -> str:
+        from adloco.report.inputs import devices
+
+        try:
+            getattr(devices, parse)(spec)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return spec
+
+    check.__name__ = parse
+    return check
+
+
 # The devices and networks the report and the regime replay bring beside the runs' own.
 BROUGHT = (
     arg(
@@ -82,12 +103,14 @@ BROUGHT = (
     arg(
         "--roofline",
         action="append",
+        type=_checked("parse_roofline"),
         metavar="NAME=SECONDS_PER_SEQUENCE,SATURATION_BATCH[,UPDATE_S]",
         help="a device given as a roofline (repeatable)",
     ),
     arg(
         "--network",
         action="append",
+        type=_checked("parse_network"),
         metavar="NAME=GBIT_S,LATENCY_S",
         help="a network to replay the runs on, beside the bandwidth sweep (repeatable)",
     ),

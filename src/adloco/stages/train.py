@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from adloco.core import paths
 from adloco.stages.common import (
@@ -47,13 +48,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def seed(text: str) -> int | str:
-    """A training seed: an integer, or ``all``."""
+    """A training seed: an integer the configuration would take (0 to 2**32 - 1), or ``all``."""
+    from adloco.config.checks import seed_problem
+
     if text == "all":
         return text
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: an integer seed, or all") from None
+    problem = seed_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}, or all")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a positive, finite number of seconds (default 1800)"
+        )
+    return value
 
 
 STAGE = Stage(
@@ -104,7 +124,7 @@ STAGE = Stage(
         threads("Snakemake passes the job's; per process under torchrun"),
         arg(
             "--dist-timeout-s",
-            type=float,
+            type=seconds,
             default=None,
             help="under torchrun: seconds a collective may wait for the other processes before "
             "the run fails (default: $ADLOCO_DIST_TIMEOUT_S, else 1800)",

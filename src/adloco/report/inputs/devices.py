@@ -50,10 +50,23 @@ class NetworkPoint:
         return Network(self.bandwidth_gbit_s * 1e9 / 8, self.latency_s)
 
 
+# The longest name a figure's legend shows.
+NAME_MAX = 60
+
+
 def _numbers(spec: str, option: str, count: tuple[int, int]) -> tuple[str, list[float]]:
     name, sep, values = spec.partition("=")
     if not sep or not name:
         raise ValueError(f"{option} {spec!r}: expected NAME=NUMBER,NUMBER[,...]")
+    # The name labels the figures, where matplotlib reads text between two $ as
+    # mathematics (a bad formula failed the figure after the replay's work).
+    odd = next((c for c in name if c == "$" or not c.isprintable()), None)
+    if odd is not None or len(name) > NAME_MAX:
+        what = f"holds {odd!r}" if odd is not None else f"is over {NAME_MAX} characters"
+        raise ValueError(
+            f"{option} {spec!r}: the name {name!r} {what}, and it labels the figures; name it "
+            "with letters, digits, spaces and - _ . ( ) ,"
+        )
     try:
         numbers = [float(v) for v in values.split(",")]
     except ValueError:
