@@ -81,9 +81,27 @@ def test_the_saved_config_carries_the_tokenizers_special_ids(final):
     model = AutoModelForCausalLM.from_pretrained(final)
     tokenizer = AutoTokenizer.from_pretrained(final)
     assert tokenizer.eos_token_id == 0 and tokenizer.bos_token_id is None
+    # No BOS token of its own: a text starts with the end of text, as GPT-2's does.
+    saved = json.loads((final / "config.json").read_text())
+    assert saved["bos_token_id"] == saved["eos_token_id"] == 0 and saved["pad_token_id"] == 0
     for config in (model.config, model.generation_config):
         assert config.eos_token_id == tokenizer.eos_token_id
-        assert config.bos_token_id == tokenizer.bos_token_id
+        assert config.bos_token_id == tokenizer.eos_token_id
+
+
+def test_from_pretrained_and_generate_write_text_from_the_export(final):
+    # What a Hub user runs: no adloco code, the folder alone.
+    model = AutoModelForCausalLM.from_pretrained(final)
+    tokenizer = AutoTokenizer.from_pretrained(final)
+    prompts = tokenizer(["The city", "A river runs"], return_tensors="pt", padding=True)
+    out = model.generate(**prompts, max_new_tokens=6, do_sample=False)
+    new = out[:, prompts.input_ids.shape[1] :]
+    assert new.shape[0] == 2 and new.shape[1] >= 1
+    texts = tokenizer.batch_decode(new, skip_special_tokens=True)
+    assert all(isinstance(x, str) for x in texts) and any(x.strip() for x in texts), texts
+    # Generated from nothing: the BOS id starts it.
+    alone = model.generate(max_new_tokens=3, do_sample=False)
+    assert alone[0, 0].item() == model.config.bos_token_id
 
 
 def test_generate_stops_at_the_end_of_text_not_at_a_quote_mark(final):
@@ -108,7 +126,8 @@ def test_the_final_folder_pads_with_the_end_of_text_and_knows_its_length(final):
     model = AutoModelForCausalLM.from_pretrained(final)
     tokenizer = AutoTokenizer.from_pretrained(final)
     assert tokenizer.pad_token_id == tokenizer.eos_token_id == model.generation_config.pad_token_id
-    assert model.config.pad_token_id is None
+    # A final model, which no stage trains further: config.json names its pad token too.
+    assert model.config.pad_token_id == tokenizer.eos_token_id
     assert tokenizer.model_max_length == CONFIG["data"]["seq_len_tokens"]
     saved = json.loads((final / "tokenizer_config.json").read_text())
     assert saved["tokenizer_class"] == "PreTrainedTokenizerFast"  # transformers 4 and 5
@@ -130,6 +149,7 @@ def test_the_final_folder_has_a_model_card_with_the_runs_numbers(final):
         "tokens": summary["tokens_total"],
         "val_perplexity": best["val_perplexity"],
         "seq_len_tokens": 16,
+        "corpus": "tiny: local C4-format files (data/raw); their licence was not recorded",
     }
     assert f"| Validation perplexity | {best['val_perplexity']:.4f} |" in card
     assert "adloco train --config " in card and " --run-name r --seed 0 --data " in card
@@ -140,9 +160,11 @@ def test_the_final_folders_card_metadata_reads_back_with_the_hubs_library(final)
     from huggingface_hub import ModelCard
 
     meta = ModelCard.load(final / "README.md").data
-    # data.source local (C4's English files), model.source config (a random start).
-    assert meta.datasets == [CONFIG["data"]["dataset"]] and meta.language == ["en"]
-    assert meta.base_model is None and meta.license == "mit"
+    # data.source local (C4's English files), model.source config (a random start): no Hub
+    # data set id (the local name is none), a licence the card cannot know.
+    assert meta.datasets is None and meta.language == ["en"]
+    assert meta.base_model is None and meta.license == "other"
+    assert meta.to_dict()["license_name"] == "licence-of-the-local-corpus-not-recorded"
     assert meta.tags == ["adloco", "llama", "diloco"]
 
 

