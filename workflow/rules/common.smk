@@ -48,6 +48,13 @@ try:
     # runs of the default file would leak into a --configfile with fewer runs).
     config.clear()
     config.update(adloco_workflow.plan.read_config(CONFIG_FILE))
+    # Snakemake's banner says config/config.yaml "is extended by" a --configfile; the jobs
+    # read one file alone. Say which, once, in the main process.
+    if workflow.is_main_process:
+        logger.info(
+            f"adloco: configuration {CONFIG_FILE} alone: every job reads this file, "
+            "not a merge with config/config.yaml (a --configfile replaces it)"
+        )
     SETTINGS = adloco_workflow.plan.settings(CONFIG_FILE, config)
 except adloco_workflow.plan.PlanError as exc:
     raise WorkflowError(str(exc)) from None
