@@ -45,6 +45,12 @@ def test_kept_trainer_weights_and_merged_batch():
     assert merged_batch([6, 2, 3], "sum") == 11
     with pytest.raises(ValueError, match="slot count"):
         merged_batch([6, 2], "per_node")
+    with pytest.raises(ValueError, match="rule"):
+        merged_batch([2], "min")
+    with pytest.raises(ValueError, match="unknown trainer"):
+        kept_trainer(batches, [9])
+    with pytest.raises(ValueError, match="positive"):
+        merge_weights([0, 2])
 
 
 def reference_demand_after_merge(kept_batch_per_node: int, kept_nodes, absorbed_nodes) -> int:
@@ -72,12 +78,6 @@ def test_per_node_rounds_an_uneven_split_half_up():
     # 5 sequences over 2 slots is 2.5 a slot; over 3 slots 7.5, rounded up to 8.
     assert merged_batch([5, 1], "per_node", [2, 1]) == 8
     assert merged_batch([7, 1], "per_node", [3, 1]) == 9  # 9.33 -> 9
-    with pytest.raises(ValueError, match="rule"):
-        merged_batch([2], "min")
-    with pytest.raises(ValueError, match="unknown trainer"):
-        kept_trainer(batches, [9])
-    with pytest.raises(ValueError, match="positive"):
-        merge_weights([0, 2])
 
 
 def test_weighted_average_of_params_and_momentum_is_exact():

@@ -12,15 +12,20 @@ from adloco.model import size as model_size
 from config_edits import base
 
 
-def test_merge_count_is_checked_only_when_merging(tmp_path):
+def test_a_merge_count_above_the_trainers_is_accepted(tmp_path):
+    # A merge of more trainers than are left merges them all (select_for_merge), and one
+    # trainer has nothing to merge (the multi-instance ablation changes initial_trainers
+    # alone): neither is refused.
+    from adloco.algo.merge import select_for_merge
+
     cfg = base()
-    cfg["train"]["merge_count"] = 5  # diloco (one trainer, merge none) inherits it
-    cfg["runs"]["adloco"]["merge_count"] = 2
+    cfg["train"]["merge_count"] = 5
+    cfg["runs"]["adloco"]["merge_count"] = 3
     validate(cfg)
-    cfg["train"]["merge_count"] = 3
-    del cfg["runs"]["adloco"]["merge_count"]
-    with pytest.raises(ConfigError, match=r"train\.merge_count: .*3 trainers.*runs\.adloco"):
-        validate(cfg)
+    assert select_for_merge({0: 4, 1: 2}, 3) == [1, 0]
+    cfg["runs"]["adloco"]["initial_trainers"] = 1
+    validate(cfg)
+    assert select_for_merge({0: 4}, 2) == []
 
 
 @pytest.mark.parametrize(

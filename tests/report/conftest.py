@@ -2,10 +2,12 @@
 
 A run is given as rounds, each a list of trainer rows in shorthand
 (``ppl``, ``req``, ``eff``, ``mode``, ``events``, ``trainer``, ``stats``,
-``slot_work``, ``sync``);
-cumulative fields (tokens_total, communications, sim_time_s) are filled the
-way the engine fills them, so each test can state its expected numbers by
-hand. A run whose seeds differ from the others' gets its own ``seeds``.
+``slot_work``, ``sync``, ``messages``);
+cumulative fields (tokens_total, communications, messages_total, sim_time_s)
+are filled the way the engine fills them (a row's network messages are its
+``messages``, 1 unless given: a trainer that all-reduces over its slots), so
+each test can state its expected numbers by hand. A run whose seeds differ from
+the others' gets its own ``seeds``.
 """
 
 from __future__ import annotations
@@ -70,11 +72,12 @@ def make_rows(
     sim_s_per_round: float = 1.0,
     tokens_per_row: int = 100,
 ) -> list[dict]:
-    rows, tokens, comms = [], 0, 0
+    rows, tokens, comms, messages = [], 0, 0, 0
     for index, trainers in enumerate(rounds, start=1):
         tokens += tokens_per_row * len(trainers)
         for position, t in enumerate(trainers):
             comms += 1
+            messages += t.get("messages", 1)
             req = t.get("req", 4)
             rows.append(
                 {
@@ -93,6 +96,7 @@ def make_rows(
                     "tokens": tokens_per_row,
                     "tokens_total": tokens,
                     "communications": comms,
+                    "messages_total": messages,
                     "bytes": 10,
                     "bytes_total": 10 * comms,
                     "val_perplexity": t.get("ppl"),

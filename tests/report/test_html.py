@@ -118,7 +118,8 @@ def test_claims_json_is_machine_readable(report):
     assert interval["kind"] == "range over seeds" and interval["coverage"] == 0.75
     assert [s["seed"] for s in head["per_seed"]] == [0, 1, 2]
     assert head["effect_p_adloco_less"] in (1 / 8, 2 / 8, 3 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0)
-    assert set(head["under_alternative_rules"]) == {"reached", "between", "pairing",
+    assert set(head["under_alternative_rules"]) == {"reached", "between", "merged",
+                                                    "communications", "pairing",
                                                     "paired_test", "equal_time"}  # fmt: skip
     assert doc["reference_perplexity"]["unigram"] == 120.0 and doc["base"]["val_perplexity"] == 64
     assert doc["headline"]["runs"][0] == "adloco" and doc["rules"]["reached"] == "stays"

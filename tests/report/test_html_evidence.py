@@ -28,5 +28,6 @@ def test_rules_one_row_per_comparison_and_a_column_per_rule(engine_report):
     headline = [c for claim in found.claims for c in claim.headline]
     assert len(rows) >= len(headline)
     assert "reached: first" in html and "pairing: none" in html
-    assert "between: round" in html
-    assert all(len(r) == len(rows[0]) == 8 for r in rows)
+    assert "between: interpolated" in html and "merged: next_evaluation" in html
+    assert "communications: trainer_rounds" in html
+    assert all(len(r) == len(rows[0]) == 10 for r in rows)

@@ -13,6 +13,7 @@ from adloco.report.settings import ReachRule
 
 INF = math.inf
 ROUND_ENDS = ReachRule("stays", "round")  # the values at the end of the reaching round
+INTERPOLATED = ReachRule("stays", "interpolated")  # between evaluations, for every method
 
 
 def test_censored_seeds_are_counted_not_averaged(workspace):
@@ -29,9 +30,9 @@ def test_censored_seeds_are_counted_not_averaged(workspace):
     # tokens, two per round -> 400 tokens, 4 communications, bytes 10 per communication.
     assert table[(70.0, "adloco")]["communications"].median == 4
     assert table[(70.0, "adloco")]["bytes"].median == 40
-    # Interpolated (the default): diloco seed 0 crosses 70 between 80 (round 2) and 60
-    # (round 3), seed 1 meets it at round 3.
-    s = ladder_table(runs, ladder)[(70.0, "diloco")]["tokens"]
+    # Interpolated (the alternative for round-based methods): diloco seed 0 crosses 70
+    # between 80 (round 2) and 60 (round 3), seed 1 meets it at round 3.
+    s = ladder_table(runs, ladder, INTERPOLATED)[(70.0, "diloco")]["tokens"]
     f = math.log(80 / 70) / math.log(80 / 60)
     assert (s.low, s.high) == (pytest.approx(200 + 100 * f), 300)
 
@@ -44,7 +45,7 @@ def test_configured_targets_and_main_target(workspace):
     # diloco seed 1 never reaches 60: censored, seed 0 at round 3.
     assert to_target(runs, "diloco", 60, "sim_time_s", ROUND_ENDS) == {0: 3.0, 1: INF}
     # seed 0 meets 60 exactly at round 3: the same interpolated.
-    assert to_target(runs, "diloco", 60, "sim_time_s") == {0: 3.0, 1: INF}
+    assert to_target(runs, "diloco", 60, "sim_time_s", INTERPOLATED) == {0: 3.0, 1: INF}
 
 
 def test_to_target_follows_the_reach_rule(workspace):
@@ -57,10 +58,14 @@ def test_to_target_follows_the_reach_rule(workspace):
     # Interpolated: first crosses between 90 and 55, stays between 70 and 58.
     f_first = math.log(90 / 60) / math.log(90 / 55)
     f_stays = math.log(70 / 60) / math.log(70 / 58)
-    assert to_target(runs, "diloco", 60, "communications", "first") == {
+    assert to_target(runs, "diloco", 60, "communications", ReachRule("first", "interpolated")) == {
         0: pytest.approx(1 + f_first)
     }
-    assert to_target(runs, "diloco", 60, "communications") == {0: pytest.approx(3 + f_stays)}
+    assert to_target(runs, "diloco", 60, "communications", INTERPOLATED) == {
+        0: pytest.approx(3 + f_stays)
+    }
+    # The default reads a round-based method at the end of the reaching round.
+    assert to_target(runs, "diloco", 60, "communications") == {0: 4.0}
 
 
 def test_reach_on_the_engine_fixture(engine_fixture):

@@ -95,10 +95,11 @@ def test_settings_defaults():
     assert (s.section.targets.relative_to, s.levels, s.main) == ("base", (0.95, 0.9, 0.85), None)
     assert s.bandwidths_gbit_s == DEFAULT_BANDWIDTHS_GBIT_S and s.saturation_batches is None
     assert s.rules() == {
-        "reached": "stays", "between": "interpolated", "pairing": "seed",
-        "paired_test": "signed_rank", "equal_time": "fastest",
+        "reached": "stays", "between": "model", "merged": "at_merge",
+        "communications": "messages", "pairing": "seed", "paired_test": "signed_rank",
+        "equal_time": "fastest",
     }  # fmt: skip
-    assert s.reach_rule == ReachRule("stays", "interpolated")
+    assert s.reach_rule == ReachRule("stays", "model", "at_merge", "messages")
     report = s.section
     assert (report.test_level, report.confidence, report.tuning, report.tuning_groups) == (
         0.05,

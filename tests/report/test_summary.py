@@ -42,13 +42,17 @@ def test_run_level_perplexity_is_the_lowest_trainer_of_each_round(by_run):
 def test_reach_hand_computed(by_run):
     # Target 92. adloco: round 1 is 110 > 92; round 2 is 90 (trainer 1) <= 92. At the end of
     # round 2: tokens_total 2200, communications max(3, 4) = 4, bytes 400, sim_time_s 3.25.
-    assert reach(by_run["adloco"].rows, 92.0, ReachRule("stays", "round")) == {
+    # Counted as the paper counts (trainer rounds): these hand-made rows log no messages.
+    paper = ReachRule("stays", "round", communications="trainer_rounds")
+    assert reach(by_run["adloco"].rows, 92.0, paper) == {
         "round": 2,
         "tokens": 2200,
         "communications": 4,
+        "trainer_rounds": 4,
         "bytes": 400,
         "sim_time_s": 3.25,
     }
+    assert reach(by_run["adloco"].rows, 92.0, ReachRule("stays", "round"))["communications"] is None
     # diloco reaches exactly 92 in round 4: "at or below" counts equality.
     assert reach(by_run["diloco"].rows, 92.0)["round"] == 4
     assert reach(by_run["adloco"].rows, 59.9) is None
@@ -124,7 +128,8 @@ def dip_and_return() -> list[dict]:
     ppl = {1: 661.0, 2: 823.0, 3: 700.0, 4: 640.0, 5: 610.0}
     return [
         {"round": k, "trainer": 0, "val_perplexity": p, "tokens_total": 100 * k,
-         "communications": k, "bytes_total": 10 * k, "sim_time_s": 2.0 * k}
+         "communications": k, "messages_total": 2 * k, "bytes_total": 10 * k,
+         "sim_time_s": 2.0 * k}
         for k, p in ppl.items()
     ]  # fmt: skip
 
@@ -152,28 +157,97 @@ def test_quantities_to_target_are_interpolated_in_log_perplexity_between_evaluat
     # Stays below 670 from round 4 (640); the evaluation before it, round 3, is 700.
     f = math.log(700 / 670) / math.log(700 / 640)  # 0.043804 / 0.089612
     assert f == pytest.approx(0.488802, abs=1e-6)
-    got = reach(rows, 670.0)  # stays, interpolated: the defaults
+    interpolated = ReachRule("stays", "interpolated")
+    got = reach(rows, 670.0, interpolated)
     assert got == {
         "round": 4,
         "tokens": pytest.approx(300 + 100 * f),
-        "communications": pytest.approx(3 + f),
+        "communications": pytest.approx(2 * (3 + f)),  # network messages, 2 a round here
+        "trainer_rounds": pytest.approx(3 + f),
         "bytes": pytest.approx(30 + 10 * f),
         "sim_time_s": pytest.approx(6.0 + 2.0 * f),
     }
+    # Under the default (model) these rows name no per-step method: read at round 4's end.
+    assert reach(rows, 670.0)["sim_time_s"] == 8.0
     # The dip that comes back is not the crossing: under "first" it is round 1, the
     # first evaluation, with no earlier point: read at its end.
     assert reach(rows, 670.0, ReachRule("first"))["sim_time_s"] == 2.0
     # A target met exactly at an evaluation is read at that evaluation.
-    assert reach(rows, 640.0)["sim_time_s"] == pytest.approx(8.0)
-    assert crossing(rows, 640.0) == TargetCrossing(4, 3, 1.0)
+    assert reach(rows, 640.0, interpolated)["sim_time_s"] == pytest.approx(8.0)
+    assert crossing(rows, 640.0, interpolated) == TargetCrossing(4, 3, 1.0)
     # A target just below the last evaluation above it is read just after it.
-    assert reach(rows, 699.999)["sim_time_s"] == pytest.approx(6.0, abs=1e-4)
+    assert reach(rows, 699.999, interpolated)["sim_time_s"] == pytest.approx(6.0, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("method", "interpolates"),
+    [("ddp", True), ("diloco", False), ("adloco", False), ("localsgd", False)],
+)
+def test_the_model_rule_interpolates_only_where_the_model_changes_every_step(method, interpolates):
+    # A round-based method's global model changes only at the outer step: the first model
+    # at or below 670 exists at the end of round 4 (8.0 s), not 49 % of the way into it.
+    rows = [{**r, "method": method} for r in dip_and_return()]
+    f = math.log(700 / 670) / math.log(700 / 640)
+    want = 6.0 + 2.0 * f if interpolates else 8.0
+    assert reach(rows, 670.0)["sim_time_s"] == pytest.approx(want)
+    where = crossing(rows, 670.0)
+    assert (where.round, where.before) == ((4, 3) if interpolates else (4, None))
+    assert where.fraction == pytest.approx(f if interpolates else 1.0)
+    # The alternatives: every method interpolated, or every method at the round's end.
+    assert reach(rows, 670.0, ReachRule("stays", "interpolated"))["sim_time_s"] == pytest.approx(
+        6.0 + 2.0 * f
+    )
+    assert reach(rows, 670.0, ReachRule("stays", "round"))["sim_time_s"] == 8.0
+
+
+def merge_rows() -> list[dict]:
+    """Two trainers on one slot each; at round 2 they merge into trainer 0, whose merged model
+    (evaluated right after the merge) is 144.7 while its parents were 146.5 and 150."""
+    merge = {"type": "merge", "merged": [0, 1], "kept": 0, "val_perplexity_merged": 144.7}
+    rows = [
+        {"round": 1, "trainer": 0, "val_perplexity": 160.0, "events": []},
+        {"round": 1, "trainer": 1, "val_perplexity": 158.0, "events": []},
+        {"round": 2, "trainer": 0, "val_perplexity": 146.5, "events": [merge]},
+        {"round": 2, "trainer": 1, "val_perplexity": 150.0, "events": []},
+        {"round": 3, "trainer": 0, "val_perplexity": 143.0, "events": []},
+    ]
+    for r in rows:
+        k = r["round"]
+        r.update(method="adloco", tokens_total=100 * k, communications=2 * k,
+                 messages_total=k - 1, bytes_total=10 * k, sim_time_s=1.5 * k)  # fmt: skip
+    return rows
+
+
+def test_a_merge_is_credited_in_its_round():
+    rows = merge_rows()
+    assert run_level_perplexity(rows) == {1: 158.0, 2: 144.7, 3: 143.0}
+    assert run_level_perplexity(rows, "next_evaluation") == {1: 158.0, 2: 146.5, 3: 143.0}
+    # Target 145: the merged model reaches it at round 2 (3.0 s, 1 message), where the
+    # old rule waited for round 3's evaluation (4.5 s, 2 messages).
+    assert reach(rows, 145.0) == {"round": 2, "tokens": 200, "communications": 1,
+                                  "trainer_rounds": 4, "bytes": 20, "sim_time_s": 3.0}  # fmt: skip
+    late = ReachRule("stays", "model", "next_evaluation")
+    assert reach(rows, 145.0, late)["round"] == 3 and reach(rows, 145.0, late)["sim_time_s"] == 4.5
+    # A merge whose model was not evaluated leaves the round's rows as they are.
+    del rows[2]["events"][0]["val_perplexity_merged"]
+    assert run_level_perplexity(rows) == {1: 158.0, 2: 146.5, 3: 143.0}
+
+
+def test_a_merge_keeps_the_models_outside_it():
+    # Three trainers; 0 and 1 merge into a model worse than trainer 2's: trainer 2 is held.
+    merge = {"type": "merge", "merged": [0, 1], "kept": 0, "val_perplexity_merged": 150.0}
+    rows = [{"round": 1, "trainer": 0, "val_perplexity": 140.0, "events": [merge]},
+            {"round": 1, "trainer": 1, "val_perplexity": 141.0, "events": []},
+            {"round": 1, "trainer": 2, "val_perplexity": 149.0, "events": []}]  # fmt: skip
+    # The best parent (140) no longer exists after the merge.
+    assert run_level_perplexity(rows) == {1: 149.0}
+    assert run_level_perplexity(rows, "next_evaluation") == {1: 140.0}
 
 
 def test_the_crossing_skips_a_round_without_evaluation(by_run):
     # diloco: 120 at round 2, no evaluation at round 3, 92 at round 4: target 100 falls
     # between rounds 2 and 4.
-    where = crossing(by_run["diloco"].rows, 100.0)
+    where = crossing(by_run["diloco"].rows, 100.0, ReachRule("stays", "interpolated"))
     f = math.log(120 / 100) / math.log(120 / 92)
     assert (where.round, where.before) == (4, 2) and where.fraction == pytest.approx(f)
     assert where.value({2: 10.0, 3: 15.0, 4: 30.0}) == pytest.approx(10.0 + 20.0 * f)

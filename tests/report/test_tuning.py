@@ -102,11 +102,15 @@ def test_without_a_limit_the_lowest_final_is_chosen(workspace):
     final = record_of(workspace, tuning_metric="final_perplexity")["groups"]["diloco"]
     assert final["chosen_run"] == "diloco-d"
     # By time to the main target (0.99 x 100 = 99, below): a, b and c are at 99 at their
-    # first evaluation (1 s); d only between 110 (1 s) and 95 (2 s), at
-    # 1 + ln(110/99)/ln(110/95) s. b wins the tie of a, b and c on final perplexity.
+    # first evaluation (1 s); d at its second round's outer step (95 at 2 s; interpolated
+    # it would be 1 + ln(110/99)/ln(110/95) s). b wins the tie of a, b and c on final
+    # perplexity.
     timed = record_of(workspace)["groups"]["diloco"]
     times = {p["run"]: p["time_to_main_s"] for p in timed["points"]}
     assert times["diloco-b"] == times["diloco-a"] == 1.0
+    assert times["diloco-d"] == 2.0
+    interpolated = record_of(workspace, between="interpolated")["groups"]["diloco"]
+    times = {p["run"]: p["time_to_main_s"] for p in interpolated["points"]}
     assert times["diloco-d"] == pytest.approx(1 + math.log(110 / 99) / math.log(110 / 95))
     assert timed["chosen_run"] == "diloco-b" and timed["by_final_perplexity"] == "diloco-d"
     # A limit no point meets: the lowest of all, flagged.
@@ -187,15 +191,13 @@ def test_the_choice_by_time_to_the_main_target_differs_from_final_perplexitys(wo
     points = {p["run"]: p for p in diloco["points"]}
     # slow is at 95 at round 4 (1 s a round); fast at its first evaluation, round 1 at
     # 2 s a round, on seeds 0 and 1: median of 2, 2 and never is 2; never and never2
-    # never get there; climb crosses 95 between 110 and 90 at 1 + ln(110/95)/ln(110/90).
+    # never get there; climb's outer step of round 2 is the first below 95 (90, at 2 s).
     assert points["diloco-slow"]["time_to_main_s"] == 4.0
     assert points["diloco-fast"]["time_to_main_s"] == 2.0
     assert points["diloco-fast"]["reached_main"] == 2 and points["diloco-fast"]["value"] == 85
     assert points["diloco-never"]["time_to_main_s"] is None
     assert points["diloco-never"]["reached_main"] == 0
-    assert points["diloco-climb"]["time_to_main_s"] == pytest.approx(
-        1 + math.log(110 / 95) / math.log(110 / 90)
-    )
+    assert points["diloco-climb"]["time_to_main_s"] == 2.0
     # climb is the fastest but climbs 1.10 > 1.02: fast is chosen; final perplexity
     # would choose slow (80 < 85), named beside it.
     assert diloco["chosen_run"] == "diloco-fast" and diloco["within_max_climb"]
@@ -323,7 +325,7 @@ def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp
         "target</b>" in page
     )
     assert (
-        "lr 0.005, outer lr 0.7, outer momentum 0.9 (Nesterov): 50 (climb 1.100×), 1.719 s to "
+        "lr 0.005, outer lr 0.7, outer momentum 0.9 (Nesterov): 50 (climb 1.100×), 2 s to "
         "the main target" in page
     )
     # The criterion, the sensitivity column and the edges of the grid.

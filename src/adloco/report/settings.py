@@ -19,9 +19,10 @@ from typing import Any
 
 from adloco.config import ConfigError, ReportConfig, RunSettings, TargetsConfig
 
-# Settings whose change turns off one AdLoCo component: the ablations.
-ABLATION_KEYS = ("batch_test", "merge", "switch")
-OFF = {"batch_test": "none", "merge": "none"}  # switch is off when it is not "switch"
+# Settings whose change turns off one AdLoCo component: the ablations. Multi-instance
+# training is off with one initial trainer; switch mode when it is not "switch".
+ABLATION_KEYS = ("batch_test", "merge", "switch", "initial_trainers")
+OFF = {"batch_test": "none", "merge": "none", "initial_trainers": 1}
 
 # The regime sweep's default: 10 Mbit/s to 100 Gbit/s, two points a decade.
 DEFAULT_BANDWIDTHS_GBIT_S = tuple(10 ** (e / 2) for e in range(-4, 5))
@@ -29,7 +30,9 @@ DEFAULT_BANDWIDTHS_GBIT_S = tuple(10 ** (e / 2) for e in range(-4, 5))
 # The stated rules, each with its alternative: the page shows the verdicts under both.
 RULES = {
     "reached": ("stays", "first"),
-    "between": ("interpolated", "round"),
+    "between": ("model", "interpolated"),
+    "merged": ("at_merge", "next_evaluation"),
+    "communications": ("messages", "trainer_rounds"),
     "pairing": ("seed", "none"),
     "paired_test": ("signed_rank", "sign"),
     "equal_time": ("fastest", "slowest"),
@@ -37,26 +40,38 @@ RULES = {
 
 
 REACH_RULES = ("stays", "first")
-BETWEEN_RULES = ("interpolated", "round")
+BETWEEN_RULES = ("model", "interpolated", "round")
+MERGED_RULES = ("at_merge", "next_evaluation")
+COUNTED_RULES = ("messages", "trainer_rounds")
 
 
 @dataclass(frozen=True)
 class ReachRule:
-    """When a run reaches a target (``report.reached``) and how its quantities are read then
-    (``report.between``)."""
+    """When a run reaches a target (``report.reached``), how its quantities are read then
+    (``report.between``), which models a merge round has (``report.merged``) and what
+    counts as a communication (``report.communications``)."""
 
     reached: str = "stays"
-    between: str = "interpolated"
+    between: str = "model"
+    merged: str = "at_merge"
+    communications: str = "messages"
 
     def __post_init__(self) -> None:
-        if self.reached not in REACH_RULES:
-            raise ValueError(f"reach rule must be one of {REACH_RULES}, got {self.reached!r}")
-        if self.between not in BETWEEN_RULES:
-            raise ValueError(f"between rule must be one of {BETWEEN_RULES}, got {self.between!r}")
+        for name, allowed in (
+            ("reached", REACH_RULES),
+            ("between", BETWEEN_RULES),
+            ("merged", MERGED_RULES),
+            ("communications", COUNTED_RULES),
+        ):
+            if getattr(self, name) not in allowed:
+                word = "reach" if name == "reached" else name
+                raise ValueError(
+                    f"{word} rule must be one of {allowed}, got {getattr(self, name)!r}"
+                )
 
     @classmethod
     def of(cls, rule: ReachRule | str) -> ReachRule:
-        """A rule, or a ``reached`` value alone (read under the default ``between``)."""
+        """A rule, or a ``reached`` value alone (read under the default others)."""
         return rule if isinstance(rule, ReachRule) else cls(rule)
 
 
@@ -133,8 +148,9 @@ class ReportSettings:
 
     @property
     def reach_rule(self) -> ReachRule:
-        """``reached`` and ``between``: when a run reaches a target, and its values then."""
-        return ReachRule(self.section.reached, self.section.between)
+        """When a run reaches a target, its values then, a merge's models, what is counted."""
+        s = self.section
+        return ReachRule(s.reached, s.between, s.merged, s.communications)
 
     def rules(self) -> dict[str, str]:
         """The stated rules as configured."""
@@ -211,9 +227,27 @@ def _turned_off(settings: RunSettings, full: RunSettings) -> list[str]:
     return out
 
 
-def _label(settings: RunSettings, full: RunSettings) -> str:
+def changed_settings(settings: RunSettings, full: RunSettings) -> list[str]:
+    """The settings of ``settings`` that differ from the full run's, sorted."""
     mine, theirs = asdict(settings), asdict(full)
-    diffs = [f"{k}={mine[k]}" for k in sorted(mine) if k != "name" and mine[k] != theirs[k]]
+    return [k for k in sorted(mine) if k != "name" and mine[k] != theirs[k]]
+
+
+def ablation_problem(settings: RunSettings, full: RunSettings) -> str:
+    """Why ``settings`` is not one ablation of ``full`` (empty: it turns off one component
+    and changes nothing else), so that each ablation's verdict is one mechanism's."""
+    changed, off = changed_settings(settings, full), _turned_off(settings, full)
+    if len(off) != 1:
+        return f"turns off {len(off)} components ({', '.join(off) or 'none'}), not one"
+    extra = [k for k in changed if k != off[0]]
+    if extra:
+        return f"turns off {off[0]} and also changes {', '.join(extra)}"
+    return ""
+
+
+def _label(settings: RunSettings, full: RunSettings) -> str:
+    mine = asdict(settings)
+    diffs = [f"{k}={mine[k]}" for k in changed_settings(settings, full)]
     return ", ".join(diffs) if diffs else "same settings as the full run"
 
 

@@ -4,7 +4,8 @@ Part of ``adloco report``. Three claims of the paper are tested at the
 targets of :mod:`adloco.report.analysis.targets`:
 
 1. AdLoCo reaches the target in less simulated time than DiLoCo;
-2. AdLoCo reaches the target in fewer communications than DiLoCo;
+2. AdLoCo reaches the target in fewer communications than DiLoCo: network
+   messages by default (``report.communications``), with bytes beside them;
 3. each ablation is worse than full AdLoCo (slower to the target).
 
 A comparison takes each seed both runs have (``report.pairing: seed``), the
@@ -71,6 +72,7 @@ from adloco.report.analysis.verdict import fmt as fmt
 from adloco.report.analysis.verdict import fmt_p as fmt_p
 from adloco.report.analysis.verdict import fmt_ratio as fmt_ratio
 from adloco.report.analysis.verdict import judge as judge
+from adloco.report.analysis.verdict import quantity_words
 from adloco.report.inputs.runs import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 
@@ -306,7 +308,7 @@ def compare(
     if any(untestable):
         verdict, reason = NOT_TESTABLE, _join(*untestable)
     else:
-        what = QUANTITY_WORDS[quantity]
+        what = quantity_words(quantity, ctx.settings.section.communications)
         counts = _counts(subject, best, mine, theirs) if target is not None else ""
         verdict, reason = judge(effect, subject, name, what, ctx.settings, counts)
         if target is not None:
@@ -369,6 +371,11 @@ def to_target_claim(ctx: Context, number: int, quantity: str) -> Claim:
         comparisons.extend(equal_time_comparisons(ctx, number))
     head = comparisons[0]
     reason = f"At the main target {fmt(ladder.main)}: {head.reason}."
+    if quantity == "communications":
+        # Claim 2 in bytes beside its messages: a merge is one message of a whole model.
+        in_bytes = compare(ctx, number, [roles.diloco], roles.diloco, "bytes", ladder.main)
+        comparisons.append(in_bytes)
+        reason += f" In bytes ({in_bytes.verdict}): {in_bytes.reason}."
     return Claim(number, statement, head.verdict, reason, comparisons)
 
 

@@ -1,21 +1,29 @@
 """Per-run numbers of the report: run-level perplexity, reaching a target, per-seed summary.
 
 Built on the rows read by :mod:`adloco.report.inputs.runs`. The run-level
-perplexity at a round is the lowest validation perplexity among that round's
-trainer rows (the model a user would deploy then). When a run reaches a
+perplexity at a round is the lowest validation perplexity among the models the
+run holds at the end of that round (the model a user would deploy then); a
+merge round holds the merged model, evaluated right after the merge, in place
+of the trainers merged into it (``report.merged``: at_merge; next_evaluation
+reads the trainers before the merge). When a run reaches a
 target is a stated rule (``report.reached``, :data:`REACH_RULES`): by
 default it *stays*, reaching the target at the first evaluation from which
 every later evaluation is at or below it, so a transient dip that the run
 climbs back out of does not count; ``first`` takes the first evaluation at or
 below it. How the tokens, communications, bytes and simulated time "to
 target" are read is a second stated rule (``report.between``,
-:data:`BETWEEN_RULES`): by default *interpolated*, linear in log-perplexity
-between the evaluation just before the reaching one (above the target) and
-the reaching one, so that one round does not decide a seed; ``round`` takes
-the run's cumulative values at the end of the reaching round. A run that
-reaches the target at its first evaluation has no earlier point and is read
-at that evaluation under both rules. ``summary.csv`` has one row per run and
-seed, with these values at the main target (:mod:`adloco.report.analysis.targets`).
+:data:`BETWEEN_RULES`): by default *model*, at a model that exists: the end
+of the reaching round for a method with an outer step (its global model
+changes only there, so a crossing inside the round would credit a model that
+does not exist yet), and linear in log-perplexity between the evaluation just
+before the reaching one and the reaching one for ddp, whose model changes at
+every step; *interpolated* interpolates for every method, ``round`` reads the
+end of the reaching round for every method. A run that reaches the target at
+its first evaluation has no earlier point and is read at that evaluation under
+every rule. What counts as a communication is a third (``report.communications``):
+network messages (all-reduces over two or more slots and merge transfers), or
+the paper's trainer rounds. ``summary.csv`` has one row per run and seed, with
+these values at the main target (:mod:`adloco.report.analysis.targets`).
 """
 
 from __future__ import annotations
@@ -24,18 +32,22 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from adloco.config.runs import PER_STEP_SYNC
 from adloco.engine.records import SUMMARY_KEYS, finite_or_none, is_number
 from adloco.report.analysis.stats import Spread
 from adloco.report.inputs.runs import RunSeed
 from adloco.report.settings import DEFAULT_RULE, REACH_RULES, ReachRule
 
-# Cumulative quantities measured "to target", with the field that holds them.
+# Cumulative quantities measured "to target", with the field that holds them;
+# "communications" is what ``report.communications`` counts (COUNTED_FIELDS).
 TO_TARGET = {
     "tokens": "tokens_total",
-    "communications": "communications",
+    "communications": "messages_total",
+    "trainer_rounds": "communications",
     "bytes": "bytes_total",
     "sim_time_s": "sim_time_s",
 }
+COUNTED_FIELDS = {"messages": "messages_total", "trainer_rounds": "communications"}
 
 # Per-run numbers beyond summary.json: the optimizer work along the run.
 WORK_KEYS = ("optimizer_steps", "inner_lr_sum")
@@ -50,9 +62,12 @@ SUMMARY_COLUMNS = (
     "target_perplexity",
     "reach_rule",
     "between_rule",
+    "merged_rule",
+    "communications_rule",
     "round_to_target",
     "tokens_to_target",
     "communications_to_target",
+    "trainer_rounds_to_target",
     "bytes_to_target",
     "sim_time_s_to_target",
 )
@@ -68,13 +83,36 @@ def round_values(rows: list[dict[str, Any]], key: str) -> dict[int, float]:
     return dict(sorted(out.items()))
 
 
-def run_level_perplexity(rows: list[dict[str, Any]]) -> dict[int, float]:
-    """Round -> lowest validation perplexity among the round's rows (evaluated rounds only)."""
-    out: dict[int, float] = {}
+def run_level_perplexity(rows: list[dict[str, Any]], merged: str = "at_merge") -> dict[int, float]:
+    """Round -> lowest validation perplexity of the models the run holds then (evaluated rounds).
+
+    ``merged`` (``report.merged``): at_merge, a round with a merge holds the
+    merged model (its own evaluation, ``val_perplexity_merged`` of the merge
+    event) in place of the trainers merged into it, so the merge is credited in
+    its round; next_evaluation, the round holds the trainers' evaluations from
+    before the merge. A merge event without the merged model's evaluation
+    leaves its round's rows as they are.
+    """
+    by_round: dict[int, dict[int, float]] = {}
+    merged_models: dict[int, list[tuple[list[int], float]]] = {}
     for r in rows:
         ppl = finite_or_none(r.get("val_perplexity"))
         if ppl is not None:
-            out[r["round"]] = min(out.get(r["round"], ppl), ppl)
+            by_round.setdefault(r["round"], {})[r["trainer"]] = ppl
+        if merged != "at_merge":
+            continue
+        for event in r.get("events") or []:
+            after = finite_or_none(event.get("val_perplexity_merged"))
+            if isinstance(event, dict) and event.get("type") == "merge" and after is not None:
+                merged_models.setdefault(r["round"], []).append((list(event["merged"]), after))
+    out: dict[int, float] = {}
+    for round_, models in by_round.items():
+        held = dict(models)
+        for ids, after in merged_models.get(round_, []):
+            for t in ids:
+                held.pop(t, None)
+            held[("merged", *ids)] = after
+        out[round_] = min(held.values())
     return dict(sorted(out.items()))
 
 
@@ -104,12 +142,18 @@ def crossing(
 ) -> TargetCrossing | None:
     """Where the run reaches ``target`` under ``rule``; None: never (or does not stay)."""
     rule = ReachRule.of(rule)
-    curve = run_level_perplexity(rows)
+    curve = run_level_perplexity(rows, rule.merged)
     round_ = _reaching_round(curve, target, rule.reached)
     if round_ is None:
         return None
     earlier = [k for k in curve if k < round_]
-    if rule.between == "round" or not earlier:
+    if (
+        not earlier
+        or rule.between == "round"
+        or (rule.between == "model" and rows[0].get("method") not in PER_STEP_SYNC)
+    ):
+        # A round-based method's global model changes only at its outer step (and
+        # merge): the first model at or below the target exists at the round's end.
         return TargetCrossing(round_)
     before = earlier[-1]
     # The evaluation before the reaching one is above the target under both reach rules.
@@ -156,8 +200,11 @@ def reach(
     where = crossing(rows, target, rule)
     if where is None:
         return None
+    rule = ReachRule.of(rule)
     out: dict[str, Any] = {"round": where.round}
     for name, key in TO_TARGET.items():
+        if name == "communications":
+            key = COUNTED_FIELDS[rule.communications]
         out[name] = where.value(round_values(rows, key))
     return out
 
@@ -272,6 +319,8 @@ def summary_rows(
         row["target_perplexity"] = target
         row["reach_rule"] = rule.reached
         row["between_rule"] = rule.between
+        row["merged_rule"] = rule.merged
+        row["communications_rule"] = rule.communications
         row["round_to_target"] = reached["round"] if reached else None
         for name in TO_TARGET:
             row[f"{name}_to_target"] = reached[name] if reached else None
@@ -285,6 +334,7 @@ CURVE_COLUMNS = [
     "method",
     "round",
     "tokens_total",
+    "messages_total",
     "communications",
     "bytes_total",
     "sim_time_s",
@@ -310,7 +360,7 @@ PER_RUN_KEYS = (
     "final_val_perplexity",
     "eval_stderr_pct",
     "tokens_total",
-    "communications",
+    "messages_total",
     "bytes_total",
     "sim_time_s",
     "optimizer_steps",

@@ -46,12 +46,23 @@ VERDICTS = (SUPPORTED, NOT_SUPPORTED, NO_DIFFERENCE, INCONCLUSIVE, NOT_TESTABLE)
 QUANTITY_WORDS = {
     "sim_time_s": "simulated time",
     "communications": "communications",
+    "trainer_rounds": "trainer rounds",
     "tokens": "tokens",
     "bytes": "bytes",
     "final_val_perplexity": "final perplexity",
     "perplexity_at_time": "perplexity at equal simulated time",
 }
 PERPLEXITY_QUANTITIES = ("final_val_perplexity", "perplexity_at_time")
+# What claim 2's communications are, by ``report.communications``.
+COUNTED_WORDS = {
+    "messages": "network messages",
+    "trainer_rounds": "trainer rounds (the paper's count)",
+}
+
+
+def quantity_words(quantity: str, counted: str = "messages") -> str:
+    """The words for a quantity; communications as ``report.communications`` counts them."""
+    return COUNTED_WORDS[counted] if quantity == "communications" else QUANTITY_WORDS[quantity]
 
 
 def fmt(value: float | None, digits: int = 4) -> str:

@@ -92,7 +92,7 @@ PER_RUN = [
     ("final_val_perplexity", "final perplexity", ""),
     ("eval_stderr_pct", "eval. s.e. of it (%)", ""),
     ("tokens_total", "tokens", ""),
-    ("communications", Markup("communi&shy;cations"), ""),
+    ("messages_total", Markup("network mes&shy;sages"), ""),
     ("bytes_total", "bytes", "bytes"),
     ("sim_time_s", "simulated time", "_s"),
     ("optimizer_steps", "optimizer steps", ""),
