@@ -46,6 +46,11 @@ DECLARATION = "config/tune-grid.yaml"
 DEFAULT = "config/config.yaml"
 OUT = "config/tune.yaml"
 DIMENSIONS = ("inner_lr", "outer_lr", "outer_momentum")
+# AdLoCo's own settings, searched like its lrs: trainers at start, the norm test's eta, the
+# merged trainer's batch rule. With one trainer there is nothing to merge, so the merge rule
+# is not varied there (one point, the first value listed).
+MECHANISM = ("initial_trainers", "eta", "merge_batch")
+MERGE_BATCH_RULES = ("per_node", "max", "sum")
 TUNED = (*DIMENSIONS, "nesterov")
 ROLES = ("adloco", "diloco", "ddp")
 TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*):")
@@ -99,14 +104,21 @@ def token(value: float) -> str:
     return str(mantissa) if exponent == 0 else f"{mantissa}e{exponent}"
 
 
-def run_name(group: str, point: dict[str, float], dimensions: tuple[str, ...]) -> str:
-    """``<group>-i<inner>[-o<outer>][-n<momentum decimals>]``; -o only when outer lr is searched."""
+def run_name(group: str, point: dict[str, Any], dimensions: tuple[str, ...]) -> str:
+    """``<group>-i<inner>[-o<outer>][-n<momentum decimals>][-t<trainers>][-e<eta>][-m<rule>]``;
+    -o only when outer lr is searched, -t, -e and -m only when those are."""
     name = f"{group}-i{token(point['inner_lr'])}"
     if "outer_lr" in dimensions:
         name += f"-o{token(point['outer_lr'])}"
     momentum = point.get("outer_momentum", 0.0)
     if momentum:
         name += "-n" + str(Decimal(repr(float(momentum))).normalize()).split(".")[1]
+    if "initial_trainers" in dimensions:
+        name += f"-t{int(point['initial_trainers'])}"
+    if "eta" in dimensions:
+        name += f"-e{token(point['eta'])}"
+    if "merge_batch" in dimensions and point.get("merge_batch"):
+        name += "-m" + point["merge_batch"].replace("_", "")
     return name
 
 
@@ -118,9 +130,24 @@ def check_declaration(raw: Any) -> dict[str, Any]:
     """The declaration, refused naming the first thing wrong with it."""
     if not isinstance(raw, dict) or not isinstance(raw.get("grids"), dict) or not raw["grids"]:
         _fail("expected a mapping with a non-empty `grids` mapping")
-    unknown = set(raw) - {"seeds", "report", "grids"}
+    unknown = set(raw) - {"seeds", "report", "grids", "confirm"}
     if unknown:
-        _fail(f"unknown key {sorted(unknown)[0]} (keys: seeds, report, grids)")
+        _fail(f"unknown key {sorted(unknown)[0]} (keys: seeds, report, grids, confirm)")
+    confirm = raw.get("confirm") or {}
+    if not isinstance(confirm, dict):
+        _fail("confirm: expected a mapping")
+    for key in confirm:
+        if key not in ("within_log", "seeds", "runs"):
+            _fail(f"confirm: unknown key {key} (within_log, seeds, runs)")
+    if "within_log" in confirm and not (
+        isinstance(confirm["within_log"], (int, float)) and confirm["within_log"] > 0
+    ):
+        _fail("confirm.within_log: expected a positive number (a log ratio of times)")
+    more = confirm.get("seeds", [])
+    if not (isinstance(more, list) and all(isinstance(v, int) and v >= 0 for v in more)):
+        _fail("confirm.seeds: expected a list of seeds")
+    if not isinstance(confirm.get("runs") or [], list):
+        _fail("confirm.runs: expected a list of run names")
     seeds = raw.get("seeds")
     if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)):
         _fail("seeds: expected a non-empty list of integers")
@@ -130,13 +157,32 @@ def check_declaration(raw: Any) -> dict[str, Any]:
         where = f"grids.{group}"
         if not isinstance(grid, dict):
             _fail(f"{where}: expected a mapping")
-        extra = set(grid) - {"settings", *DIMENSIONS}
+        extra = set(grid) - {"settings", *DIMENSIONS, *MECHANISM}
         if extra:
-            _fail(f"{where}: unknown key {sorted(extra)[0]} (settings, {', '.join(DIMENSIONS)})")
+            keys = ", ".join((*DIMENSIONS, *MECHANISM))
+            _fail(f"{where}: unknown key {sorted(extra)[0]} (settings, {keys})")
         settings = grid.get("settings")
         if not isinstance(settings, dict) or settings.get("method") not in METHOD_RULES:
             _fail(f"{where}.settings: expected a mapping with a method ({', '.join(METHOD_RULES)})")
-        tuned = [k for k in TUNED if k in settings]
+        for key in MECHANISM:
+            if key not in grid:
+                continue
+            values = grid[key]
+            if not isinstance(values, list) or not values or len(set(values)) != len(values):
+                _fail(f"{where}.{key}: expected a non-empty list of distinct values")
+            if settings.get("method") != "adloco":
+                _fail(f"{where}.{key}: only an adloco group searches AdLoCo's own settings")
+            if key == "merge_batch" and any(v not in MERGE_BATCH_RULES for v in values):
+                _fail(f"{where}.merge_batch: values must be among {', '.join(MERGE_BATCH_RULES)}")
+            if key == "initial_trainers" and any(
+                not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in values
+            ):
+                _fail(f"{where}.initial_trainers: values must be whole numbers >= 1")
+            if key == "eta" and any(
+                not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0 for v in values
+            ):
+                _fail(f"{where}.eta: values must be positive numbers")
+        tuned = [k for k in (*TUNED, *MECHANISM) if k in settings]
         if tuned:
             _fail(f"{where}.settings: {tuned[0]} is searched, not fixed (give it as a list)")
         if "inner_lr" not in grid:
@@ -168,10 +214,20 @@ def grid_runs(declaration: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]
     """Group -> run name -> the run's settings, one run per point of the group's grid."""
     out = {}
     for group, grid in declaration["grids"].items():
-        dimensions = tuple(k for k in DIMENSIONS if k in grid)
+        dimensions = tuple(k for k in (*DIMENSIONS, *MECHANISM) if k in grid)
         runs = {}
-        for values in itertools.product(*(sorted(float(v) for v in grid[k]) for k in dimensions)):
+        axes = [
+            list(grid[k]) if k == "merge_batch" else sorted(
+                int(v) if k == "initial_trainers" else float(v) for v in grid[k]
+            )
+            for k in dimensions
+        ]  # fmt: skip
+        for values in itertools.product(*axes):
             point = dict(zip(dimensions, values, strict=True))
+            if point.get("initial_trainers") == 1 and "merge_batch" in point:
+                if point["merge_batch"] != grid["merge_batch"][0]:
+                    continue  # one trainer merges nothing: its merge rule is not a point
+                point = {k: v for k, v in point.items() if k != "merge_batch"}
             settings = {**grid["settings"], **point}
             if point.get("outer_momentum"):
                 settings["nesterov"] = True
@@ -232,6 +288,10 @@ def roles(default: dict[str, Any], groups: dict[str, dict[str, dict[str, Any]]])
             if all(
                 math.isclose(float(settings.get(k, train.get(k, 0.0))), float(mine.get(k, 0.0)))
                 for k in DIMENSIONS
+            ) and all(
+                settings[k] == mine.get(k)
+                for k in MECHANISM
+                if k in settings and not (k == "merge_batch" and mine.get("initial_trainers") == 1)
             ):
                 out[role] = (name, TRAINS_WITH)
                 break
@@ -277,11 +337,24 @@ def tune_text(declaration: str | Path = DECLARATION, root: Path | None = None) -
     if len(set(names)) != len(names):
         raise ValueError(f"{DECLARATION}: two points give one run name")
 
+    confirm = declared.get("confirm") or {}
+    confirmed = set(confirm.get("runs") or [])
+    unknown = sorted(confirmed - set(names))
+    if unknown:
+        raise ValueError(f"{DECLARATION}: confirm.runs names no grid point: {unknown[0]}")
+    more = [
+        *declared["seeds"],
+        *(s for s in confirm.get("seeds", []) if s not in declared["seeds"]),
+    ]
     runs = [RUNS_COMMENT, "runs:\n"]
     for group_runs in groups.values():
         for name, settings in group_runs.items():
             runs.append(f"  {name}:\n")
             runs += [f"    {k}: {_scalar(v)}\n" for k, v in settings.items()]
+            if name in confirmed:
+                listed = f"[{', '.join(map(str, more))}]"
+                why = "within confirm.within_log of its group's best: more seeds"
+                runs.append(yaml_line(4, "seeds", listed, why))
     runs.append("\n")
 
     comments = _comments(declared_text, "report")
@@ -358,12 +431,55 @@ def widen(text: str, record: dict[str, Any]) -> tuple[str, list[str]]:
     return "".join(lines), added
 
 
+def near_best(record: dict[str, Any], within_log: float) -> list[str]:
+    """The points of each group whose median time to the main target is within ``within_log``
+    (a log ratio: one seed's spread) of the group's best: they run again on more seeds."""
+    out = []
+    for group in (record.get("groups") or {}).values():
+        times = {p["run"]: p.get("time_to_main_s") for p in group["points"]}
+        reached = [t for t in times.values() if t is not None]
+        if not reached:
+            continue
+        limit = min(reached) * math.exp(within_log)
+        out += [run for run, t in times.items() if t is not None and t <= limit * (1 + 1e-12)]
+    return out
+
+
+def confirm(text: str, record: dict[str, Any]) -> tuple[str, list[str]]:
+    """The declaration's text with ``confirm.runs`` holding every point near its group's best
+    (:func:`near_best`) besides those it holds already, and what was added."""
+    declared = check_declaration(load_yaml_text(text))
+    block = declared.get("confirm") or {}
+    if "within_log" not in block:
+        raise ValueError(f"{DECLARATION}: confirm.within_log: required to confirm")
+    held = list(block.get("runs") or [])
+    added = [r for r in near_best(record, float(block["within_log"])) if r not in held]
+    listed = f"[{', '.join(held + added)}]"
+    new, count = re.subn(r"^(  runs: )\[[^\]]*\](.*)$", rf"\g<1>{listed}\g<2>", text, flags=re.M)
+    if count != 1:
+        raise ValueError(f"{DECLARATION}: confirm: expected one `  runs: [...]` line")
+    return new, added
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"write {OUT}")
     parser.add_argument("--check", action="store_true", help=f"exit 1 when {OUT} differs")
     parser.add_argument("--widen", type=Path, help="a tuning.json whose proposed values to add")
+    parser.add_argument(
+        "--confirm",
+        type=Path,
+        help="a tuning.json whose points near each best to run on more seeds",
+    )
     args = parser.parse_args(argv)
+    if args.confirm:
+        record = json.loads(args.confirm.read_text())
+        text, added = confirm((ROOT / DECLARATION).read_text(), record)
+        check_declaration(load_yaml_text(text))
+        (ROOT / DECLARATION).write_text(text)
+        print(
+            f"tune-grid: confirm {', '.join(added)}" if added else "tune-grid: nothing to confirm"
+        )
     if args.widen:
         record = json.loads(args.widen.read_text())
         text, added = widen((ROOT / DECLARATION).read_text(), record)

@@ -80,7 +80,8 @@ def record_of(ws, **report):
 
 def test_the_choice_is_the_lowest_final_within_the_climb_limit(workspace):
     grid(workspace)
-    diloco = record_of(workspace, tuning_max_climb=1.02)["groups"]["diloco"]
+    diloco = record_of(workspace, tuning_max_climb=1.02, tuning_metric="final_perplexity")
+    diloco = diloco["groups"]["diloco"]
     points = {p["run"]: p for p in diloco["points"]}
     assert [p["run"] for p in diloco["points"]] == ["diloco-a", "diloco-b", "diloco-c", "diloco-d"]
     assert [points[n]["value"] for n in ("diloco-a", "diloco-b", "diloco-c", "diloco-d")] == [
@@ -103,8 +104,8 @@ def test_without_a_limit_the_lowest_final_is_chosen(workspace):
     assert final["chosen_run"] == "diloco-d"
     # By time to the main target (0.99 x 100 = 99, below): a, b and c are at 99 at their
     # first evaluation (1 s); d at its second round's outer step (95 at 2 s; interpolated
-    # it would be 1 + ln(110/99)/ln(110/95) s). b wins the tie of a, b and c on final
-    # perplexity.
+    # it would be 1 + ln(110/99)/ln(110/95) s). a, b and c tie in time on three seeds
+    # each: the smaller steps (a's inner lr) break it, not final perplexity.
     timed = record_of(workspace)["groups"]["diloco"]
     times = {p["run"]: p["time_to_main_s"] for p in timed["points"]}
     assert times["diloco-b"] == times["diloco-a"] == 1.0
@@ -112,7 +113,7 @@ def test_without_a_limit_the_lowest_final_is_chosen(workspace):
     interpolated = record_of(workspace, between="interpolated")["groups"]["diloco"]
     times = {p["run"]: p["time_to_main_s"] for p in interpolated["points"]}
     assert times["diloco-d"] == pytest.approx(1 + math.log(110 / 99) / math.log(110 / 95))
-    assert timed["chosen_run"] == "diloco-b" and timed["by_final_perplexity"] == "diloco-d"
+    assert timed["chosen_run"] == "diloco-a" and timed["by_final_perplexity"] == "diloco-d"
     # A limit no point meets: the lowest of all, flagged.
     steps = {"inner_lr": 0.001, "outer_lr": 1.0, "outer_momentum": 0.0, "nesterov": False}
     points = [{**steps, "run": "x", "value": 60.0, "climb": 1.2},
@@ -207,9 +208,11 @@ def test_the_choice_by_time_to_the_main_target_differs_from_final_perplexitys(wo
     final = race_record(workspace, tuning_max_climb=1.02, tuning_metric="final_perplexity")
     assert final["groups"]["diloco"]["chosen_run"] == "diloco-slow"
     assert final["main_target"] == record["main_target"] and final["target"] == record["target"]
-    # Without a limit, climb is both the fastest and the lowest final (70).
+    # Without a limit, climb ties fast in time (both at 2 s: climb's round-2 outer step,
+    # fast's round 1 of 2 s) and is the lowest final (70); fast's smaller inner lr wins
+    # the tie (final perplexity breaks no tie in time), and climb is named beside it.
     free = race_record(workspace)["groups"]["diloco"]
-    assert free["chosen_run"] == free["by_final_perplexity"] == "diloco-climb"
+    assert free["chosen_run"] == "diloco-fast" and free["by_final_perplexity"] == "diloco-climb"
 
 
 def test_a_censored_point_ranks_after_every_point_that_reaches_then_by_final():
@@ -220,9 +223,9 @@ def test_a_censored_point_ranks_after_every_point_that_reaches_then_by_final():
     assert choose([never, never2, slow], None, "time_to_main") == (slow, True)
     assert choose([never2, never], None, "time_to_main") == (never, True)
     assert choose([never, never2, slow], None, "final_perplexity") == (never, True)
-    # A tie in time goes to final perplexity, then to the smaller lr.
+    # A tie in time goes to more seeds, then to the smaller lr: never to final perplexity.
     fast = {**slow, "run": "fast", "time_to_main_s": 9.0, "value": 80.0}
-    assert choose([slow, fast], None, "time_to_main")[0]["run"] == "fast"
+    assert choose([slow, fast], None, "time_to_main")[0]["run"] == "slow"
     small = {**fast, "run": "small", "inner_lr": 0.0005}
     assert choose([fast, small], None, "time_to_main")[0]["run"] == "small"
     with pytest.raises(ConfigError, match="tuning_metric"):
@@ -307,7 +310,9 @@ def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp
     build_report(config, ws.runs_dir, ws.root / "calibration", ws.root / "variance", out,
                  base_dir=ws.root / "base")  # fmt: skip
     record = json.loads((out / "tuning.json").read_text())
-    assert record["groups"]["diloco"]["chosen_run"] == "diloco-b"
+    # a, b and c reach the target at their first evaluation on 3 seeds each: the smaller
+    # inner lr (a) breaks the tie.
+    assert record["groups"]["diloco"]["chosen_run"] == "diloco-a"
     assert record["main_target"]["level"] == 0.99
 
     # The default config (here: the same runs) names the record; its page shows the grid,
@@ -321,7 +326,7 @@ def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp
                  base_dir=ws.root / "base")  # fmt: skip
     page = (page_dir / "index.html").read_text()
     assert (
-        "<b>lr 0.0015, outer lr 0.5, outer momentum 0: 60 (climb 0.990×), 1 s to the main "
+        "<b>lr 0.0005, outer lr 0.5, outer momentum 0: 70 (climb 0.990×), 1 s to the main "
         "target</b>" in page
     )
     assert (
@@ -335,7 +340,10 @@ def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp
         "outer lr 0.5 at the low edge of (0.5, 0.7, 1) <span class='verdict fails'>not "
         "bracketed</span>: next 0.25" in page
     )
-    assert "inner lr 0.003 inside (0.001, 0.003, 0.01)" in page
+    assert (
+        "inner lr 0.001 at the low edge of (0.001, 0.003, 0.01) <span class='verdict fails'>"
+        "not bracketed</span>: next 0.0005" in page
+    )
     # No run of this config is named diloco: nothing configured to compare.
     assert "Suggested main target: 0.99 × the base" in page
     assert "report.targets.main is 0.95 <span class='verdict fails'>differs</span>" in page
@@ -421,3 +429,21 @@ def test_the_committed_record_is_chosen_by_time_and_bracketed():
         fastest = min(p["time_to_main_s"] for p in within if p["time_to_main_s"] is not None)
         chosen = record["groups"][name]["chosen_run"]
         assert next(p for p in within if p["run"] == chosen)["time_to_main_s"] == fastest
+
+
+def test_a_tie_in_time_goes_to_the_point_measured_on_more_seeds():
+    from adloco.report.analysis.tuning import choose
+
+    steps = {"inner_lr": 0.001, "outer_lr": 1.0, "outer_momentum": 0.0, "nesterov": False}
+    # Equal median times: the point confirmed on 3 seeds beats the one on 1, though the
+    # latter has the lower final perplexity and the smaller lr.
+    one = {**steps, "run": "one", "value": 50.0, "climb": 1.0, "time_to_main_s": 2.0, "seeds": 1}
+    three = {**steps, "inner_lr": 0.002, "run": "three", "value": 60.0, "climb": 1.0,
+             "time_to_main_s": 2.0, "seeds": 3}  # fmt: skip
+    assert choose([one, three], None, "time_to_main") == (three, True)
+    # A faster point wins whatever its seeds.
+    fast = {**one, "run": "fast", "time_to_main_s": 1.9}
+    assert choose([one, three, fast], None, "time_to_main")[0] is fast
+    # Points that never reach the target rank after, by final perplexity.
+    never = {**one, "run": "never", "time_to_main_s": None, "value": 10.0}
+    assert choose([never, three], None, "time_to_main")[0] is three

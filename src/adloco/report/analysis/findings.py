@@ -27,7 +27,7 @@ from adloco.report.analysis.sensitivity import attach_alternatives
 from adloco.report.analysis.spacing import Spacing, eval_spacing
 from adloco.report.analysis.summary import merges, per_run_entries, summary_rows
 from adloco.report.analysis.targets import Ladder, build_ladder
-from adloco.report.analysis.tuning import TUNED, tuning_table
+from adloco.report.analysis.tuning import MECHANISM, TUNED, tuning_table
 from adloco.report.analysis.workers_map import WorkersMap, workers_map
 from adloco.report.inputs import Inputs
 from adloco.report.settings import Roles, assign_roles
@@ -132,7 +132,7 @@ def compute_findings(
     gains = gain_shares(runs, roles.ddp, base.val_perplexity if base else None)
     summary = summary_rows(runs, ladder.main, settings.reach_rule)
     seeds = {n: sorted(r.seed for r in runs if r.run == n) for n in names}
-    configured = {r.run: {k: getattr(r.settings, k) for k in TUNED} for r in runs}
+    configured = {r.run: {k: getattr(r.settings, k) for k in (*TUNED, *MECHANISM)} for r in runs}
     noise = noise_rows(runs, adloco_runs)
     return Findings(
         roles=roles,

@@ -69,6 +69,10 @@ METRIC = "final_val_perplexity"  # what a point's "value" is
 METRICS = ("time_to_main", "final_perplexity")  # report.tuning_metric
 TIME = "sim_time_s"  # the quantity to target of time_to_main
 DIMENSIONS = ("inner_lr", "outer_lr", "outer_momentum")  # the grid's axes (Nesterov: momentum > 0)
+# AdLoCo's own settings, searched like its lrs where a grid varies them: the trainers it
+# starts with, the norm test's eta and the merged trainer's batch rule.
+MECHANISM = ("initial_trainers", "eta", "merge_batch")
+MECHANISM_FACTOR = 2.0  # the next trainer count or eta beyond an edge
 LR_FACTOR = 2.0  # the next lr beyond an edge of the grid
 MOMENTUM_STEPS = (0.0, 0.5, 0.75, 0.9, 0.95)  # 1 - momentum halves from 0.5; [0, 0.95] in all
 MAIN_WITHIN = 0.75
@@ -96,6 +100,8 @@ def _point(name: str, seeds: list[RunSeed], base_perplexity: float | None) -> di
     return {
         "run": name,
         **{key: getattr(settings, key) for key in TUNED},
+        **{key: getattr(settings, key) for key in MECHANISM},
+        "seeds": len(seeds),
         "method": settings.method,
         "effective_inner_lr": effective_inner_lr(seeds[0]),
         "value": None if math.isinf(value) else value,
@@ -114,13 +120,20 @@ def _time_to(
 
 
 def _order(point: dict[str, Any], metric: str = "final_perplexity") -> tuple:
-    """Best first under ``metric``; a tie goes to the smaller lrs and momentum."""
+    """Best first under ``metric``; a tie goes to the smaller lrs and momentum.
+
+    By time, a tie in median time goes to the point measured on more seeds (the
+    confirmation runs every point near the best again on more seeds), then to the
+    smaller steps; final perplexity orders only the points that never reach the target.
+    """
     value = math.inf if point["value"] is None else point["value"]
     steps = tuple(float(point[key]) for key in TUNED)
     if metric == "final_perplexity":
         return (value, *steps)
     time = point.get("time_to_main_s")
-    return (time is None, math.inf if time is None else time, value, *steps)
+    if time is None:
+        return (True, math.inf, value, 0, *steps)
+    return (False, time, 0.0, -point.get("seeds", 1), *steps)
 
 
 def choose(
@@ -143,6 +156,11 @@ def beyond(key: str, value: float, direction: int) -> float | None:
     lrs: a factor :data:`LR_FACTOR` on their log grid; momenta: the next of
     :data:`MOMENTUM_STEPS` (None past 0 or 0.95: the range's own ends).
     """
+    if key == "initial_trainers":
+        nxt = value * MECHANISM_FACTOR**direction
+        return float(nxt) if nxt >= 1 else None
+    if key == "eta":
+        return float(f"{value * MECHANISM_FACTOR**direction:.12g}")
     if key != "outer_momentum":
         return float(f"{value * LR_FACTOR**direction:.12g}")
     steps = [m for m in MOMENTUM_STEPS if (m - value) * direction > 1e-12]
@@ -162,7 +180,9 @@ def edges(
     """
     fixed = METHOD_RULES.get(method, {})
     out = {}
-    for key in DIMENSIONS:
+    numeric_mechanism = [k for k in MECHANISM if k != "merge_batch"]
+    varied = [k for k in numeric_mechanism if len({p.get(k) for p in points}) > 1]
+    for key in (*DIMENSIONS, *varied):
         if key in fixed:
             continue
         searched = sorted({float(p[key]) for p in points})
@@ -241,16 +261,18 @@ def tuning_record(
         config, by_run, {g: p["run"] for g, p in by_final.items()}, base_perplexity
     )
     target = _target(config, main, base_perplexity)
-    rule = ReachRule(report.reached, report.between)
+    rule = ReachRule(report.reached, report.between, report.merged, report.communications)
     out = {}
     for group, points in grids.items():
         for point in points:
             _time_to(point, by_run[point["run"]], target["perplexity"], rule)
         chosen, within = choose(points, max_climb, metric)
+        varied = [k for k in (*TUNED, *MECHANISM) if len({p.get(k) for p in points}) > 1]
         out[group] = {
             "points": points,
-            "varied": [k for k in TUNED if len({p[k] for p in points}) > 1],
-            "chosen": {key: chosen[key] for key in TUNED},
+            "varied": varied,
+            "chosen": {key: chosen[key] for key in TUNED}
+            | {key: chosen[key] for key in MECHANISM if key in varied},
             "chosen_run": chosen["run"],
             "within_max_climb": within,
             "by_final_perplexity": by_final[group]["run"],
@@ -264,7 +286,8 @@ def tuning_record(
         "metric": metric,
         "value": METRIC,
         "rule": f"{RULES[metric]} among the points whose highest evaluated perplexity is at most "
-        "max_climb times the base's; a tie goes to the smaller inner lr, outer lr and momentum",
+        "max_climb times the base's; a tie in time goes to the point measured on more seeds, "
+        "then to the smaller inner lr, outer lr and momentum",
         "target": {**target, "quantity": TIME, "reached": rule.reached, "between": rule.between},
         "widen_rule": f"a chosen point at an edge of a searched dimension proposes the next value "
         f"beyond it: lrs x{LR_FACTOR:g} or /{LR_FACTOR:g}, momenta the next of "
@@ -349,6 +372,7 @@ def tuning_table(
             []
             if mine is None
             else [k for k in TUNED if not math.isclose(float(mine[k]), float(chosen[k]))]
+            + [k for k in MECHANISM if k in chosen and k in mine and mine[k] != chosen[k]]
         )
         point = next((p for p in group["points"] if p.get("run") == group.get("chosen_run")), {})
         method = point.get("method") or group["points"][0].get("method") or "adloco"

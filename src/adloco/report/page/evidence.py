@@ -23,7 +23,7 @@ from typing import Any
 from markupsafe import Markup
 
 from adloco.report.analysis.claims import QUANTITY_WORDS, Comparison, fmt, fmt_ratio
-from adloco.report.analysis.tuning import TUNED
+from adloco.report.analysis.tuning import MECHANISM, TUNED
 from adloco.report.inputs.references import REFERENCE_LEVELS
 from adloco.report.page.parts import (
     Page,
@@ -298,6 +298,9 @@ SETTING_WORDS = {
     "inner_lr": "inner lr",
     "outer_lr": "outer lr",
     "outer_momentum": "outer momentum",
+    "initial_trainers": "initial trainers",
+    "eta": "η",
+    "merge_batch": "merge batch",
     "nesterov": "Nesterov",
 }
 
@@ -305,6 +308,8 @@ SETTING_WORDS = {
 def _setting(key: str, value: Any) -> str:
     if key == "nesterov":
         return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
     return f"{float(value):g}"
 
 
@@ -342,7 +347,9 @@ def _grid_point(point: dict[str, Any], varied: list[str], chosen: bool) -> str:
 
 def _picked(entry: dict[str, Any], point: dict[str, Any] | None) -> str:
     """The chosen point, the train settings that give it, and a flag when none was within."""
-    as_set = ", ".join(f"{k} {_setting(k, entry['chosen'][k])}" for k in TUNED)
+    chosen = entry["chosen"]
+    keys = [*TUNED, *(k for k in MECHANISM if k in entry["varied"] and k in chosen)]
+    as_set = ", ".join(f"{k} {_setting(k, chosen[k])}" for k in keys)
     picked = (
         render(
             "tuning_picked", point=esc(_point_words(point, entry["varied"])), settings=esc(as_set)
