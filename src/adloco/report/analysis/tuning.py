@@ -159,8 +159,9 @@ def beyond(key: str, value: float, direction: int) -> float | None:
     if key == "initial_trainers":
         nxt = value * MECHANISM_FACTOR**direction
         return float(nxt) if nxt >= 1 else None
-    if key == "eta":
-        return float(f"{value * MECHANISM_FACTOR**direction:.12g}")
+    if key == "eta":  # below 1 (the schema's range): none past it
+        nxt = float(f"{value * MECHANISM_FACTOR**direction:.12g}")
+        return nxt if nxt < 1 else None
     if key != "outer_momentum":
         return float(f"{value * LR_FACTOR**direction:.12g}")
     steps = [m for m in MOMENTUM_STEPS if (m - value) * direction > 1e-12]
