@@ -40,7 +40,8 @@ PROGRAM = "readme-results"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 COLUMNS = (
     ("final_val_perplexity", "final val. perplexity", "{:.1f}"),
-    ("communications", "communications", "{:g}"),
+    ("messages_total", "network messages", "{:g}"),
+    ("communications", "trainer rounds", "{:g}"),
     ("sim_time_s", "simulated time (s)", "{:.1f}"),
     ("optimizer_steps", "optimizer steps", "{:g}"),
 )
@@ -183,11 +184,26 @@ def _block(report: Path, doc: dict, runs: dict[str, dict]) -> str:
             + ", ".join(_level(doc, t) for t in targets)
             + f"; the main one {_level(doc, main)}. A run reaches a target when it "
             + ("stays at or below it" if rules.get("reached") == "stays" else "first gets to it")
+            + {
+                "interpolated": "; its time and communications there are interpolated in "
+                "log-perplexity between the evaluations either side of it.",
+                "model": "; its time and communications are those of the first model that "
+                "does: at the end of that round for a method with an outer step (its model "
+                "changes only there), interpolated between evaluations for ddp.",
+            }.get(
+                rules.get("between"),
+                "; its time and communications are those at the end of that round.",
+            )  # fmt: skip
             + (
-                "; its time and communications there are interpolated in log-perplexity "
-                "between the evaluations either side of it."
-                if rules.get("between") == "interpolated"
-                else "; its time and communications are those at the end of that round."
+                " A merge is credited in its round, by the merged model's own evaluation."
+                if rules.get("merged") == "at_merge"
+                else ""
+            )
+            + (
+                " Communications are network messages (all-reduces over two or more slots "
+                "and merge transfers; a trainer on one slot sends nothing)."
+                if rules.get("communications") == "messages"
+                else ""
             ),
             "",
             "The verdicts, as `claims.json` gives them:",
@@ -261,7 +277,7 @@ def in_short(doc: dict) -> list[str]:
     claims = doc.get("claims") or []
     if not claims:
         return []
-    names = {1: "in time", 2: "in communications", 3: "the ablations"}
+    names = {1: "in time", 2: "in network messages", 3: "the ablations"}
     answer = ", ".join(
         f"claim {c['number']} ({names.get(c['number'], '')}) **{c['verdict']}**" for c in claims
     )

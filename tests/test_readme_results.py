@@ -17,11 +17,12 @@ SPEC = importlib.util.spec_from_file_location("readme_results", ROOT / "scripts/
 readme_results = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(readme_results)
 
-SUMMARY = """run,seed,method,final_val_perplexity,communications,sim_time_s,optimizer_steps
-adloco,0,adloco,180.0,29,45.0,105
-adloco,1,adloco,179.0,30,47.5,110
-adloco,2,adloco,181.0,29,46.0,108
-ddp,0,ddp,142.0,147,90.8,147
+HEADER = "run,seed,method,final_val_perplexity,messages_total,communications,sim_time_s"
+SUMMARY = f"""{HEADER},optimizer_steps
+adloco,0,adloco,180.0,12,29,45.0,105
+adloco,1,adloco,179.0,14,30,47.5,110
+adloco,2,adloco,181.0,13,29,46.0,108
+ddp,0,ddp,142.0,147,147,90.8,147
 """
 
 
@@ -81,12 +82,13 @@ def report(tmp_path: Path) -> Path:
 def test_the_block_gives_medians_ranges_targets_and_verdicts(report):
     text = readme_results.block(report)
     rows = [line for line in text.splitlines() if line.startswith("| ")]
-    # adloco: median 180.0 of (180, 179, 181); 180 / 182.4 = 0.987; communications median 29.
+    # adloco: median 180.0 of (180, 179, 181); 180 / 182.4 = 0.987; network messages median
+    # 13 of (12, 14, 13), trainer rounds 29.
     assert rows[2] == (
-        "| adloco | adloco | 3 | 180.0 (179.0–181.0) | 0.987 | 0.990 | 5% | 29 (29–30) "
-        "| 46.0 (45.0–47.5) | 108 (105–110) |"
+        "| adloco | adloco | 3 | 180.0 (179.0–181.0) | 0.987 | 0.990 | 5% | 13 (12–14) "
+        "| 29 (29–30) | 46.0 (45.0–47.5) | 108 (105–110) |"
     )
-    assert rows[3] == "| ddp | ddp | 1 | 142.0 | 0.779 | 1.008 | 100% | 147 | 90.8 | 147 |"
+    assert rows[3] == ("| ddp | ddp | 1 | 142.0 | 0.779 | 1.008 | 100% | 147 | 147 | 90.8 | 147 |")
     assert "the main one 0.99 × base (180.5)" in text
     assert "interpolated in log-perplexity" in text
     assert (
@@ -216,7 +218,7 @@ def test_in_short_gives_the_answer_its_power_and_the_device(report):
     (report / "claims.json").write_text(json.dumps(doc))
     text = readme_results.block(report)
     assert (
-        "- The answer: claim 1 (in time) **inconclusive**, claim 2 (in communications) "
+        "- The answer: claim 1 (in time) **inconclusive**, claim 2 (in network messages) "
         "**not supported**.\n"
     ) in text
     assert (

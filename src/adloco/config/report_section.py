@@ -87,6 +87,16 @@ class ReportConfig:
         ),
         type=["string", "null"],
     )
+    paper_adloco: str | None = setting(
+        None,
+        (
+            "an adloco run in the paper's own configuration (its initial trainers on the "
+            "paper's nodes_per_gpu) when the AdLoCo run of the claims is tuned away from it: "
+            "claim 1 is answered for it too, with the settings that tell them apart; null: "
+            "none (the AdLoCo run is the paper's configuration)"
+        ),
+        type=["string", "null"],
+    )
     ddp: str | None = setting(
         None,
         (

@@ -172,6 +172,9 @@ class Roles:
     # for fewer communications. Compared and shown, but not a baseline AdLoCo must beat:
     # the paper's claims are about low-communication training.
     ddp: str | None = None
+    # AdLoCo in the paper's configuration, when the AdLoCo run is tuned away from it:
+    # claim 1 is answered for it too (report.paper_adloco).
+    paper: str | None = None
 
     def all_baselines(self) -> list[str]:
         """DiLoCo first, then the other baselines."""
@@ -184,6 +187,8 @@ class Roles:
     def role_of(self, name: str) -> str:
         if name == self.adloco:
             return "AdLoCo (claims)"
+        if name == self.paper:
+            return "AdLoCo, the paper's configuration"
         if name == self.diloco:
             return "DiLoCo baseline"
         if name == self.ddp:
@@ -201,6 +206,7 @@ class Roles:
             "adloco": self.adloco,
             "diloco": self.diloco,
             "ddp": self.ddp,
+            "paper_adloco": self.paper,
             "baselines": self.baselines,
             "ablations": self.ablations,
             "variants": self.variants,
@@ -376,10 +382,18 @@ def assign_roles(report: ReportConfig, settings: dict[str, RunSettings]) -> Role
     diloco = _one_of("diloco", report.diloco, settings, sources)
     ddp = _one_of("ddp", report.ddp, settings, sources)
     baselines = _baselines(report, settings, diloco, sources)
-    ablations = _ablations(report, settings, adloco, sources)
+    paper = None
+    if report.paper_adloco is not None:
+        paper = _check("paper_adloco", report.paper_adloco, ("adloco",), settings)
+        if paper == adloco:
+            raise ConfigError(
+                f"report.paper_adloco: {paper!r} is the AdLoCo run of the claims (leave it null)"
+            )
+        sources["paper_adloco"] = "report.paper_adloco"
+    ablations = [a for a in _ablations(report, settings, adloco, sources) if a != paper]
     labels = (
         {a: _label(settings[a], settings[adloco]) for a in ablations} if adloco is not None else {}
     )
     adloco_runs = _by_method(settings).get("adloco", [])
-    variants = [n for n in adloco_runs if n != adloco and n not in ablations]
-    return Roles(adloco, diloco, baselines, ablations, variants, labels, sources, ddp)
+    variants = [n for n in adloco_runs if n not in (adloco, paper) and n not in ablations]
+    return Roles(adloco, diloco, baselines, ablations, variants, labels, sources, ddp, paper)

@@ -371,12 +371,44 @@ def to_target_claim(ctx: Context, number: int, quantity: str) -> Claim:
         comparisons.extend(equal_time_comparisons(ctx, number))
     head = comparisons[0]
     reason = f"At the main target {fmt(ladder.main)}: {head.reason}."
+    if quantity == "sim_time_s" and roles.paper:
+        paper = paper_comparison(ctx, number)
+        comparisons.append(paper)
+        reason += " " + paper_sentence(ctx, head, paper)
     if quantity == "communications":
         # Claim 2 in bytes beside its messages: a merge is one message of a whole model.
         in_bytes = compare(ctx, number, [roles.diloco], roles.diloco, "bytes", ladder.main)
         comparisons.append(in_bytes)
         reason += f" In bytes ({in_bytes.verdict}): {in_bytes.reason}."
     return Claim(number, statement, head.verdict, reason, comparisons)
+
+
+PAPER = "diloco, the paper's AdLoCo"  # the label of claim 1 for the paper's configuration
+
+
+def paper_comparison(ctx: Context, number: int) -> Comparison:
+    """The paper's AdLoCo configuration against DiLoCo at the main target, in time."""
+    roles = ctx.roles
+    return compare(ctx, number, [roles.diloco], PAPER, "sim_time_s", ctx.ladder.main,
+                   subject=roles.paper)  # fmt: skip
+
+
+def paper_sentence(ctx: Context, tuned: Comparison, paper: Comparison) -> str:
+    """Claim 1 for the paper's configuration, and the settings that tell it from the tuned
+    run: which of them decides the claim when the verdicts differ."""
+    from adloco.report.settings import changed_settings
+
+    runs = {r.run: r.settings for r in ctx.runs}
+    mine, theirs = runs[ctx.roles.paper], runs[ctx.roles.adloco]
+    differ = ", ".join(
+        f"{k} {getattr(theirs, k)} against {getattr(mine, k)}"
+        for k in changed_settings(mine, theirs)
+    )
+    what = "decides the claim" if paper.verdict != tuned.verdict else "leaves it as it is"
+    return (
+        f"In the paper's configuration ({ctx.roles.paper}): {paper.verdict} ({paper.reason}). "
+        f"The tuned run differs from it in {differ or 'no setting'}, which {what}."
+    )
 
 
 def equal_time_comparisons(ctx: Context, number: int) -> list[Comparison]:
