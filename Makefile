@@ -84,4 +84,4 @@ gpu-check-prepare: $(STAMP)
 # as adloco.core.paths lays them out): `make clean-results EXPERIMENT=test`.
 EXPERIMENT ?= default
 clean-results: $(STAMP)
-	rm -rf $$($(PY) -c 'from adloco import paths; e = "$(EXPERIMENT)"; print(paths.experiment_dir(e), paths.logs_dir(e))')
+	$(PY) scripts/clean-results.py "$(EXPERIMENT)"
