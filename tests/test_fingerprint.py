@@ -13,15 +13,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from adloco.core import numerics
+from numerics_modes import run_in_mode
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "fingerprint.py"
@@ -101,17 +100,7 @@ def test_this_machine_computes_the_committed_fingerprint(fp, tmp_path, mode):
             f"under {committed['numerics']['cpu_capability']}"
         )
     out, keep = tmp_path / "fingerprint.json", tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k not in numerics.VARIABLES}
-    env[numerics.MODE_VARIABLE] = mode
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--json", str(out), "--keep", str(keep)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_in_mode([sys.executable, str(SCRIPT), "--json", str(out), "--keep", str(keep)], mode)
     got = json.loads(out.read_text())
     assert got["numerics"]["mode"] == mode
     assert {k: got["numerics"]["environment"][k] for k in pinned} == pinned

@@ -49,15 +49,20 @@ def test_ddp_steps_at_its_tuned_lr_at_the_bases_batch():
 @pytest.mark.parametrize("group", sorted(RECORD["groups"]))
 def test_each_tuned_run_trains_with_the_records_choice(group):
     chosen = RECORD["groups"][group]["chosen"]
+    steps = {k: chosen[k] for k in TUNED}
     run = CONFIG.run(group)
-    assert {k: getattr(run, k) for k in TUNED} == pytest.approx(chosen)
-    # Runs of the same method that keep its settings (variants, ablations); a run
-    # tuned on its own (diloco-max-batch) has its own group; the map's runs (their
-    # own node slots) hold ddp's effective lr instead (the test below).
+    assert {k: getattr(run, k) for k in TUNED} == pytest.approx(steps)
+    # AdLoCo's own settings where the grid searched them (initial trainers, eta, merge rule).
+    assert {k: getattr(run, k) for k in chosen if k not in TUNED} == {
+        k: v for k, v in chosen.items() if k not in TUNED
+    }
+    # Runs of the same method that keep its steps (variants, ablations, the paper's
+    # configuration); a run tuned on its own (diloco-max-batch) has its own group; the
+    # map's runs (their own node slots) hold ddp's effective lr instead (the test below).
     for name, entry in CONFIG.runs.items():
         s = entry.settings
         if group == s.method and name not in RECORD["groups"] and s.nodes_per_device is None:
-            assert {k: getattr(s, k) for k in TUNED} == pytest.approx(chosen), name
+            assert {k: getattr(s, k) for k in TUNED} == pytest.approx(steps), name
 
 
 def effective_peak_lr(name: str) -> float:

@@ -12,14 +12,12 @@ evaluated on the default's number of validation sequences of its split.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from adloco.core import numerics
+from numerics_modes import run_in_mode
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_EVAL_BATCH = 64
@@ -78,17 +76,9 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("mode", ["fast", "portable"])
 def test_the_default_eval_batch_evaluates_as_the_old_one_to_the_bit(tmp_path, mode):
-    env = {k: v for k, v in os.environ.items() if k not in numerics.VARIABLES}
-    env[numerics.MODE_VARIABLE] = mode
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(ROOT), str(tmp_path), str(OLD_EVAL_BATCH)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = run_in_mode(
+        [sys.executable, "-c", CHILD, str(ROOT), str(tmp_path), str(OLD_EVAL_BATCH)], mode
     )
-    assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["mode"] == mode
     assert got["sequences"] > got["new"]  # more than one batch: the split is exercised
