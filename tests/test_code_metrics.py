@@ -43,15 +43,12 @@ PACKAGE = SCRIPT.parents[1] / "src" / "adloco"
 
 
 def test_the_package_keeps_what_design_md_promises():
-    """Only config/ reads the configuration as a mapping (where it builds Config);
-    no function of 60+ lines."""
-    readers, long_ones = set(), []
+    """Only config/ reads the configuration as a mapping (where it builds Config). The
+    60-line function cap is dropped (issue 46): it bent functions to fit, with `# fmt:
+    skip` lines; scripts/code_metrics.py still lists the long ones."""
+    readers = set()
     for path in sorted(PACKAGE.rglob("*.py")):
-        text = path.read_text()
-        tree = ast.parse(text)
-        rel = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text())
         if code_metrics.config_lookups(tree):
-            readers.add(rel.split("/")[0])
-        long_ones += [f"{rel}:{name}" for name, *_ in code_metrics.long_functions(tree)]
+            readers.add(path.relative_to(PACKAGE).as_posix().split("/")[0])
     assert readers <= {"config"}
-    assert long_ones == []

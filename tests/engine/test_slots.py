@@ -147,12 +147,13 @@ def test_vectorized_runs_the_test_preset_as_sequential_does(
     if name == "diloco":
         assert ran == {"stacked": [4, 4, 4], "alone": 0}  # one stack of the 4 slots a round
     else:
-        # Two trainers of 2 slots, merged after round 2; in round 3 the 4 slots
-        # split a global batch of 7 as 2, 2, 2, 1: a stack of 3 (one slot of it
-        # was reallocated, with a fresh AdamW state) and a slot alone.
+        # Two trainers of 2 slots, merged after round 2; the merged trainer keeps its
+        # batch per slot (train.merge_batch per_node) over all 4 slots, so in round 3
+        # the 4 slots run equal local batches: one stack of 4 (two of its slots were
+        # reallocated, with a fresh AdamW state).
         events = {e["type"] for r in seq_rows for e in r["events"]}
         assert {"merge", "batch_change", "realloc"} <= events
-        assert ran == {"stacked": [2, 2, 2, 2, 3], "alone": 1}
+        assert ran == {"stacked": [2, 2, 2, 2, 4], "alone": 0}
     for t, u in zip(seq.trainers, vec.trainers, strict=True):
         for p, q in zip(t.params, u.params, strict=True):
             torch.testing.assert_close(q, p, rtol=REL_TOL, atol=ABS_TOL)

@@ -74,7 +74,7 @@ from adloco.report.analysis.verdict import fmt_ratio as fmt_ratio
 from adloco.report.analysis.verdict import judge as judge
 from adloco.report.analysis.verdict import quantity_words
 from adloco.report.inputs.runs import RunSeed
-from adloco.report.settings import ReportSettings, Roles
+from adloco.report.settings import ReportSettings, Roles, changed_settings
 
 
 @dataclass(frozen=True)
@@ -396,8 +396,6 @@ def paper_comparison(ctx: Context, number: int) -> Comparison:
 def paper_sentence(ctx: Context, tuned: Comparison, paper: Comparison) -> str:
     """Claim 1 for the paper's configuration, and the settings that tell it from the tuned
     run: which of them decides the claim when the verdicts differ."""
-    from adloco.report.settings import changed_settings
-
     runs = {r.run: r.settings for r in ctx.runs}
     mine, theirs = runs[ctx.roles.paper], runs[ctx.roles.adloco]
     differ = ", ".join(
