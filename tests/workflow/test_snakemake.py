@@ -343,7 +343,7 @@ def test_jobs_find_adloco_beside_snakemake_without_the_venv_on_path(tmp_path):
         ("train", "eta", 1.2, "train.eta: 1.2 is greater than or equal to the maximum of 1"),
         ("variance", "eta", 1.0, "variance.eta"),
         ("runs", "adloco", {"method": "adloco", "eta": 2.0}, "runs.adloco.eta"),
-        ("train", "merge_count", 5, "train.merge_count: run adloco merges 5 trainers"),
+        ("train", "merge_count", 1, "train.merge_count"),
         ("train", "inner_lr", float("nan"), "train.inner_lr: nan is not a finite number"),
         ("report", "test_level", float("inf"), "report.test_level: inf is not"),
     ],
