@@ -51,11 +51,15 @@ DIMENSIONS = ("inner_lr", "outer_lr", "outer_momentum")
 # is not varied there (one point, the first value listed).
 MECHANISM = ("initial_trainers", "eta", "merge_batch")
 MERGE_BATCH_RULES = ("per_node", "max", "sum")
+NUMERIC_MECHANISM = ("initial_trainers", "eta")  # widened as the lrs are
 TUNED = (*DIMENSIONS, "nesterov")
 ROLES = ("adloco", "diloco", "ddp")
 TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*):")
 REPORT_KEY = re.compile(r"^  ([A-Za-z_]\w*):")
 
+CENTER_COMMENT = (
+    "the record's chosen point: the grid is the lines through it (tune-grid.py --widen --lines)"
+)
 TRAINS_WITH = (
     "the point of its grid the default trains with (one seed: no verdict; the tuning table "
     "is what this report is for)"
@@ -157,10 +161,10 @@ def check_declaration(raw: Any) -> dict[str, Any]:
         where = f"grids.{group}"
         if not isinstance(grid, dict):
             _fail(f"{where}: expected a mapping")
-        extra = set(grid) - {"settings", *DIMENSIONS, *MECHANISM}
+        extra = set(grid) - {"settings", "center", *DIMENSIONS, *MECHANISM}
         if extra:
             keys = ", ".join((*DIMENSIONS, *MECHANISM))
-            _fail(f"{where}: unknown key {sorted(extra)[0]} (settings, {keys})")
+            _fail(f"{where}: unknown key {sorted(extra)[0]} (settings, center, {keys})")
         settings = grid.get("settings")
         if not isinstance(settings, dict) or settings.get("method") not in METHOD_RULES:
             _fail(f"{where}.settings: expected a mapping with a method ({', '.join(METHOD_RULES)})")
@@ -187,6 +191,8 @@ def check_declaration(raw: Any) -> dict[str, Any]:
             _fail(f"{where}.settings: {tuned[0]} is searched, not fixed (give it as a list)")
         if "inner_lr" not in grid:
             _fail(f"{where}: inner_lr: required")
+        if "center" in grid:
+            _check_center(where, grid)
         for key in DIMENSIONS:
             if key not in grid:
                 continue
@@ -206,24 +212,58 @@ def check_declaration(raw: Any) -> dict[str, Any]:
     return raw
 
 
+def _check_center(where: str, grid: dict[str, Any]) -> None:
+    """A group's ``center``: one value of every dimension it searches, each among its values."""
+    center = grid["center"]
+    searched = [k for k in (*DIMENSIONS, *MECHANISM) if k in grid]
+    if not isinstance(center, dict) or set(center) != set(searched):
+        _fail(f"{where}.center: expected a mapping of every searched key ({', '.join(searched)})")
+    for key, value in center.items():
+        if not any(v == value or _close(v, value) for v in grid[key]):
+            _fail(f"{where}.center.{key}: {value!r} is not among the values searched")
+
+
+def _close(a: Any, b: Any) -> bool:
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    return numbers and math.isclose(float(a), float(b))
+
+
 def load_declaration(path: Path) -> dict[str, Any]:
     return check_declaration(load_yaml_text(path.read_text()))
 
 
+def _points(grid: dict[str, Any], dimensions: tuple[str, ...]):
+    """The grid's points: every combination of its values, or, with a ``center``, the center
+    and every point that differs from it in one dimension (the lines through it)."""
+    axes = [
+        list(grid[k]) if k == "merge_batch" else sorted(
+            int(v) if k == "initial_trainers" else float(v) for v in grid[k]
+        )
+        for k in dimensions
+    ]  # fmt: skip
+    if "center" not in grid:
+        yield from (dict(zip(dimensions, v, strict=True)) for v in itertools.product(*axes))
+        return
+    center = {k: grid["center"][k] for k in dimensions}
+    center = {
+        k: v if k == "merge_batch" else int(v) if k == "initial_trainers" else float(v)
+        for k, v in center.items()
+    }
+    yield center
+    for key, values in zip(dimensions, axes, strict=True):
+        for value in values:
+            if not (value == center[key] or _close(value, center[key])):
+                yield {**center, key: value}
+
+
 def grid_runs(declaration: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Group -> run name -> the run's settings, one run per point of the group's grid."""
+    """Group -> run name -> the run's settings, one run per point of the group's grid
+    (:func:`_points`)."""
     out = {}
     for group, grid in declaration["grids"].items():
         dimensions = tuple(k for k in (*DIMENSIONS, *MECHANISM) if k in grid)
         runs = {}
-        axes = [
-            list(grid[k]) if k == "merge_batch" else sorted(
-                int(v) if k == "initial_trainers" else float(v) for v in grid[k]
-            )
-            for k in dimensions
-        ]  # fmt: skip
-        for values in itertools.product(*axes):
-            point = dict(zip(dimensions, values, strict=True))
+        for point in _points(grid, dimensions):
             if point.get("initial_trainers") == 1 and "merge_batch" in point:
                 if point["merge_batch"] != grid["merge_batch"][0]:
                     continue  # one trainer merges nothing: its merge rule is not a point
@@ -415,15 +455,16 @@ def widen(text: str, record: dict[str, Any]) -> tuple[str, list[str]]:
             group = match.group(1)
             continue
         match = re.match(r"^(    (\w+): )\[([^\]]*)\](.*)$", raw, re.S)
-        if not (match and group in groups and match.group(2) in DIMENSIONS):
+        if not (match and group in groups and match.group(2) in (*DIMENSIONS, *NUMERIC_MECHANISM)):
             continue
         key = match.group(2)
         edge = (groups[group].get("edges") or {}).get(key) or {}
         values = [float(v) for v in match.group(3).split(",") if v.strip()]
         new = [v for v in edge.get("next", []) if not _beyond_already(v, edge["chosen"], values)]
         if new:
-            added += [f"{group}.{key}: {number(v)}" for v in new]
-            listed = ", ".join(number(v) for v in sorted(values + new))
+            write = (lambda v: str(int(v))) if key == "initial_trainers" else number
+            added += [f"{group}.{key}: {write(v)}" for v in new]
+            listed = ", ".join(write(v) for v in sorted(values + new))
             lines[i] = f"{match.group(1)}[{listed}]{match.group(4)}"
     for name, group_record in groups.items():
         for key, edge in (group_record.get("edges") or {}).items():
@@ -433,6 +474,40 @@ def widen(text: str, record: dict[str, Any]) -> tuple[str, list[str]]:
                 print(f"tune-grid: {name}.{key} sits at an edge, but the declaration does not "
                       f"search it: declare {key} for {name}", file=sys.stderr)  # fmt: skip
     return "".join(lines), added
+
+
+def through_choice(text: str, record: dict[str, Any]) -> tuple[str, list[str]]:
+    """The declaration's text with each group's ``center`` set to the record's chosen point, so
+    the next round searches the lines through it, and what was set.
+
+    ``confirm.runs`` keeps the runs still on those lines (they run on every seed at once).
+    """
+    declared = check_declaration(load_yaml_text(text))
+    chosen_by_group = {g: r.get("chosen") or {} for g, r in (record.get("groups") or {}).items()}
+    out, group, said = [], None, []
+    for raw in text.splitlines(keepends=True):
+        if match := re.match(r"^  ([\w-]+):", raw):
+            group = match.group(1)
+        if group in chosen_by_group and group in declared["grids"] and raw.startswith("    "):
+            if raw.startswith("    center:"):
+                continue  # replaced after the settings line
+            out.append(raw)
+            if raw.startswith("    settings:"):
+                grid = declared["grids"][group]
+                chosen = chosen_by_group[group]
+                center = {
+                    k: chosen.get(k, grid[k][0]) for k in (*DIMENSIONS, *MECHANISM) if k in grid
+                }
+                listed = ", ".join(f"{k}: {_scalar(v)}" for k, v in center.items())
+                out.append(yaml_line(4, "center", f"{{{listed}}}", CENTER_COMMENT))
+                said.append(f"{group} at {listed}")
+            continue
+        out.append(raw)
+    new = "".join(out)
+    names = {n for runs in grid_runs(check_declaration(load_yaml_text(new))).values() for n in runs}
+    held = [r for r in (declared.get("confirm") or {}).get("runs") or [] if r in names]
+    new = re.sub(r"^(  runs: )\[[^\]]*\](.*)$", rf"\g<1>[{', '.join(held)}]\g<2>", new, flags=re.M)
+    return new, said
 
 
 def near_best(record: dict[str, Any], within_log: float) -> list[str]:
@@ -471,6 +546,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help=f"exit 1 when {OUT} differs")
     parser.add_argument("--widen", type=Path, help="a tuning.json whose proposed values to add")
     parser.add_argument(
+        "--lines",
+        action="store_true",
+        help="with --widen: search the lines through each group's chosen point, not every "
+        "combination (each group's center set to the record's choice)",
+    )
+    parser.add_argument(
         "--confirm",
         type=Path,
         help="a tuning.json whose points near each best to run on more seeds",
@@ -487,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.widen:
         record = json.loads(args.widen.read_text())
         text, added = widen((ROOT / DECLARATION).read_text(), record)
+        if args.lines:
+            text, centered = through_choice(text, record)
+            print(f"tune-grid: lines through {'; '.join(centered)}")
         check_declaration(load_yaml_text(text))
         (ROOT / DECLARATION).write_text(text)
         print(f"tune-grid: added {', '.join(added)}" if added else "tune-grid: nothing to widen"

@@ -262,12 +262,14 @@ def test_a_chosen_point_at_an_edge_proposes_the_value_beyond_it(workspace):
     race(workspace)
     record = race_record(workspace, tuning_max_climb=1.02)
     # fast (inner 0.0015, outer 1.0, momentum 0) is chosen: the smallest inner lr of
-    # 0.0015-0.012, the largest outer lr of 0.5 and 1.0, and momentum 0, the only one
-    # searched: 0 is the range's end below, 0.5 the next step above.
+    # 0.0015-0.012, and momentum 0, the only one searched: 0 is the range's end below, 0.5
+    # the next step above. Outer lr 0.5 was tried at inner 0.006 only, off the line through
+    # the chosen point: at inner 0.0015 the outer lr 1.0 is the only one searched.
     assert record["groups"]["diloco"]["edges"] == {
         "inner_lr": {"searched": [0.0015, 0.003, 0.006, 0.012], "chosen": 0.0015,
                      "edge": "low", "next": [0.00075]},
-        "outer_lr": {"searched": [0.5, 1.0], "chosen": 1.0, "edge": "high", "next": [2.0]},
+        "outer_lr": {"searched": [1.0], "chosen": 1.0, "edge": "low and high",
+                     "next": [0.5, 2.0]},
         "outer_momentum": {"searched": [0.0], "chosen": 0.0, "edge": "high", "next": [0.5]},
     }  # fmt: skip
     # adloco's one point is at both edges of each lr.
@@ -285,6 +287,24 @@ def test_a_chosen_point_at_an_edge_proposes_the_value_beyond_it(workspace):
                                    "edge": None, "next": []}}  # fmt: skip
     at_top = edges(points, points[2], "localsgd")
     assert list(at_top) == ["inner_lr"] and at_top["inner_lr"]["next"] == [0.008]
+    # On lines through a point (tune-grid.py --lines), each dimension is read along its own
+    # line: the chosen corner of two lines is inside both.
+    center = {**steps, "inner_lr": 0.002, "outer_lr": 0.7}
+    cross = [center, *({**center, "inner_lr": v} for v in (0.001, 0.004)),
+             *({**center, "outer_lr": v} for v in (0.35, 1.4))]  # fmt: skip
+    assert {k: e["edge"] for k, e in edges(cross, center, "diloco").items()} == {
+        "inner_lr": None, "outer_lr": None, "outer_momentum": "high"}  # fmt: skip
+    # Its neighbour on the inner-lr line is at that line's edge, and alone on its outer line.
+    low = edges(cross, cross[1], "diloco")
+    assert low["inner_lr"]["edge"] == "low" and low["outer_lr"]["edge"] == "low and high"
+    # One trainer merges nothing: the trainers line from a one-trainer point takes the merged
+    # points of any merge rule's default, and a two-trainer point's line reaches one trainer.
+    mech = {**center, "eta": 0.4, "merge_batch": "per_node"}
+    trainers = [{**mech, "initial_trainers": t} for t in (1, 2)]
+    trainers.append({**mech, "initial_trainers": 2, "merge_batch": "max"})
+    assert edges(trainers, trainers[0], "adloco")["initial_trainers"]["searched"] == [1.0, 2.0]
+    line = edges(trainers, trainers[2], "adloco")["initial_trainers"]
+    assert line["searched"] == [1.0, 2.0] and line["edge"] == "high"
 
 
 def test_unknown_runs_and_a_limit_without_base_are_refused(workspace):
@@ -336,12 +356,14 @@ def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp
     # The criterion, the sensitivity column and the edges of the grid.
     assert "The chosen point (bold) has the lowest median simulated time to the main target" in page
     assert "<th>final perplexity would choose</th><th>edges of the grid</th>" in page
+    # Each dimension read along the line through the chosen point (inner 0.001, outer 0.5):
+    # outer 0.7 and 1.0 were tried at other inner lrs only, inner 0.01 at another outer lr.
     assert (
-        "outer lr 0.5 at the low edge of (0.5, 0.7, 1) <span class='verdict fails'>not "
-        "bracketed</span>: next 0.25" in page
+        "outer lr 0.5 at the low and high edge of (0.5) <span class='verdict fails'>not "
+        "bracketed</span>: next 0.25, 1" in page
     )
     assert (
-        "inner lr 0.001 at the low edge of (0.001, 0.003, 0.01) <span class='verdict fails'>"
+        "inner lr 0.001 at the low edge of (0.001, 0.003) <span class='verdict fails'>"
         "not bracketed</span>: next 0.0005" in page
     )
     # No run of this config is named diloco: nothing configured to compare.

@@ -170,10 +170,27 @@ def beyond(key: str, value: float, direction: int) -> float | None:
     return min(steps) if direction > 0 else max(steps)
 
 
+def _line(
+    points: list[dict[str, Any]], chosen: dict[str, Any], key: str, keys: list[str]
+) -> list[dict[str, Any]]:
+    """The points that differ from ``chosen`` in ``key`` alone (the chosen one among them): on a
+    grid of every combination, all of that dimension's values; on lines through an earlier
+    choice (``scripts/tune-grid.py --lines``), the values searched through this one."""
+
+    def same(p: dict[str, Any], k: str) -> bool:
+        if k == "merge_batch" and 1 in (p.get("initial_trainers"), chosen.get("initial_trainers")):
+            return True  # one trainer merges nothing: its merge rule is no coordinate
+        a, b = p.get(k), chosen.get(k)
+        return a == b or (is_number(a) and is_number(b) and math.isclose(a, b))
+
+    return [p for p in points if all(same(p, k) for k in (*keys, "merge_batch") if k != key)]
+
+
 def edges(
     points: list[dict[str, Any]], chosen: dict[str, Any], method: str
 ) -> dict[str, dict[str, Any]]:
-    """Per dimension ``method`` does not fix: the values searched, the chosen one, its edge.
+    """Per dimension ``method`` does not fix: the values searched along the line through the
+    chosen point (:func:`_line`), the chosen one, its edge.
 
     ``edge``: ``low``, ``high`` or ``low and high`` (one value searched) when
     the chosen value is the smallest or largest searched and a value lies
@@ -183,10 +200,9 @@ def edges(
     out = {}
     numeric_mechanism = [k for k in MECHANISM if k != "merge_batch"]
     varied = [k for k in numeric_mechanism if len({p.get(k) for p in points}) > 1]
-    for key in (*DIMENSIONS, *varied):
-        if key in fixed:
-            continue
-        searched = sorted({float(p[key]) for p in points})
+    keys = [k for k in (*DIMENSIONS, *varied) if k not in fixed]
+    for key in keys:
+        searched = sorted({float(p[key]) for p in _line(points, chosen, key, keys)})
         value = float(chosen[key])
         sides = [
             (side, nxt)
