@@ -1,20 +1,41 @@
 #!/usr/bin/env python3
 """A private single-node SLURM on this machine, for testing the SLURM profile for real.
 
-    scripts/slurm-test-cluster.py start --dir /tmp/slurm   # prints: export SLURM_CONF=...
-    export SLURM_CONF=/tmp/slurm/slurm.conf; sinfo; sbatch ...
+    scripts/slurm-test-cluster.py start --dir /tmp/slurm   # prints the two exports below
+    export SLURM_CONF=/tmp/slurm/slurm.conf PATH=/tmp/slurm/bin:$PATH
+    sinfo; sbatch ...
     scripts/slurm-test-cluster.py stop --dir /tmp/slurm
 
-``start`` (as root) installs Debian's Slurm and munge when they are missing
-(``--install``), writes a ``slurm.conf`` describing this machine as it is (CPUs
-and memory from ``slurmd -C``, 85 % of the memory declared so the jobs' own
-memory has room), starts ``munged``, ``slurmctld`` and ``slurmd`` with every
-file (key, socket, state, logs, pid files) inside ``--dir`` and on free ports,
-and waits for ``sinfo`` to show the node idle. Nothing outside ``--dir`` is
-written, so a machine's own cluster (``/etc/slurm``, ``/run/munge``) is left
-alone; clients find the private cluster through ``SLURM_CONF``. ``stop``
-cancels the cluster's jobs and stops the daemons it started, by the pids it
-recorded, and nothing else.
+``start`` (as root) writes a ``slurm.conf`` describing this machine as it is
+(CPUs and memory from ``slurmd -C``, 85 % of the memory declared so the jobs'
+own memory has room) and starts its own ``munged`` (its own key), ``slurmctld``
+and ``slurmd``, every file they use (configuration, key, munge socket, state,
+spool, logs, pid files) inside ``--dir``, on two free ports, then waits for
+``sinfo`` to show the node idle. Clients find this cluster only through
+``SLURM_CONF``: nothing is written to ``/etc/slurm`` or ``/run/munge``, so a
+machine's own cluster, and every client that does not set ``SLURM_CONF``, is
+left alone. ``stop`` cancels the jobs this cluster's own controller lists
+(after checking that the controller answering is this cluster's), stops the
+daemons it started, by the pids it recorded, and nothing else.
+
+Where it cannot stay private, and why:
+
+* ``srun`` inside a job of the SLURM profile: the executor plugin's job step
+  (snakemake-executor-plugin-slurm-jobstep 0.6.1) removes every ``SLURM_*``
+  variable but the job's identity, ``SLURM_CONF`` among them, before it runs
+  ``srun``, which would then read ``/etc/slurm/slurm.conf``. ``--dir``'s
+  ``bin/srun`` puts ``SLURM_CONF`` back and runs the real ``srun``; it reaches
+  the jobs through ``PATH`` (the plugin submits with ``--export=ALL``), so
+  ``PATH`` must start with ``--dir``'s ``bin`` wherever the profile runs.
+* Root: ``slurmd`` starts jobs as the user who submitted them, and ``munged``
+  runs as the ``munge`` user; both need root to start.
+* ``--install`` (only when a program is missing) installs Debian's packages
+  for the whole machine with ``apt-get``; their own scripts create the
+  ``munge`` and ``slurm`` users and ``/etc/munge/munge.key`` (which this
+  cluster does not use).
+* The daemons listen on two TCP ports (free ones) of this machine; the node
+  takes the machine's host name; jobs run here, as their users, at nice 19,
+  with no cgroup limits (``proctrack/linuxproc``, ``task/none``).
 
 Accounting is off (``accounting_storage/none``): ``sacct`` answers nothing, so
 the SLURM profile takes job states from ``squeue``, and ``MinJobAge`` keeps a
@@ -27,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -37,13 +59,11 @@ from pathlib import Path
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 DAEMONS = ("slurmd", "slurmctld", "munged")  # stopped in this order
+CLUSTER_NAME = "adloco-test"
 PARTITION = "debug"
 MEMORY_SHARE = 0.85
 IDLE_TIMEOUT_S = 90
-# Where job steps look for the configuration: the executor plugin's job step drops
-# every SLURM_* variable, SLURM_CONF among them, before its srun.
-SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
-MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+CLIENT_TIMEOUT_S = 30
 
 
 # What slurm.conf's node line takes from `slurmd -C`, in its order.
@@ -57,13 +77,27 @@ class ClusterError(RuntimeError):
     """SLURM could not be started here; the message says why."""
 
 
+def conf_path(root: Path) -> Path:
+    return root / "slurm.conf"
+
+
+def munge_socket(root: Path) -> Path:
+    """The cluster's own munged socket (slurm.conf's AuthInfo names it)."""
+    return root / "munge" / "munge.socket.2"
+
+
+def bin_dir(root: Path) -> Path:
+    """``srun`` with ``SLURM_CONF`` put back, for the jobs (first on their PATH)."""
+    return root / "bin"
+
+
 def _which(name: str) -> str | None:
     """``name`` on PATH or in the sbin folders, where Debian puts the daemons."""
     return shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin")
 
 
 def missing_programs() -> list[str]:
-    programs = ("slurmctld", "slurmd", "sinfo", "sbatch", "munged", "mungekey")
+    programs = ("slurmctld", "slurmd", "sinfo", "sbatch", "srun", "munged", "mungekey")
     return [p for p in programs if _which(p) is None]
 
 
@@ -111,12 +145,15 @@ def slurm_conf(root: Path, node: dict[str, str]) -> str:
     name = node["NodeName"]
     return f"""\
 # A one-node test cluster (scripts/slurm-test-cluster.py); every file under {root}.
-ClusterName=adloco-test
+ClusterName={CLUSTER_NAME}
 SlurmctldHost={name}(127.0.0.1)
 SlurmctldPort={free_port()}
 SlurmdPort={free_port()}
 SlurmUser=root
 AuthType=auth/munge
+# The cluster's own munged (its own key), not the machine's default socket.
+AuthInfo=socket={munge_socket(root)}
+PlugStackConfig={root}/plugstack.conf
 StateSaveLocation={root}/ctld
 SlurmdSpoolDir={root}/d
 SlurmctldPidFile={root}/slurmctld.pid
@@ -142,8 +179,34 @@ PartitionName={PARTITION} Nodes={name} Default=YES MaxTime=INFINITE State=UP
 """
 
 
+def srun_wrapper(root: Path, real_srun: str) -> str:
+    """``srun`` for the profile's jobs: the plugin's job step drops ``SLURM_CONF``."""
+    return (
+        "#!/bin/sh\n"
+        "# scripts/slurm-test-cluster.py: the executor plugin's job step removes\n"
+        "# SLURM_CONF before it runs srun; this cluster's configuration, put back.\n"
+        f"SLURM_CONF={shlex.quote(str(conf_path(root)))}\n"
+        "export SLURM_CONF\n"
+        f'exec {shlex.quote(real_srun)} "$@"\n'
+    )
+
+
+def write_bin(root: Path) -> None:
+    folder = bin_dir(root)
+    folder.mkdir(exist_ok=True)
+    srun = folder / "srun"
+    srun.write_text(srun_wrapper(root, program("srun")))
+    srun.chmod(0o755)
+
+
 def environment(root: Path) -> dict[str, str]:
-    return dict(os.environ, SLURM_CONF=str(root / "slurm.conf"))
+    return dict(os.environ, SLURM_CONF=str(conf_path(root)))
+
+
+def exports(root: Path) -> str:
+    """The shell lines that point clients, and the profile's jobs, at this cluster."""
+    conf, path = shlex.quote(str(conf_path(root))), shlex.quote(str(bin_dir(root)))
+    return f'export SLURM_CONF={conf}\nexport PATH={path}:"$PATH"'
 
 
 def _run(cmd: list[str], root: Path, what: str) -> None:
@@ -152,27 +215,25 @@ def _run(cmd: list[str], root: Path, what: str) -> None:
         raise ClusterError(f"{what} did not start: {(done.stderr or done.stdout).strip()[-400:]}")
 
 
-def munge_works() -> bool:
-    """Whether a munged answers on the default socket (then the cluster uses it)."""
-    if shutil.which("munge") is None or not MUNGE_SOCKET.exists():
+def munge_works(socket_path: Path) -> bool:
+    """Whether a munged answers on ``socket_path`` (a credential round trip)."""
+    if shutil.which("munge") is None or not socket_path.exists():
         return False
-    encode = subprocess.run(["munge", "-n"], capture_output=True)
+    where = f"--socket={socket_path}"
+    encode = subprocess.run(["munge", where, "-n"], capture_output=True)
     if encode.returncode != 0:
         return False
-    return subprocess.run(["unmunge"], input=encode.stdout, capture_output=True).returncode == 0
+    decode = subprocess.run(["unmunge", where], input=encode.stdout, capture_output=True)
+    return decode.returncode == 0
 
 
 def start_munge(root: Path) -> None:
-    """A munged on the default socket, its key and logs in ``root``, unless one runs already."""
-    if munge_works():
-        return
+    """The cluster's own munged: its key, socket, pid and log in ``root/munge``."""
     reach = subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", f"test -x '{root}'"])
     if reach.returncode != 0:
         raise ClusterError(
             f"the munge user cannot enter {root}: choose a --dir whose folders others may enter"
         )
-    MUNGE_SOCKET.parent.mkdir(parents=True, exist_ok=True)
-    shutil.chown(MUNGE_SOCKET.parent, "munge", "munge")
     munge = root / "munge"
     munge.mkdir()
     os.chmod(munge, 0o755)  # clients of any user reach the socket; only munge writes
@@ -183,14 +244,16 @@ def start_munge(root: Path) -> None:
     os.chmod(key, 0o400)
     daemon = [
         program("munged"),
-        f"--socket={MUNGE_SOCKET}",
+        f"--socket={munge_socket(root)}",
         f"--key-file={key}",
         f"--pid-file={munge}/munged.pid",
         f"--log-file={munge}/munged.log",
         f"--seed-file={munge}/munged.seed",
         "--force",  # the key's folder may lie under a world-writable /tmp
     ]
-    _run(["su", "-s", "/bin/sh", "munge", "-c", " ".join(daemon)], root, "munged")
+    _run(["su", "-s", "/bin/sh", "munge", "-c", shlex.join(daemon)], root, "munged")
+    if not munge_works(munge_socket(root)):
+        raise ClusterError(f"munged does not answer on {munge_socket(root)}")
 
 
 def node_state(root: Path) -> str:
@@ -206,20 +269,15 @@ def start(root: Path, with_install: bool) -> None:
         raise ClusterError("starting slurmd and munged needs root")
     if with_install:
         install()
-    if os.path.lexists(SYSTEM_CONF):
-        raise ClusterError(
-            f"{SYSTEM_CONF} exists: this machine has a SLURM configuration of its own, which "
-            "the test cluster would replace; run the SLURM tests on a machine without one"
-        )
     if root.exists() and any(root.iterdir()):
         raise ClusterError(
             f"{root} is not empty: stop the cluster there first, or choose a new --dir"
         )
     for sub in ("ctld", "d", "log"):
         (root / sub).mkdir(parents=True, exist_ok=True)
-    (root / "slurm.conf").write_text(slurm_conf(root, node_line()))
-    SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
-    SYSTEM_CONF.symlink_to(root / "slurm.conf")
+    conf_path(root).write_text(slurm_conf(root, node_line()))
+    (root / "plugstack.conf").write_text("# no SPANK plugins (not the machine's plugstack.conf)\n")
+    write_bin(root)
     try:
         start_daemons(root)
     except BaseException:
@@ -249,34 +307,93 @@ def _pid(path: Path) -> int | None:
         return None
 
 
+def _client(root: Path, args: list[str]) -> subprocess.CompletedProcess | None:
+    """A SLURM client run against this cluster alone (``SLURM_CONF``), or None if missing."""
+    path = shutil.which(args[0], path=environment(root).get("PATH"))
+    if path is None:
+        return None
+    try:
+        return subprocess.run(
+            [path, *args[1:]],
+            env=environment(root),
+            capture_output=True,
+            text=True,
+            timeout=CLIENT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def answering_controller(root: Path) -> str | None:
+    """Why the controller ``SLURM_CONF`` reaches is not this cluster's, or None if it is."""
+    done = _client(root, ["scontrol", "show", "config"])
+    if done is None or done.returncode != 0:
+        return "no controller answers"
+    shown = dict(
+        (k.strip(), v.strip())
+        for k, v in (line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    )
+    port = next(
+        (line.split("=", 1)[1] for line in conf_path(root).read_text().splitlines()
+         if line.startswith("SlurmctldPort=")),
+        None,
+    )  # fmt: skip
+    theirs = (shown.get("ClusterName"), shown.get("SlurmctldPort"))
+    if theirs != (CLUSTER_NAME, port):
+        return f"the controller answering is cluster {theirs[0]} on port {theirs[1]}"
+    return None
+
+
+def own_jobs(root: Path) -> list[str]:
+    """Every job this cluster's controller lists, of every user."""
+    done = _client(root, ["squeue", "--all", "-h", "-o", "%i"])
+    if done is None or done.returncode != 0:
+        return []
+    return done.stdout.split()
+
+
+def cancel_own_jobs(root: Path) -> None:
+    """Cancel the jobs this cluster ran, by id, and wait (20 s at most) for them to end."""
+    if not conf_path(root).exists():
+        return
+    problem = answering_controller(root)
+    if problem is not None:
+        print(f"slurm-test-cluster: no job cancelled: {problem}", file=sys.stderr)
+        return
+    jobs = own_jobs(root)
+    if not jobs:
+        return
+    _client(root, ["scancel", "--quiet", *jobs])
+    for _ in range(40):
+        done = _client(root, ["squeue", "--all", "-h", "-t", "RUNNING,COMPLETING", "-o", "%i"])
+        if done is None or done.returncode != 0 or not done.stdout.strip():
+            break
+        time.sleep(0.5)
+
+
+def _is_daemon(pid: int, name: str) -> bool:
+    """Whether ``pid`` is a live ``name`` process (a pid file may outlive its daemon)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    command, _, rest = stat.partition(" (")[2].rpartition(") ")
+    return command == name and not rest.startswith(("Z", "X"))  # a zombie has ended
+
+
 def stop(root: Path) -> None:
     """Cancel the cluster's jobs, then stop the daemons whose pids it recorded."""
-    if (root / "slurm.conf").exists() and shutil.which("scancel"):
-        subprocess.run(["scancel", "--full", "--quiet", "--user", "root"], env=environment(root))
-        for _ in range(40):
-            done = subprocess.run(
-                ["squeue", "-h", "-t", "RUNNING,COMPLETING"],
-                env=environment(root),
-                capture_output=True,
-                text=True,
-            )
-            if done.returncode != 0 or not done.stdout.strip():
-                break
-            time.sleep(0.5)
-    if SYSTEM_CONF.is_symlink() and SYSTEM_CONF.resolve() == (root / "slurm.conf").resolve():
-        SYSTEM_CONF.unlink()
+    cancel_own_jobs(root)
     for name in DAEMONS:
         pid = _pid(root / ("munge" if name == "munged" else "") / f"{name}.pid")
-        if pid is None:
+        if pid is None or not _is_daemon(pid, name):
             continue
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             continue
         for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if not _is_daemon(pid, name):
                 break
             time.sleep(0.1)
         else:
@@ -293,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.action == "start":
             start(root, args.install)
-            print(f"export SLURM_CONF={root / 'slurm.conf'}")
+            print(exports(root))
         else:
             stop(root)
     except ClusterError as exc:

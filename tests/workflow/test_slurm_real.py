@@ -15,10 +15,13 @@ memory, no accounting). Then, with the profile as a user types it:
   submitted, with SLURM's reason;
 * a 2-task ``sbatch`` (``srun`` starting one torchrun agent a task, rendezvous on
   the allocation's first node) trains the test preset's DiLoCo run to the metrics
-  of one process at one thread a rank.
+  of one process at one thread a rank;
+* the cluster is private: nothing at /etc/slurm/slurm.conf or the default munge
+  socket, clients without its ``SLURM_CONF`` do not reach it, and ``stop`` on a
+  second cluster started beside it cancels that cluster's job only.
 
-Elsewhere (no root, no packages, a machine with its own /etc/slurm/slurm.conf)
-they are skipped with the reason; under CI (``CI`` set) they fail instead.
+Elsewhere (no root, no packages) they are skipped with the reason; under CI
+(``CI`` set) they fail instead.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 CLUSTER = ROOT / "scripts/slurm-test-cluster.py"
 COMPARE = ROOT / "scripts/compare-results.py"
 PROFILE = "profiles/slurm"
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+DEFAULT_MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 ENABLE = "ADLOCO_SLURM_TESTS"
 PIPELINE_TIMEOUT_S = 1200
 # Rounds of the cancelled run: long enough (about 0.1 s a round here) to cancel it
@@ -66,7 +71,19 @@ def cluster(tmp_path_factory):
         pytest.skip(f"real-SLURM tests run with `make test-slurm` ({ENABLE}=1; as root)")
     # Not under pytest's private tmp folder: munged runs as the munge user, who
     # must reach its key and log in the cluster's folder.
-    root = Path(tempfile.mkdtemp(prefix="adloco-slurm-"))
+    before = {p: p.exists() for p in (SYSTEM_CONF, DEFAULT_MUNGE_SOCKET)}
+    root, env = start_cluster("adloco-slurm-")
+    try:
+        yield SimpleNamespace(root=root, env=env, before=before)
+    finally:
+        stop_cluster(root)
+
+
+def start_cluster(prefix: str) -> tuple[Path, dict[str, str]]:
+    """A test cluster in a new folder, and the environment its start printed to export."""
+    # Not under pytest's private tmp folder: munged runs as the munge user, who
+    # must reach its key and log in the cluster's folder.
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     root.chmod(0o755)
     started = subprocess.run(
         [sys.executable, str(CLUSTER), "start", "--install", "--dir", str(root)],
@@ -76,18 +93,32 @@ def cluster(tmp_path_factory):
         check=False,
     )
     if started.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
         reason = started.stderr.strip() or started.stdout.strip()
         if os.environ.get("CI"):
             pytest.fail(f"SLURM could not be started under CI: {reason}")
         pytest.skip(reason)
-    env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
-    try:
-        yield SimpleNamespace(root=root, env=env)
-    finally:
-        subprocess.run(
-            [sys.executable, str(CLUSTER), "stop", "--dir", str(root)], timeout=120, check=False
-        )
-        shutil.rmtree(root, ignore_errors=True)
+    # What start prints: export SLURM_CONF=... and export PATH=<dir>/bin:"$PATH".
+    printed = dict(
+        line.removeprefix("export ").split("=", 1) for line in started.stdout.split("\n") if line
+    )
+    assert printed == {
+        "SLURM_CONF": str(root / "slurm.conf"),
+        "PATH": f'{root / "bin"}:"$PATH"',
+    }, started.stdout
+    env = {
+        **os.environ,
+        "SLURM_CONF": str(root / "slurm.conf"),
+        "PATH": f"{root / 'bin'}:{os.environ['PATH']}",
+    }
+    return root, env
+
+
+def stop_cluster(root: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(CLUSTER), "stop", "--dir", str(root)], timeout=120, check=False
+    )
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def slurm(args: list[str], env: dict[str, str], cwd: Path | None = None) -> str:
@@ -119,7 +150,13 @@ def snakemake(work: Path, env: dict[str, str], *args: str, timeout: int = PIPELI
 @pytest.fixture(scope="module")
 def slurm_run(cluster, tmp_path_factory):
     work, env = make_copy(tmp_path_factory.mktemp("on-slurm"), fake=False)
-    env = {**env, **{k: v for k, v in cluster.env.items() if k == "SLURM_CONF"}}
+    # The cluster's SLURM_CONF, and its bin first on PATH: the plugin's job step drops
+    # SLURM_CONF before its srun, and the cluster's srun puts it back.
+    env = {
+        **env,
+        "SLURM_CONF": cluster.env["SLURM_CONF"],
+        "PATH": f"{cluster.root / 'bin'}:{env['PATH']}",
+    }
     done = snakemake(work, env, "--workflow-profile", PROFILE, "--configfile", "config/test.yaml")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     return SimpleNamespace(work=work, env=env, log=done.stdout + done.stderr)
@@ -334,3 +371,54 @@ def test_two_slurm_tasks_train_like_one_process(slurm_run, tmp_path):
     # Both ranks took part: each round's checkpoint holds a file per rank.
     last = sorted((tmp_path / "ck").glob("round-*"))[-1]
     assert sorted(p.name for p in last.glob("rank-*.pt")) == ["rank-00000.pt", "rank-00001.pt"]
+
+
+def job_state(job: str, env: dict[str, str]) -> str:
+    out = subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%T"], env=env, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
+def test_the_cluster_is_private_and_stop_cancels_its_own_jobs_only(cluster):
+    # Nothing at the machine's default paths that was not there before it started.
+    assert {p: p.exists() for p in cluster.before} == cluster.before
+    assert not SYSTEM_CONF.is_symlink()
+    shown = slurm(["scontrol", "show", "config"], cluster.env)
+    socket_line = rf"^AuthInfo\s*=\s*socket={re.escape(str(cluster.root))}/munge/munge.socket.2$"
+    assert re.search(socket_line, shown, re.M), shown
+    # A client without the cluster's SLURM_CONF does not reach it.
+    env = {k: v for k, v in cluster.env.items() if k != "SLURM_CONF"}
+    other = subprocess.run(["scontrol", "show", "config"], env=env, capture_output=True, text=True)
+    assert "adloco-test" not in other.stdout
+
+    # A second cluster beside it: a job in each, then the second one stopped.
+    second, second_env = start_cluster("adloco-slurm-second-")
+    try:
+        sleep = [
+            "sbatch",
+            "--parsable",
+            "--mem=100",
+            "-c1",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 600",
+        ]
+        mine = slurm(sleep, cluster.env).strip()
+        theirs = slurm(sleep, second_env).strip()
+        for job, env in ((mine, cluster.env), (theirs, second_env)):
+            deadline = time.monotonic() + 60
+            while job_state(job, env) != "RUNNING":
+                assert time.monotonic() < deadline, job_state(job, env)
+                time.sleep(0.5)
+        subprocess.run(
+            [sys.executable, str(CLUSTER), "stop", "--dir", str(second)], timeout=120, check=True
+        )
+        assert job_state(mine, cluster.env) == "RUNNING"
+        # The second cluster's controller is gone; this one's still answers.
+        gone = subprocess.run(["sinfo"], env=second_env, capture_output=True, timeout=60)
+        assert gone.returncode != 0
+        slurm(["scancel", mine], cluster.env)
+    finally:
+        stop_cluster(second)
