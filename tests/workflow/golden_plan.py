@@ -57,15 +57,14 @@ def plan(preset: str) -> str:
     return "\n\n".join(sorted(blocks)) + "\n"
 
 
-STAGES = ["prepare-corpus", "tokenize", "calibrate", "pretrain", "variance", "train",
-          "report", "regimes", "dvc-params", "dvc-check"]  # fmt: skip
-
-
 def cli_help() -> str:
-    """`adloco --help` and each stage's, at a fixed width: the arguments the CLI declares."""
+    """`adloco --help` and each stage's (in the order of :data:`adloco.stages.STAGES`), at a
+    fixed width: the arguments the CLI declares."""
+    from adloco.stages import STAGES
+
     env = {**os.environ, "COLUMNS": "100"}
     texts = []
-    for args in [[], *([stage] for stage in STAGES)]:
+    for args in [[], *([stage.name] for stage in STAGES)]:
         result = subprocess.run([sys.executable, "-m", "adloco", *args, "--help"],
                                 capture_output=True, text=True, check=True, env=env)  # fmt: skip
         texts.append(f"$ adloco {' '.join(args)} --help\n{result.stdout}")

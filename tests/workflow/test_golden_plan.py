@@ -22,4 +22,8 @@ def test_dry_runs_and_cli_help_equal_the_golden_text():
         golden = (GOLDEN / name).read_text()
         if text != golden:
             diff = difflib.unified_diff(golden.splitlines(), text.splitlines(), lineterm="")
-            pytest.fail(f"{name} differs from its golden text:\n" + "\n".join(list(diff)[:40]))
+            pytest.fail(
+                f"{name} differs from its golden text (after a change meant to alter it: "
+                "tests/workflow/golden_plan.py --write, and read the diff):\n"
+                + "\n".join(list(diff)[:40])
+            )

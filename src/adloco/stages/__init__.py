@@ -53,6 +53,7 @@ def stage(name: str, stages: tuple[Stage, ...] = STAGES) -> Stage:
 def snakemake_params(stages: tuple[Stage, ...] = STAGES) -> dict[str, list[str]]:
     """Each stage's configuration keys as a Snakemake job reads them (``{run}`` a wildcard).
 
-    Only the stages that declare keys: those the workflow runs.
+    Every stage, one without keys too (an empty list): its rule's
+    ``stage_params("<stage>")`` is then an empty mapping.
     """
-    return {s.name: s.snakemake_keys() for s in stages if s.keys}
+    return {s.name: s.snakemake_keys() for s in stages}

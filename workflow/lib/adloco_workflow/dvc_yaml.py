@@ -5,7 +5,8 @@ repository root; ``--check`` only compares, and exits 1 naming the file when
 the checked-in one differs from what the declarations give. Each stage runs its
 ``adloco`` command on params.yaml, every value double-quoted (a path with
 spaces stays one argument), with its dependencies, the keys of params.yaml it
-reads, and its outputs with DVC's flags.
+reads (no ``params`` entry for a stage that reads none), and its outputs with
+DVC's flags.
 """
 
 from __future__ import annotations
@@ -109,6 +110,10 @@ def _paths(title: str, entries: tuple[Path_, ...], stage: Stage, indent: str) ->
 
 
 def _params(stage: Stage, indent: str) -> list[str]:
+    # No key, no entry: DVC reads `- params.yaml:` alone as every key of the file,
+    # and would re-run the stage on any edit.
+    if not stage.keys:
+        return []
     lines = [f"{indent}params:", f"{indent}  - {PARAMS_FILE}:"]
     for key in stage.keys:
         lines += _notes(key.note, indent + "      ")
