@@ -53,6 +53,46 @@ def test_a_restart_replays_the_rows_it_holds_instead_of_appending(tmp_path):
     assert theirs.read_bytes() == b"theirs" and (folder / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.reliability("live curves")
+def test_a_start_keeps_earlier_event_files_of_adlocos_whole(tmp_path):
+    # Issue 45: a start deleted the folder's earlier event file of adloco's
+    # (another job given the same --live, a run started over). Now each start
+    # moves them, byte for byte, into earlier/ (TensorBoard's run of its own).
+    folder = tmp_path / "live"
+    written = []
+    for value in (1.0, 2.0, 3.0):  # three jobs, one after another, in one folder
+        curves = LiveCurves(folder, [(100, {"x": value})])
+        curves.close()
+        (path,) = folder.glob(live_curves.FILE_GLOB)
+        written.append((path.name, path.read_bytes()))
+    assert read_scalars(folder, "*.adloco") == {"x": [(100, 3.0)]}  # the last job's alone
+    kept = sorted((folder / live_curves.EARLIER).iterdir())
+    assert sorted(p.read_bytes() for p in kept) == sorted(b for _, b in written[:2])
+    # A name met twice (the same second and host) gets a counter, never replaces one.
+    assert {p.name.removesuffix(".1") for p in kept} <= {n for n, _ in written}
+    values = sorted(read_scalars(folder / live_curves.EARLIER, p.name)["x"][0][1] for p in kept)
+    assert values == [1.0, 2.0]
+
+
+@pytest.mark.reliability("live curves")
+def test_a_start_that_cannot_keep_the_earlier_file_warns_and_keeps_it(tmp_path, caplog):
+    folder = tmp_path / "live"
+    LiveCurves(folder, [(100, {"x": 1.0})]).close()
+    (earlier,) = folder.glob(live_curves.FILE_GLOB)
+    before = earlier.read_bytes()
+    (folder / live_curves.EARLIER).write_text("a file of the user's where earlier/ would go")
+    with caplog.at_level(logging.WARNING):
+        curves = LiveCurves(folder, [(100, {"x": 2.0})])
+    assert not curves.active
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"no live curves in {folder}: cannot keep its earlier event files in {folder}/earlier "
+        f"(File exists), so none was written over; move {folder}/earlier away, or leave out "
+        "--live; training goes on without them"
+    ]
+    assert earlier.read_bytes() == before
+    assert (folder / live_curves.EARLIER).read_text().startswith("a file of the user's")
+
+
 def test_tensorboard_reads_the_file(tmp_path):
     event_accumulator = pytest.importorskip(
         "tensorboard.backend.event_processing.event_accumulator"

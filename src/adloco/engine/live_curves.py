@@ -10,9 +10,12 @@ token budget, after different numbers of rounds.
 The curves are a view of ``metrics.jsonl``, never a result, and nothing about
 them stops a job: a missing writer package or a folder that cannot be written
 gives one warning line at the start, a write that fails later one warning
-line, and the job goes on without them. At each start the folder's earlier
-event file (of a killed job) is replaced by one that first replays the rows
-the resumed job already holds, so each round is drawn once. The writer is
+line, and the job goes on without them. At each start the job writes a new
+event file that first replays the rows the resumed job already holds, so each
+round is drawn once in the folder; an earlier event file of adloco's there (a
+killed job's, another job's given the same folder, a finished run's before
+its settings changed) is moved, whole, into the folder's ``earlier/``, which
+TensorBoard draws as a run of its own: none is deleted. The writer is
 tensorboardX's event file writer, called in the training thread (no queue
 that a dead writer thread could block): a few hundred bytes a round.
 """
@@ -35,10 +38,12 @@ except Exception as exc:  # missing, or built for another protobuf: no curves, n
 
 log = logging.getLogger(__name__)
 
-# The event files this module writes, and the only files of the folder it removes.
+# The event files this module writes, and the only files of the folder it moves.
 FILE_PREFIX = "events"
 FILE_SUFFIX = ".adloco"
 FILE_GLOB = f"{FILE_PREFIX}.out.tfevents.*{FILE_SUFFIX}"
+# Where a start moves the folder's earlier event files (kept, never deleted).
+EARLIER = "earlier"
 
 Scalars = Mapping[str, float | int | None]
 
@@ -63,8 +68,19 @@ class LiveCurves:
             return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            for old in self.folder.glob(FILE_GLOB):
-                old.unlink()
+        except OSError as exc:
+            self._give_up(f"cannot write there ({exc.strerror or exc})", "make it writable")
+            return
+        try:
+            keep_earlier(self.folder)
+        except OSError as exc:
+            self._give_up(
+                f"cannot keep its earlier event files in {self.folder / EARLIER} "
+                f"({exc.strerror or exc}), so none was written over",
+                f"move {self.folder / EARLIER} away",
+            )
+            return
+        try:
             self._writer = EventsWriter(str(self.folder / FILE_PREFIX), FILE_SUFFIX)
             for step, scalars in replay:
                 self._write(step, scalars)
@@ -120,3 +136,26 @@ class LiveCurves:
             reason,
             remedy,
         )
+
+
+def keep_earlier(folder: Path) -> list[Path]:
+    """Move ``folder``'s earlier event files of adloco's into ``folder/earlier/``, whole.
+
+    A name already there gets a counter (``.1``, ``.2``): nothing is replaced.
+    Returns the files' new paths.
+    """
+    earlier = sorted(p for p in folder.glob(FILE_GLOB) if p.is_file() and not p.is_symlink())
+    if not earlier:
+        return []
+    keep = folder / EARLIER
+    keep.mkdir(exist_ok=True)
+    moved = []
+    for old in earlier:
+        new, count = keep / old.name, 0
+        while new.exists() or new.is_symlink():
+            count += 1
+            new = keep / f"{old.name}.{count}"
+        old.rename(new)
+        moved.append(new)
+    log.info("live curves: %d earlier event file(s) of %s kept in %s", len(moved), folder, keep)
+    return moved
