@@ -1,5 +1,5 @@
-"""docs/DESIGN.md against the code: the layout tables, the tests they name, a round's order,
-the direction of the imports and the files the recipes name."""
+"""docs/DESIGN.md against the code: a round's order, the direction of the imports, the files
+the recipes name and that the engine names no method."""
 
 from __future__ import annotations
 
@@ -9,67 +9,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = (ROOT / "docs/DESIGN.md").read_text()
-PACKAGES = {"src/adloco": "adloco", "workflow/lib/adloco_workflow": "adloco_workflow"}
 
 
 def section(title: str) -> str:
     return DESIGN.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def defines_code(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.FunctionDef | ast.ClassDef) for n in tree.body)
-
-
-def modules(folder: str) -> dict[str, Path]:
-    """The modules of a package folder (an __init__.py only when it defines code)."""
-    base = ROOT / folder
-    return {
-        p.relative_to(base).as_posix(): p
-        for p in sorted(base.rglob("*.py"))
-        if p.name != "__init__.py" or defines_code(ast.parse(p.read_text()))
-    }
-
-
-def tables() -> dict[str, list[tuple[str, str]]]:
-    """Each layout table's rows (module, tested-in cell), by package folder."""
-    layout = section("Layout")
-    package, workflow = layout.split("`workflow/lib/adloco_workflow/`", 1)
-    row = re.compile(r"^\| `([\w/]+\.py)` \| .* \| (.*) \|$", flags=re.M)
-    return {
-        "src/adloco": row.findall(package),
-        "workflow/lib/adloco_workflow": row.findall(workflow),
-    }
-
-
-def dotted(folder: str, module: str) -> str:
-    parts = Path(module).with_suffix("").parts
-    parts = parts[:-1] if parts[-1] == "__init__" else parts
-    return ".".join([PACKAGES[folder], *parts])
-
-
-def top_level_names(tree: ast.Module) -> set[str]:
-    names = set()
-    for n in tree.body:
-        if isinstance(n, ast.FunctionDef | ast.ClassDef):
-            names.add(n.name)
-        elif isinstance(n, ast.Assign):
-            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
-        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
-            names.add(n.target.id)
-    return names
-
-
-def imports(tree: ast.AST) -> tuple[set[str], set[str]]:
-    """(modules imported, names imported from the project's packages)."""
-    mods, names = set(), set()
+def imports(tree: ast.AST) -> set[str]:
+    """The modules a tree imports (``from a import b``: ``a`` and ``a.b``)."""
+    mods = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Import):
             mods |= {a.name for a in n.names}
         elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
             mods |= {n.module, *(f"{n.module}.{a.name}" for a in n.names)}
-            if n.module.split(".")[0] in PACKAGES.values():
-                names |= {a.name for a in n.names}
-    return mods, names
+    return mods
 
 
 def test_a_round_calls_its_steps_in_the_documented_order():
@@ -95,7 +49,7 @@ def test_a_round_calls_its_steps_in_the_documented_order():
 
 def package_imports(sub: str) -> dict[str, set[str]]:
     return {
-        p.relative_to(ROOT / "src/adloco").as_posix(): imports(ast.parse(p.read_text()))[0]
+        p.relative_to(ROOT / "src/adloco").as_posix(): imports(ast.parse(p.read_text()))
         for p in sorted((ROOT / "src/adloco" / sub).rglob("*.py"))
     }
 
