@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -372,6 +373,29 @@ def test_every_stage_refuses_a_base_pretrained_on_other_data_in_one_line(
     else:
         assert f"has no {DATA_KEY} (written before base.json recorded the data" in err, err
         assert err.rstrip().endswith("run adloco pretrain again on this data"), err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.reliability("messages")
+@pytest.mark.parametrize("stage", ["train", "variance", "report"])
+def test_a_damaged_manifest_is_named_as_damaged_not_as_other_data(
+    pretrained_on_mine, tmp_path, capsys, stage
+):
+    # Issue 45: a manifest.json holding `{` was "the base was pretrained on other data".
+    raw, folder, mine, _ = pretrained_on_mine
+    data = tmp_path / "data"
+    shutil.copytree(mine, data)
+    (data / "manifest.json").write_text("{")
+    assert cli.main([stage, *stage_args(stage, raw, folder, data, tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "other data" not in err, err
+    assert err.startswith(f"adloco {stage}: error: {data / 'manifest.json'}: not valid JSON ("), err
+    # The report reads the manifest first, with the fix of any adloco output.
+    fix = {"report": "write it again with the adloco stage that made it"}
+    assert err.rstrip().endswith(
+        fix.get(stage, "is damaged; run adloco tokenize again, which writes it whole")
+    ), err
+    assert (data / "manifest.json").read_text() == "{"
     assert not (tmp_path / "out").exists() and not (tmp_path / "ckpt").exists()
 
 

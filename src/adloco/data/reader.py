@@ -168,6 +168,7 @@ def read_manifest(folder: str | Path) -> dict:
         path,
         f"tokenized data manifest not found: {path} (run adloco tokenize)",
         error=CorruptDataError,
+        fix="the tokenized data is damaged; run adloco tokenize again, which writes it whole",
     )
     if manifest.get("format_version") != FORMAT_VERSION:
         raise CorruptDataError(

@@ -223,6 +223,12 @@ def check_pretrained_on(base: str | Path, summary: Mapping, data: str | Path) ->
             f"{path}: {DATA_KEY} is {json_type(recorded)}, adloco pretrain writes a sha256 as "
             f"text; {PRETRAIN_AGAIN}"
         )
+    # A manifest that does not read as JSON is damaged data, not other data.
+    read_json_object(
+        manifest,
+        fix=f"the tokenized data --data {data} is damaged; run adloco tokenize again, which "
+        "writes it whole",
+    )
     found = data_digest(data)
     if recorded != found:
         raise ValueError(
