@@ -57,7 +57,7 @@ test-slurm: $(STAMP)
 	ADLOCO_SLURM_TESTS=1 $(PY) -m pytest -q -m slurm
 
 lint: $(STAMP)
-	ruff check src tests benchmarks scripts workflow/lib
+	ruff check src tests benchmarks scripts workflow/lib examples
 	snakemake --lint
 
 # The files generated from a source (the configuration schema, dvc.yaml, params.yaml):

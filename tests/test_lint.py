@@ -17,7 +17,7 @@ RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.whi
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["check", "format"])
 def test_ruff(args):
     result = subprocess.run(
-        [RUFF, *args, "src", "tests", "benchmarks", "scripts", "workflow/lib"],
+        [RUFF, *args, "src", "tests", "benchmarks", "scripts", "workflow/lib", "examples"],
         cwd=ROOT,
         capture_output=True,
         text=True,
