@@ -420,7 +420,34 @@ HAND_EDITED = [
      "object; run adloco pretrain again"),
     ("data a boolean", {DATA_KEY: True}, f"{DATA_KEY} is a boolean, adloco pretrain writes "
      "text; run adloco pretrain again"),
+    # Issue 45: train walked and hashed /etc before the checksums refused it.
+    ("model_dir /etc", {"model_dir": "/etc"}, "model_dir '/etc' is not a folder inside "),
+    ("model_dir ../..", {"model_dir": "../../../../../etc"}, "model_dir '../../../../../etc' is "
+     "not a folder inside "),
 ]  # fmt: skip
+
+
+@pytest.mark.reliability("messages")
+@pytest.mark.parametrize("model_dir", ["/etc", "../../../../../etc", "link"])
+def test_a_model_dir_outside_the_base_is_refused_before_any_file_is_read(
+    pretrained_on_mine, tmp_path, capsys, monkeypatch, model_dir
+):
+    import adloco.model.base as base_module
+
+    raw, folder, mine, _ = pretrained_on_mine
+    if model_dir == "link":  # a link in the base folder to a folder outside it
+        (folder / "link").symlink_to("/etc")
+    edit_summary(folder, model_dir=model_dir)
+    read = []
+    monkeypatch.setattr(base_module, "model_digests", lambda f: read.append(f) or {})
+    assert cli.main(["train", *stage_args("train", raw, folder, mine, tmp_path)]) == 1
+    err = capsys.readouterr().err
+    summary = paths.base_summary_file(folder)
+    assert err == (
+        f"adloco train: error: {summary}: model_dir {model_dir!r} is not a folder inside "
+        f"{folder} (adloco pretrain writes 'model'); run adloco pretrain again\n"
+    )
+    assert read == [] and not (tmp_path / "out").exists()
 
 
 @pytest.mark.reliability("messages")

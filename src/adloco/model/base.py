@@ -125,6 +125,20 @@ def read_summary(base: str | Path) -> dict:
                 f"{path}: {key} is {json_type(value)}, adloco pretrain writes "
                 f"{json_type(wanted())}; {PRETRAIN_AGAIN}"
             )
+    # Read before any file of it: a model_dir outside the base folder (/etc, ../..)
+    # was walked and hashed whole before the checksums refused it.
+    model_dir = Path(summary["model_dir"])
+    inside = Path(base).resolve() / model_dir
+    if (
+        model_dir.is_absolute()
+        or ".." in model_dir.parts
+        or not summary["model_dir"].strip()
+        or not inside.resolve().is_relative_to(Path(base).resolve())
+    ):
+        raise ValueError(
+            f"{path}: model_dir {summary['model_dir']!r} is not a folder inside {base} "
+            f"(adloco pretrain writes {MODEL_DIR!r}); {PRETRAIN_AGAIN}"
+        )
     for name, digest in summary["model_sha256"].items():
         if not isinstance(digest, str):
             raise ValueError(
