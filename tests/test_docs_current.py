@@ -108,3 +108,114 @@ def test_the_docs_calibration_block_is_of_the_default_configuration():
         str(config.data.seq_len_tokens), config.model.dtype,
         str(config.calibration.steps_per_trial),
     )  # fmt: skip
+
+
+# A measured time: a duration after "took", "takes", "timed", "measured", "ran in",
+# or followed by "wall" or "of CPU". Durations that are settings (a timeout, a
+# polling interval, a runtime request) have no such word and are not figures.
+_DURATION = r"\d+(?:\.\d+)?\s(?:min(?:\s\d+\ss)?|s|ms|h)(?!\w)"
+MEASURED = re.compile(
+    rf"\b(?:took|takes|timed|measured|ran in|runs in)\b[^.;]*?(?<![\w.]){_DURATION}"
+    rf"|(?<![\w.]){_DURATION}\s(?:wall|of wall|of CPU)\b"
+)
+# What names the run or command that wrote a figure: the command itself, the
+# benchmark, test or script that measures it, the files of the run (a GPU check's
+# folder, a device record), or README's table of measured figures with its commands.
+SOURCE = re.compile(
+    r"`(?:time |/usr/bin/time |make |snakemake |adloco |\.venv/bin/|python |scripts/|benchmarks/"
+    r"|\.ci/run|pytest |dvc |torchrun )[^`]*`"
+    r"|benchmarks/[\w./-]+|tests/[\w/]+\.py|scripts/[\w.-]+|docs/gpu-check/[\w./-]+"
+    r"|config/devices/[\w.-]+\.json|#measured-figures"
+)
+
+
+def text_blocks(text: str) -> list[str]:
+    """Paragraphs, table rows, fenced blocks and generated blocks, each one string."""
+    blocks: list[str] = []
+    lines: list[str] = []
+    fence: list[str] | None = None
+    generated: list[str] | None = None
+
+    def flush() -> None:
+        if lines:
+            blocks.append(" ".join(lines))
+            lines.clear()
+
+    for line in text.splitlines():
+        if generated is not None:  # <!-- name:begin --> ... <!-- name:end -->: one block
+            generated.append(line)
+            if re.search(r"<!-- [\w-]+:end -->", line):
+                blocks.append(" ".join(generated))
+                generated = None
+        elif re.match(r"<!-- [\w-]+:begin -->", line):
+            flush()
+            generated = [line]
+        elif line.startswith("```"):
+            if fence is None:
+                flush()
+                fence = []
+            else:
+                blocks.append(" ".join(fence))
+                fence = None
+        elif fence is not None:
+            fence.append(line)
+        elif line.startswith("|"):
+            flush()
+            blocks.append(line)
+        elif line.strip():
+            lines.append(line)
+        else:
+            flush()
+    flush()
+    return blocks
+
+
+def unnamed_figures(text: str) -> list[str]:
+    """Measured times whose block, and the block before it, name no command or run."""
+    blocks = text_blocks(text)
+    found = []
+    for i, block in enumerate(blocks):
+        figure = MEASURED.search(block)
+        named = SOURCE.search(block) or (i > 0 and SOURCE.search(blocks[i - 1]))
+        if figure and not named:
+            found.append(block[max(0, figure.start() - 60) : figure.end() + 20])
+    return found
+
+
+def test_the_figure_check_tells_a_named_figure_from_an_unnamed_one():
+    unnamed = "The default run's report (44 runs) takes 7.0 s to write.\n"
+    (found,) = unnamed_figures(unnamed)
+    assert "report (44 runs) takes 7.0 s" in found
+    named = unnamed.replace("write.", "write (`time adloco report … --out /tmp/report`).")
+    assert unnamed_figures(named) == []
+    # The command in a block just before it (a fenced command, then the figure).
+    assert unnamed_figures("```\n$ .venv/bin/python benchmarks/bench_x.py\n```\n\n" + unnamed) == []
+    # Settings are not figures; "wall" after a time is one.
+    assert unnamed_figures("Jobs poll every 10 s; a job may ask 60 min.\n") == []
+    assert len(unnamed_figures("`tokenize` 20 s wall.\n")) == 1
+    # A generated block is one block: its first line names the script that wrote it.
+    block = "<!-- x:begin -->\nWritten by `scripts/x.py`.\n\nIt takes 4.2 ms.\n<!-- x:end -->\n"
+    assert unnamed_figures(block) == []
+
+
+def test_every_measured_figure_in_the_docs_names_its_command_or_run():
+    found = {
+        str(path.relative_to(ROOT)): unnamed_figures(path.read_text())
+        for path in tracked("README.md", "docs/*.md", "config/README.md")
+    }
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_every_row_of_the_readmes_measured_figures_names_a_command_that_exists():
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Measured figures", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| ---")]
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
+    assert len(rows) > 10 and rows[0].startswith("| what |")
+    for row in rows[1:]:
+        command = row.strip("| ").rsplit(" | ", 1)[1]
+        assert command == "same" or re.fullmatch(r"`[^`]+`( .*)?", command), row
+        for path in re.findall(r"(?:scripts|benchmarks)/[\w.-]+", command):
+            assert (ROOT / path).is_file(), (path, row)
+        for target in re.findall(r"`make ([\w-]+)", command):
+            assert target in targets, (target, row)
