@@ -8,6 +8,9 @@
 # packages a GPU image lacks from the wheels scripts/gpu-check-prepare.sh put
 # in .gpu-check/wheels. Other arguments: `scripts/gpu-check.sh --help`.
 set -eu
+# Relative --out, --work and --prepared are the caller's: read from here, not the root.
+GPU_CHECK_CWD="$PWD"
+export GPU_CHECK_CWD
 cd "$(dirname "$0")/.."
 if [ -z "${PYTHON:-}" ]; then
   if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi

@@ -185,6 +185,22 @@ def test_the_configs_keep_the_shipped_runs_and_take_the_paper_shape():
     assert set(default["runs"]) == {"adloco", "diloco"}
 
 
+@pytest.mark.reliability("messages")
+def test_relative_folders_are_the_callers_not_the_repositorys(tmp_path):
+    # Issue 45: `--out relout` run from another folder wrote relout/ in the repository root.
+    caller = tmp_path / "elsewhere"
+    caller.mkdir()
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "gpu-check.sh"), "--device", "cpu", "--out", "relout",
+         "--work", "relwork", "--list"],
+        cwd=caller, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHON": sys.executable},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (caller / "relout").is_dir() and (caller / "relwork").is_dir()
+    assert not (ROOT / "relout").exists() and not (ROOT / "relwork").exists()
+
+
 @pytest.mark.gpu_check
 def test_the_quick_form_runs_every_step_and_each_passes(tmp_path):
     """The whole check at the test preset's sizes: every step passes, every figure is there."""

@@ -70,7 +70,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None, help="torch threads per process")
     ap.add_argument("--only", nargs="+", default=None, help="run these steps (and what they need)")
     ap.add_argument("--list", action="store_true", help="print the steps and their commands")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    # gpu-check.sh runs this from the repository root: a relative folder is the caller's.
+    caller = Path(os.environ.get("GPU_CHECK_CWD") or os.getcwd())
+    for name in ("out", "work", "prepared"):
+        folder = getattr(args, name)
+        if folder is not None and not folder.is_absolute():
+            setattr(args, name, caller / folder)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
