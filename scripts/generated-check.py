@@ -27,12 +27,15 @@ import argparse
 import difflib
 import importlib
 import importlib.util
+import re
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The preset whose copy for DVC git keeps as params.yaml.
+DEFAULT_PRESET = "config/config.yaml"
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "workflow" / "lib")]
 
 # (checked-in file, module with the generator (or a script of this checkout, by its path),
@@ -54,7 +57,7 @@ GENERATED = (
         (),
     ),
     ("params.yaml", "adloco.dvc.params", "params_text", "adloco dvc-params",
-     ("config/config.yaml", ROOT)),
+     (DEFAULT_PRESET, ROOT)),
     ("config/tune.yaml", "scripts/tune-grid.py", "tune_text",
      "python scripts/tune-grid.py --write", ("config/tune-grid.yaml", ROOT)),
     ("config/pilot.yaml", "scripts/seed-count.py", "preset_text",
@@ -104,14 +107,35 @@ def differences(root: Path, out: Path) -> tuple[list[str], list[str]]:
                 old.splitlines(), fresh.read_text().splitlines(), name, "generated", lineterm=""
             )
             print("\n".join(list(diff)[:40]))
-            differ.append(f"{name}: differs from its source; run `{command}`")
+            chosen = other_preset(old) if name == "params.yaml" else None
+            differ.append(chosen or f"{name}: differs from its source; run `{command}`")
     return differ, skipped
+
+
+def other_preset(text: str) -> str | None:
+    """What ``params.yaml``'s text is when ``adloco dvc-params`` made it from another preset."""
+    first = text.split("\n", 1)[0]
+    found = re.match(r"# Made by `adloco dvc-params --preset (\S+)`", first)
+    if found is None or found[1] == DEFAULT_PRESET:
+        return None
+    return (
+        f"params.yaml: made by `adloco dvc-params --preset {found[1]}` (a preset chosen "
+        f"for DVC), where the repository keeps {DEFAULT_PRESET}'s copy; to commit it or pass "
+        f"this check, run `adloco dvc-params --preset {DEFAULT_PRESET}`"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository to check")
     args = parser.parse_args(argv)
+    if not args.root.is_dir():
+        print(
+            f"generated-check: error: --root {args.root}: no such folder; give a copy of the "
+            "repository (default: this checkout)",
+            file=sys.stderr,
+        )
+        return 2
     with tempfile.TemporaryDirectory(prefix="generated-check-") as out:
         differ, skipped = differences(args.root, Path(out))
     for line in skipped:

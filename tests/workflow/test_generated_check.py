@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "generated-check.py"
 SCHEMA = "src/adloco/schemas/config.schema.yaml"
@@ -95,3 +97,44 @@ def test_a_params_yaml_behind_the_defaults_fails_naming_it(tmp_path):
         "generated-check: error: params.yaml: differs from its source; run `adloco dvc-params`"
     ]
     assert "\n+  stats_min_dof: 16\n" in result.stdout
+
+
+@pytest.mark.reliability("messages")
+def test_params_yaml_of_another_preset_is_named_as_such(tmp_path):
+    # Issue 45: after the documented `adloco dvc-params --preset config/test.yaml`
+    # the check asked to run `adloco dvc-params`, the command just run.
+    root = copy_of_generated(tmp_path)
+    (root / "config").mkdir(exist_ok=True)
+    shutil.copy2(ROOT / "config" / "test.yaml", root / "config" / "test.yaml")
+    made = subprocess.run(
+        [str(Path(sys.executable).parent / "adloco"), "dvc-params", "--preset",
+         "config/test.yaml"],
+        cwd=root, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert (
+        (root / "params.yaml")
+        .read_text()
+        .startswith("# Made by `adloco dvc-params --preset config/test.yaml`")
+    )
+    result = check("--root", str(root))
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if "params.yaml" in line]
+    assert errors == [
+        "generated-check: error: params.yaml: made by `adloco dvc-params --preset "
+        "config/test.yaml` (a preset chosen for DVC), where the repository keeps "
+        "config/config.yaml's copy; to commit it or pass this check, run `adloco dvc-params "
+        "--preset config/config.yaml`"
+    ]
+
+
+@pytest.mark.reliability("messages")
+def test_a_missing_root_is_named_not_reported_as_differing_files(tmp_path):
+    missing = tmp_path / "no-such-copy"
+    result = check("--root", str(missing))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"generated-check: error: --root {missing}: no such folder; give a copy of the "
+        "repository (default: this checkout)\n"
+    )
+    assert "differs" not in result.stdout + result.stderr and not missing.exists()
