@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 
@@ -31,8 +32,12 @@ def test_the_steps_write_what_build_report_writes(engine_report, engine_fixture,
     assert doc["target_perplexity"] == found.ladder.main == 47.2
     for name in ("summary.csv", "curves.csv", "ladder.csv", "regimes.csv", "noise_scale.csv"):
         assert (out / name).read_bytes() == (tmp_path / "steps" / name).read_bytes()
-    drawn = {p.stem for p in (out / "figures").iterdir()}
-    assert drawn <= set(FIGURE_NAMES) and "curves" in drawn
+    # Every figure's file, one not drawn saying so: dvc.yaml names each as an output.
+    written = sorted(p.name for p in (out / "figures").iterdir())
+    assert written == sorted(f"{name}.png" for name in FIGURE_NAMES)
+    page = (out / "index.html").read_text()
+    undrawn = (out / "figures" / "workers_map.png").read_bytes()  # no splits in the fixture
+    assert undrawn.startswith(b"\x89PNG") and base64.b64encode(undrawn).decode() not in page
 
 
 @pytest.mark.reliability("disk-full")

@@ -175,7 +175,9 @@ def expected_outputs(config: dict) -> dict[str, list[str]]:
                 "median_curves.csv",
             )  # fmt: skip
         ]
-        + [report / "curves.csv", report / "figures"],
+        + [report / "curves.csv"]
+        # Each figure's file, never the folder DVC would empty of a user's files.
+        + [paths.report_figures_dir(exp) / f"{name}.png" for name in paths.REPORT_FIGURE_NAMES],
     }
     for index, device in enumerate(config["cluster"]["devices"]):
         expected[f"calibrate@{index}"] = [paths.calibration_file(exp, device["name"])]
@@ -220,13 +222,16 @@ def test_stages_read_and_write_the_same_files(snakemake_jobs, dvc_stages):
                 == bool(folders)
                 == (kind == "output" or job["rule"] != "prepare_corpus")
             )
-            stray = [f for f in files if not any(within(f, d) for d in folders)]
+            # A Snakemake folder may hold DVC's files too (the report's figures:
+            # DVC names each, so that it never empties the folder).
+            stray = [f for f in files if not any(within(f, d) or within(d, f) for d in folders)]
             # adloco's list of a folder's files: DVC caches it beside them, so
             # that a pulled folder is the one written; Snakemake need not track it.
             unused = [
                 d
                 for d in folders
-                if not any(within(f, d) for f in files) and Path(d).name != OWNED_LIST
+                if not any(within(f, d) or within(d, f) for f in files)
+                and Path(d).name != OWNED_LIST
             ]
             assert not stray, f"{stage['name']}: Snakemake {kind} not in dvc.yaml: {stray}"
             assert not unused, f"{stage['name']}: dvc.yaml path not in Snakemake {kind}: {unused}"
@@ -563,8 +568,8 @@ def test_experiments_rerun_only_the_stages_their_settings_reach(pipeline):
 REPORT, VARIANCE = paths.report_dir("test"), paths.variance_dir("test")
 SEED_FILE = paths.run_dir("test", "adloco", 0) / "mine.txt"  # a persistent folder's seed
 RUN_FILE = paths.run_seeds_dir("test", "adloco") / "notes.md"  # beside the seed folders
-FIGURE_FILE = paths.report_figures_dir("test") / "mine.png"  # a folder output, not persistent
-TOKENIZED_FILE = paths.tokenized_dir("test-tiny") / "mine.txt"  # the same
+FIGURE_FILE = paths.report_figures_dir("test") / "mine.png"  # a folder whose outputs are files
+TOKENIZED_FILE = paths.tokenized_dir("test-tiny") / "mine.txt"  # a folder output, not persistent
 REPORT_NOTE = REPORT / "note.md"  # a folder whose outputs are files
 VARIANCE_NOTE = VARIANCE / "note.md"  # the same
 OUTSIDE = paths.experiment_dir("test") / "notes.md"  # in no output folder
@@ -636,16 +641,14 @@ def test_repro_force_keeps_persistent_folders_for_adlocos_refusal(pipeline, monk
         f"adloco train: error: --out {SEED_FILE.parent}: holds 1 file(s) adloco did not write "
         "(mine.txt)" in result.stdout + result.stderr
     )
-    # The report's figures are a folder output that is not persistent (the
-    # stage keeps its run cache): DVC deletes the file before the stage runs,
-    # and adloco report refuses the note DVC leaves in the folder of its files.
+    # The report's outputs are its files, each figure's named (issue 45: DVC
+    # emptied the figures folder before the stage ran): DVC deletes only its
+    # own, and adloco report refuses both of the user's, kept, before any work.
     result = attempt(DVC, "repro", "-f", "-s", "report", cwd=work)
     assert result.returncode != 0
-    assert "adloco report: error: --out results/test/report: holds 1 file(s) adloco did not " \
-           "write (note.md)" in result.stdout + result.stderr  # fmt: skip
-    assert kept(work, *files) == {
-        str(SEED_FILE): True, str(RUN_FILE): True, str(FIGURE_FILE): False, str(REPORT_NOTE): True
-    }  # fmt: skip
+    assert "adloco report: error: --out results/test/report: holds 2 file(s) adloco did not " \
+           "write (figures/mine.png, note.md)" in result.stdout + result.stderr  # fmt: skip
+    assert all(kept(work, *files).values())
     assert HAND_EDIT[1] in (work / CONFIG_FILE).read_text()  # repro never writes params.yaml
     # A stage in the run cache is checked out instead of run: the same deletion.
     (work / TOKENIZED_FILE).write_text("mine\n")
@@ -669,21 +672,27 @@ def test_exp_run_deletes_files_in_every_folder_output_even_of_stages_it_skips(
     assert all(kept(work, *files).values())
     params = yaml.safe_load((work / CONFIG_FILE).read_text())
     assert (params["report"]["confidence"], params["snakemake"]["train_jobs"]) == (0.9, "seed")
-    # No stage reads the snakemake section; the hand edit re-runs the report alone.
-    log = sh(DVC, "exp", "run", "-n", "user-files", "-S", "snakemake.train_jobs=run", cwd=work)
+    # No stage reads the snakemake section; the hand edit re-runs the report alone,
+    # which refuses the user's figure: DVC no longer deletes it (issue 45).
+    result = attempt(DVC, "exp", "run", "-n", "user-files", "-S", "snakemake.train_jobs=run",
+                     cwd=work)  # fmt: skip
+    log = result.stdout + result.stderr
     assert set(re.findall(r"Running stage '([^']+)'", log)) == {"report"}
+    assert result.returncode != 0
+    assert "adloco report: error: --out results/test/report: holds 1 file(s) adloco did not " \
+           "write (figures/mine.png)" in log  # fmt: skip
     # DVC first checks out every output as dvc.lock records it: files in folder
     # outputs go, persistent ones and those of stages that do not run included;
     # a folder whose outputs are files, and what lies outside, keep theirs.
     assert kept(work, *files) == {
-        str(SEED_FILE): False, str(RUN_FILE): False, str(FIGURE_FILE): False,
+        str(SEED_FILE): False, str(RUN_FILE): False, str(FIGURE_FILE): True,
         str(TOKENIZED_FILE): False, str(VARIANCE_NOTE): True, str(OUTSIDE): True,
     }  # fmt: skip
     # The uncommitted edit is the experiment's, with -S's.
     params = yaml.safe_load((work / CONFIG_FILE).read_text())
     assert (params["report"]["confidence"], params["snakemake"]["train_jobs"]) == (0.9, "run")
-    (work / VARIANCE_NOTE).unlink()
-    (work / OUTSIDE).unlink()
+    for name in (FIGURE_FILE, VARIANCE_NOTE, OUTSIDE):
+        (work / name).unlink()
     restored(work)
 
 
@@ -714,13 +723,15 @@ def test_exp_apply_replaces_an_uncommitted_edit_and_deletes_files(pipeline, monk
     assert str(work / SEED_FILE) in result.stderr and all(kept(work, *files).values())
     # dvc exp apply replaces the edit with the experiment's file, saved only in
     # refs/exps/apply/stash (until the next apply), and empties folder outputs,
-    # persistent ones too; a folder whose outputs are files keeps the note.
+    # persistent ones too; a folder whose outputs are files keeps the note and
+    # the figure.
     sh(DVC, "exp", "apply", "to-apply", cwd=work)
     params = yaml.safe_load((work / CONFIG_FILE).read_text())
     assert (params["report"]["confidence"], params["snakemake"]["train_jobs"]) == (0.95, "run")
     assert sh("git", "show", f"refs/exps/apply/stash:{CONFIG_FILE}", cwd=work) == edited
     assert kept(work, *files) == {
-        str(SEED_FILE): False, str(FIGURE_FILE): False, str(REPORT_NOTE): True
+        str(SEED_FILE): False, str(FIGURE_FILE): True, str(REPORT_NOTE): True
     }  # fmt: skip
     (work / REPORT_NOTE).unlink()
+    (work / FIGURE_FILE).unlink()
     restored(work)

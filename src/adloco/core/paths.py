@@ -148,6 +148,24 @@ def report_figures_dir(experiment: str) -> Path:
     return report_dir(experiment) / "figures"
 
 
+# The report's figures, each written as <name>.png in its figures/ folder (one
+# not drawn for lack of data says so): dvc.yaml names each file as an output,
+# not the folder, which DVC would empty of a user's files before the stage runs.
+REPORT_FIGURE_NAMES = (
+    "headline_curves",
+    "curves",
+    "noise_scale",
+    "ladder",
+    "regimes",
+    "regime_map",
+    "merges",
+    "batch",
+    "trainers",
+    "ablations",
+    "variance",
+    "workers_map",
+)
+
 # The report's files that git keeps (.gitignore lets them through): a clone holds
 # them before the report's manifest exists (adloco.core.io.check_replaceable's in_git).
 REPORT_FILES_IN_GIT = ("metrics.json", "median_curves.csv")

@@ -41,7 +41,7 @@ from adloco.core import paths
 from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.report.analysis.findings import Findings, compute_findings
 from adloco.report.analysis.scale import compare_scale as scale_comparison
-from adloco.report.figures.common import write_figures
+from adloco.report.figures.common import not_drawn_png, write_figures
 from adloco.report.figures.headline import headline_figure
 from adloco.report.figures.noise import noise_figure, variance_figure
 from adloco.report.figures.regimes import draw_regimes
@@ -72,20 +72,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FIGURE_NAMES = (
-    "headline_curves",
-    "curves",
-    "noise_scale",
-    "ladder",
-    "regimes",
-    "regime_map",
-    "merges",
-    "batch",
-    "trainers",
-    "ablations",
-    "variance",
-    "workers_map",
-)
+# In the order they are drawn (dvc.yaml names each file: adloco.core.paths).
+FIGURE_NAMES = paths.REPORT_FIGURE_NAMES
 
 # The writer named in the report folder's manifest: a report folder holding
 # anything the report (or `adloco regimes` after it) did not write is refused
@@ -200,7 +188,9 @@ def build_report(
         curves = write_tables(out, inputs, found)
         write_json_atomic(out / "claims.json", doc)
         write_dvc_files(out, found.summary, found.claims, found.ladder.main, curves)
-        write_figures(out / "figures", {name: drawn[name] for name in FIGURE_NAMES})
+        write_figures(
+            out / "figures", {name: drawn[name] or not_drawn_png(name) for name in FIGURE_NAMES}
+        )
         write_text_atomic(out / "index.html", render_page(page))
     for c in found.claims:
         log.info("claim %d: %s — %s", c.number, c.verdict, c.reason)

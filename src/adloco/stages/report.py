@@ -129,11 +129,18 @@ STAGE = Stage(
                 cache=False,
             ),
         ),
-        plots=(
+        plots=tuple(
             Path_(
-                str(paths.report_figures_dir(EXPERIMENT)),
-                note=("The report's figures (index.html shows them with their captions).",),
-            ),
+                str(paths.report_figures_dir(EXPERIMENT) / f"{name}.png"),
+                note=(
+                    "The report's figures (index.html shows them with their captions),",
+                    "each file named, not the folder: DVC would empty the folder of a",
+                    "user's files before the stage runs; adloco report refuses them, kept.",
+                )
+                if index == 0
+                else (),
+            )
+            for index, name in enumerate(paths.REPORT_FIGURE_NAMES)
         ),
     ),
 )

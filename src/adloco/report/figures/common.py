@@ -57,6 +57,19 @@ def write_figures(folder: Path, drawn: dict[str, bytes | None]) -> None:
             tmp.write_bytes(png)
 
 
+def not_drawn_png(name: str) -> bytes:
+    """A figure's file when the report had no data for it: one line saying so.
+
+    dvc.yaml names each figure's file as an output of the report stage (never
+    the folder, which DVC would empty of a user's files before the stage runs),
+    so every name is written; the page shows why the figure is absent.
+    """
+    plt_, _ = pyplot()
+    fig = plt_.figure(figsize=(WIDTH_IN, 0.6))
+    fig.text(0.01, 0.5, f"{name}: not drawn, no data for it (index.html says why)", va="center")
+    return to_png(fig)
+
+
 def plain_numbers():
     return FuncFormatter(lambda value, _: f"{value:g}")
 
