@@ -15,7 +15,7 @@ import pytest
 from adloco.algo import schedule
 from adloco.config import load_config
 from adloco.report.analysis.tuning import TUNED
-from adloco.report.settings import assign_roles
+from adloco.report.settings import assign_roles, changed_settings
 from config_edits import ROOT
 
 CONFIG = load_config(ROOT / "config" / "config.yaml")
@@ -111,3 +111,16 @@ def test_the_workers_maps_runs_share_ddps_global_batch_and_are_no_baselines():
     assert (1, global_batch) in splits and (global_batch, 1) in splits
     roles = assign_roles(CONFIG.report, {n: e.settings for n, e in CONFIG.runs.items()})
     assert not set(own) & set(roles.baselines) and roles.baselines
+
+
+def test_the_steps_to_the_papers_configuration_change_one_setting_each():
+    """Claim 1's path (report.analysis.claims.path_runs): each step from the tuned adloco
+    sets some of the settings the paper's run differs in, as the paper's run sets them."""
+    roles = assign_roles(CONFIG.report, {n: e.settings for n, e in CONFIG.runs.items()})
+    tuned, paper = CONFIG.run(roles.adloco), CONFIG.run(roles.paper)
+    apart = set(changed_settings(paper, tuned))
+    assert {"initial_trainers", "eta"} <= apart
+    step = CONFIG.run("adloco-4-trainers")
+    assert changed_settings(step, tuned) == ["initial_trainers"]
+    assert step.initial_trainers == paper.initial_trainers
+    assert "adloco-4-trainers" in roles.variants

@@ -7,18 +7,25 @@ import pytest
 from adloco.config import ConfigError
 from adloco.report.analysis.claims import PAPER
 from adloco.report.analysis.verdict import NOT_SUPPORTED, SUPPORTED
+from adloco.report.analysis.words import short_reason
 
 EIGHT = tuple(range(8))
 
 
-def runs(ws):
-    """diloco reaches 60 at round 3 (3 s); the tuned adloco (one trainer) at round 2 (2 s);
-    the paper's configuration (two trainers) at round 4 (4 s), on eight seeds."""
+def runs(ws, step_reaches_at: int | None = None):
+    """diloco reaches 60 at round 3 (3 s); the tuned adloco (one trainer, eta 0.4) at round 2
+    (2 s); the paper's configuration (two trainers, eta 0.8) at round 4 (4 s), on eight seeds.
+    With ``step_reaches_at``, the step between them (two trainers, eta 0.4) reaches 60 at
+    that round."""
     ws.run("diloco", {"method": "diloco"}, {s: ws.single([90, 70, 60]) for s in EIGHT})
-    tuned = {**ws.FULL_ADLOCO, "initial_trainers": 1}
+    tuned = {**ws.FULL_ADLOCO, "initial_trainers": 1, "eta": 0.4}
     ws.run("adloco", tuned, {s: ws.single([80, 59]) for s in EIGHT})
-    ws.run("adloco-paper", ws.FULL_ADLOCO,
+    ws.run("adloco-paper", {**ws.FULL_ADLOCO, "eta": 0.8},
            {s: ws.pair([95, 80, 70, 59], [96, 81, 71, 62]) for s in EIGHT})  # fmt: skip
+    if step_reaches_at is not None:
+        curve = [90, 80, 70, 65][: step_reaches_at - 1] + [59]
+        ws.run("adloco-2-trainers", {**tuned, "initial_trainers": 2},
+               {s: ws.pair(curve, [c + 1 for c in curve]) for s in EIGHT})  # fmt: skip
 
 
 def test_claim_1_for_the_paper_configuration_names_what_decides_it(workspace):
@@ -30,10 +37,40 @@ def test_claim_1_for_the_paper_configuration_names_what_decides_it(workspace):
     assert paper.subject_values == dict.fromkeys(EIGHT, 4.0)
     assert paper.verdict == NOT_SUPPORTED  # 4 s against 3 s on every seed
     assert "In the paper's configuration (adloco-paper): not supported" in claim.reason
-    assert "differs from it in initial_trainers 1 against 2, which decides the claim" in (
-        claim.reason
-    )
+    assert "differs from it in eta 0.4 against 0.8, initial_trainers 1 against 2." in claim.reason
     assert not paper.headline  # the claim's verdict is the tuned run's
+    # Without a run between them, the two settings decide it together.
+    assert claim.decides == (
+        "Towards the paper's configuration: tuned adloco: supported; then eta 0.8, "
+        "initial_trainers 2 (adloco-paper): not supported; so eta 0.8, initial_trainers 2 "
+        "decides it."
+    )
+
+
+@pytest.mark.parametrize(
+    ("reaches_at", "decides"),
+    [
+        (4, "initial_trainers 2 decides it"),  # the step is as slow as the paper's run
+        (2, "eta 0.8 decides it"),  # the step is as fast as the tuned run
+    ],
+)
+def test_a_run_between_them_names_the_one_setting_that_decides(workspace, reaches_at, decides):
+    runs(workspace, step_reaches_at=reaches_at)
+    claim = workspace.claims([60], paper_adloco="adloco-paper")[1]
+    step = next(c for c in claim.comparisons if c.against == "diloco, adloco-2-trainers")
+    assert step.subject_values == dict.fromkeys(EIGHT, float(reaches_at))
+    assert step.beside and not step.headline
+    verdict = NOT_SUPPORTED if reaches_at > 3 else SUPPORTED
+    assert claim.decides == (
+        "Towards the paper's configuration: tuned adloco: supported; then initial_trainers 2 "
+        f"(adloco-2-trainers): {verdict}; then eta 0.8 (adloco-paper): not supported; so "
+        f"{decides}."
+    )
+    # The first screen's sentence: the headline, the steps beside it, what decides it.
+    reason = short_reason(claim)
+    assert reason.startswith("AdLoCo needs 0.667× diloco's simulated time to 60")
+    assert f"adloco-2-trainers needs {reaches_at / 3:.3g}× diloco's simulated time" in reason
+    assert reason.endswith(claim.decides)
 
 
 def test_without_the_role_claim_1_is_answered_once(workspace):

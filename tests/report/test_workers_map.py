@@ -70,6 +70,19 @@ def test_the_map_has_every_split_of_ddps_batch_and_nothing_else(workspace):
     assert workers_map_figure(found).startswith(b"\x89PNG")
 
 
+def test_a_map_run_that_splits_as_the_headline_run_does_is_one_point(workspace):
+    runs(workspace)
+    # diloco-w4 is the headline diloco (4 x 4) but for how its lr is stated: one point.
+    workspace.run("diloco-w4", {"method": "diloco", "nodes_per_device": 4, "initial_batch": 4},
+                  {s: split([95, 70], 4, 4) for s in range(3)})  # fmt: skip
+    config = load_config(workspace.write([60]))
+    loaded = load_runs(workspace.runs_dir, config)
+    found = workers_map(loaded, "diloco", "ddp", "adloco", gain_shares(loaded, "ddp", BASE), 51.4)
+    assert [(p.run, p.workers, p.local_batch) for p in found.points] == [
+        ("diloco-w1", 1, 16), ("diloco", 4, 4), ("diloco-w16", 16, 1),
+    ]  # fmt: skip
+
+
 def test_runs_on_their_own_node_slots_are_not_baselines(workspace):
     runs(workspace)
     config = load_config(workspace.write([60]))

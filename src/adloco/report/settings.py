@@ -70,6 +70,12 @@ class ReachRule:
                 )
 
     @classmethod
+    def of_section(cls, section: Any) -> ReachRule:
+        """The rule a ``report`` section states (its reached, between, merged and
+        communications keys)."""
+        return cls(section.reached, section.between, section.merged, section.communications)
+
+    @classmethod
     def of(cls, rule: ReachRule | str) -> ReachRule:
         """A rule, or a ``reached`` value alone (read under the default others)."""
         return rule if isinstance(rule, ReachRule) else cls(rule)
@@ -149,8 +155,7 @@ class ReportSettings:
     @property
     def reach_rule(self) -> ReachRule:
         """When a run reaches a target, its values then, a merge's models, what is counted."""
-        s = self.section
-        return ReachRule(s.reached, s.between, s.merged, s.communications)
+        return ReachRule.of_section(self.section)
 
     def rules(self) -> dict[str, str]:
         """The stated rules as configured."""

@@ -60,6 +60,7 @@ from adloco.report.analysis.ladder import to_target
 from adloco.report.analysis.power import Power, attach_power, rests_on
 from adloco.report.analysis.stats import median, ratio
 from adloco.report.analysis.targets import Ladder
+from adloco.report.analysis.verdict import COUNTED_WORDS, quantity_words
 from adloco.report.analysis.verdict import INCONCLUSIVE as INCONCLUSIVE
 from adloco.report.analysis.verdict import NO_DIFFERENCE as NO_DIFFERENCE
 from adloco.report.analysis.verdict import NOT_SUPPORTED as NOT_SUPPORTED
@@ -72,7 +73,6 @@ from adloco.report.analysis.verdict import fmt as fmt
 from adloco.report.analysis.verdict import fmt_p as fmt_p
 from adloco.report.analysis.verdict import fmt_ratio as fmt_ratio
 from adloco.report.analysis.verdict import judge as judge
-from adloco.report.analysis.verdict import quantity_words
 from adloco.report.inputs.runs import RunSeed
 from adloco.report.settings import ReportSettings, Roles, changed_settings
 
@@ -167,6 +167,8 @@ class Comparison:
     time_s: float | None = None  # perplexity_at_time: the equal simulated time
     alternatives: dict[str, dict[str, str]] = field(default_factory=dict)  # rule -> value, verdict
     power: Power | None = None  # paired comparisons in time or communications
+    beside: bool = False  # said on the first screen beside the claim's headline
+    words: str = ""  # the quantity in words (communications: as report.communications counts)
 
     def key(self) -> tuple:
         """What identifies the comparison across rule settings."""
@@ -216,6 +218,7 @@ class Claim:
     reason: str
     comparisons: list[Comparison] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # comparisons it rests on that fall short
+    decides: str = ""  # one sentence: which setting decides the verdict (claim 1's paper path)
 
     @property
     def headline(self) -> list[Comparison]:
@@ -315,7 +318,7 @@ def compare(
             reason = _join(reason, ctx.ladder.caveat)
     return Comparison(
         number, subject, label, best, quantity, target, mine, theirs, effect, verdict, reason,
-        headline, time_s,
+        headline, time_s, words=quantity_words(quantity, ctx.settings.section.communications),
     )  # fmt: skip
 
 
@@ -344,7 +347,7 @@ def _missing(roles: Roles, ladder: Ladder, need_diloco: bool = True) -> str:
 
 def to_target_claim(ctx: Context, number: int, quantity: str) -> Claim:
     roles, ladder = ctx.roles, ctx.ladder
-    what = QUANTITY_WORDS[quantity]
+    what = quantity_words(quantity, ctx.settings.section.communications)
     statement = (
         f"AdLoCo reaches the target perplexity in {'less' if quantity == 'sim_time_s' else 'fewer'}"
         f" {what} than DiLoCo."
@@ -371,42 +374,107 @@ def to_target_claim(ctx: Context, number: int, quantity: str) -> Claim:
         comparisons.extend(equal_time_comparisons(ctx, number))
     head = comparisons[0]
     reason = f"At the main target {fmt(ladder.main)}: {head.reason}."
+    decides = ""
     if quantity == "sim_time_s" and roles.paper:
-        paper = paper_comparison(ctx, number)
-        comparisons.append(paper)
-        reason += " " + paper_sentence(ctx, head, paper)
+        path = paper_path(ctx, number)
+        comparisons += path
+        reason += " " + paper_sentence(ctx, path[-1])
+        decides = decides_sentence(ctx, head, path)
     if quantity == "communications":
-        # Claim 2 in bytes beside its messages: a merge is one message of a whole model.
-        in_bytes = compare(ctx, number, [roles.diloco], roles.diloco, "bytes", ladder.main)
-        comparisons.append(in_bytes)
-        reason += f" In bytes ({in_bytes.verdict}): {in_bytes.reason}."
-    return Claim(number, statement, head.verdict, reason, comparisons)
+        # Claim 2 in bytes beside its messages: a merge is one message of a whole model; and
+        # in the paper's count (a trainer's round, whether or not it sends a byte).
+        for other in ("bytes", "trainer_rounds"):
+            beside = compare(ctx, number, [roles.diloco], roles.diloco, other, ladder.main)
+            # Counted by the headline already when report.communications is the paper's count.
+            beside.beside = ctx.settings.section.communications != other
+            beside.words = COUNTED_WORDS.get(other, beside.words)
+            comparisons.append(beside)
+            reason += f" In {beside.words} ({beside.verdict}): {beside.reason}."
+    return Claim(number, statement, head.verdict, reason, comparisons, decides=decides)
 
 
 PAPER = "diloco, the paper's AdLoCo"  # the label of claim 1 for the paper's configuration
 
 
-def paper_comparison(ctx: Context, number: int) -> Comparison:
-    """The paper's AdLoCo configuration against DiLoCo at the main target, in time."""
+def paper_comparison(ctx: Context, number: int, subject: str | None = None) -> Comparison:
+    """The paper's AdLoCo configuration (or a step towards it) against DiLoCo at the main
+    target, in time."""
     roles = ctx.roles
-    return compare(ctx, number, [roles.diloco], PAPER, "sim_time_s", ctx.ladder.main,
-                   subject=roles.paper)  # fmt: skip
+    subject = subject or roles.paper
+    label = PAPER if subject == roles.paper else f"diloco, {subject}"
+    out = compare(ctx, number, [roles.diloco], label, "sim_time_s", ctx.ladder.main,
+                  subject=subject)  # fmt: skip
+    out.beside = True
+    return out
 
 
-def paper_sentence(ctx: Context, tuned: Comparison, paper: Comparison) -> str:
+def path_runs(ctx: Context) -> list[str]:
+    """The AdLoCo variants between the tuned run and the paper's configuration: each differs
+    from the tuned run in some of the settings that tell the paper's run from it, set as the
+    paper's run sets them, fewest first; then the paper's run."""
+    runs = {r.run: r.settings for r in ctx.runs}
+    tuned, paper = runs[ctx.roles.adloco], runs[ctx.roles.paper]
+    apart = set(changed_settings(paper, tuned))
+    steps = []
+    for name in ctx.roles.variants:
+        if name not in runs:
+            continue
+        changed = set(changed_settings(runs[name], tuned))
+        if changed and changed < apart and all(
+            getattr(runs[name], k) == getattr(paper, k) for k in changed
+        ):
+            steps.append((len(changed), name))
+    return [name for _, name in sorted(steps)] + [ctx.roles.paper]
+
+
+def paper_path(ctx: Context, number: int) -> list[Comparison]:
+    """Claim 1 for each run of :func:`path_runs`, the paper's configuration last."""
+    return [paper_comparison(ctx, number, name) for name in path_runs(ctx)]
+
+
+def _apart(ctx: Context, a: str, b: str) -> list[str]:
+    runs = {r.run: r.settings for r in ctx.runs}
+    return changed_settings(runs[a], runs[b])
+
+
+def _settings_words(ctx: Context, keys: list[str], run: str) -> str:
+    settings = next(r.settings for r in ctx.runs if r.run == run)
+    return ", ".join(f"{k} {getattr(settings, k)}" for k in keys) or "no setting"
+
+
+def paper_sentence(ctx: Context, paper: Comparison) -> str:
     """Claim 1 for the paper's configuration, and the settings that tell it from the tuned
-    run: which of them decides the claim when the verdicts differ."""
+    run."""
     runs = {r.run: r.settings for r in ctx.runs}
     mine, theirs = runs[ctx.roles.paper], runs[ctx.roles.adloco]
     differ = ", ".join(
         f"{k} {getattr(theirs, k)} against {getattr(mine, k)}"
         for k in changed_settings(mine, theirs)
     )
-    what = "decides the claim" if paper.verdict != tuned.verdict else "leaves it as it is"
     return (
         f"In the paper's configuration ({ctx.roles.paper}): {paper.verdict} ({paper.reason}). "
-        f"The tuned run differs from it in {differ or 'no setting'}, which {what}."
+        f"The tuned run differs from it in {differ or 'no setting'}."
     )
+
+
+def decides_sentence(ctx: Context, tuned: Comparison, path: list[Comparison]) -> str:
+    """One sentence: claim 1's verdict at each step from the tuned run to the paper's
+    configuration (each step a run of :func:`path_runs`, named by the settings it changes),
+    and the step whose settings change it."""
+    steps = [(ctx.roles.adloco, tuned), *((c.subject, c) for c in path)]
+    walk, turns = [f"tuned {ctx.roles.adloco}: {tuned.verdict}"], []
+    for (before, was), (name, now) in zip(steps, steps[1:], strict=False):
+        changed = _settings_words(ctx, _apart(ctx, name, before), name)
+        walk.append(f"{changed} ({name}): {now.verdict}")
+        if now.verdict != was.verdict:
+            turns.append(changed)
+    if not turns:
+        end = "no step changes the verdict"
+    elif len(turns) == 1:
+        end = f"{turns[0]} decides it"
+    else:
+        end = f"each of {'; '.join(turns)} changes it"
+    return f"Towards the paper's configuration: {'; then '.join(walk)}; so {end}."
 
 
 def equal_time_comparisons(ctx: Context, number: int) -> list[Comparison]:

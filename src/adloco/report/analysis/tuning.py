@@ -278,7 +278,7 @@ def tuning_record(
         config, by_run, {g: p["run"] for g, p in by_final.items()}, base_perplexity
     )
     target = _target(config, main, base_perplexity)
-    rule = ReachRule(report.reached, report.between, report.merged, report.communications)
+    rule = ReachRule.of_section(report)
     out = {}
     for group, points in grids.items():
         for point in points:

@@ -28,9 +28,9 @@ from adloco.report.analysis.regimes import bandwidth_text
 from adloco.report.settings import ReportSettings
 
 
-def _effect_words(c: Comparison) -> str:
+def _effect_words(c: Comparison, who: str = "AdLoCo") -> str:
     e = c.effect
-    what = QUANTITY_WORDS[c.quantity]
+    what = c.words or QUANTITY_WORDS[c.quantity]
     if c.target is not None and c.quantity not in ("final_val_perplexity", "perplexity_at_time"):
         what += f" to {fmt(c.target)}"
     if e is None:
@@ -40,7 +40,7 @@ def _effect_words(c: Comparison) -> str:
     elif math.isinf(e.estimate):
         head = f"{c.subject} never gets there, {c.baseline} does"
     else:
-        head = f"AdLoCo needs {fmt_ratio(e.estimate)}× {c.baseline}'s {what}"
+        head = f"{who} needs {fmt_ratio(e.estimate)}× {c.baseline}'s {what}"
     seeds = f"{len(e.seeds)} paired seeds" if e.pairing == "seed" else "unpaired runs"
     eq = e.equivalence if c.verdict == NO_DIFFERENCE else None
     within = f"; within {math.exp(eq.margin):.3g}× either way: p = {fmt_p(eq.p)}" if eq else ""
@@ -48,11 +48,24 @@ def _effect_words(c: Comparison) -> str:
 
 
 def short_reason(claim: Claim) -> str:
-    """The claim's verdict in one sentence: each headline comparison's effect and p."""
+    """The claim's verdict in one sentence: each headline comparison's effect and p; then what
+    is tested beside it (claim 2 in bytes and in the paper's count, claim 1 for the paper's
+    configuration) with its verdict, and what decides the verdict (:attr:`Claim.decides`)."""
     heads = claim.headline
     if not heads:
         return claim.reason
-    return "; ".join(_effect_words(c) for c in heads) + "."
+    subject = heads[0].subject
+    words = ["; ".join(_effect_words(c) for c in heads) + "."]
+    beside = [
+        f"{_effect_words(c, 'AdLoCo' if c.subject == subject else c.subject)}: {c.verdict}"
+        for c in claim.comparisons
+        if c.beside
+    ]
+    if beside:
+        words.append(f"Beside it: {'; '.join(beside)}.")
+    if claim.decides:
+        words.append(claim.decides)
+    return " ".join(words)
 
 
 def knee_words(found: Findings) -> str:

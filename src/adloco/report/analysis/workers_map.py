@@ -94,7 +94,8 @@ def _on_the_map(runs: list[RunSeed], head: RunSeed, global_batch: int):
 
     Every DiLoCo run that splits ``global_batch`` and is the headline run but for
     :data:`SPLIT_KEYS` qualifies; the map keeps the largest group of one effective
-    peak lr (a tie: the headline run's group).
+    peak lr (a tie: the headline run's group), one run per split (the headline run where
+    it is one).
     """
     groups: dict[float | None, list[tuple[str, int, int, int]]] = {}
     for name in dict.fromkeys(r.run for r in runs):
@@ -110,7 +111,14 @@ def _on_the_map(runs: list[RunSeed], head: RunSeed, global_batch: int):
     if not groups:
         return [], None
     lr = max(groups, key=lambda k: (len(groups[k]), any(g[0] == head.run for g in groups[k])))
-    return groups[lr], lr
+    # One point per split: where the headline run and a map run split the batch alike (the
+    # same run in all but how its lr is stated), the headline run stands for both.
+    by_split: dict[tuple[int, int], tuple[str, int, int, int]] = {}
+    for point in groups[lr]:
+        kept = by_split.get(point[1:3])
+        if kept is None or point[0] == head.run:
+            by_split[point[1:3]] = point
+    return [p for p in groups[lr] if by_split[p[1:3]] is p], lr
 
 
 def workers_map(
