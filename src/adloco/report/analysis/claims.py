@@ -420,8 +420,10 @@ def path_runs(ctx: Context) -> list[str]:
         if name not in runs:
             continue
         changed = set(changed_settings(runs[name], tuned))
-        if changed and changed < apart and all(
-            getattr(runs[name], k) == getattr(paper, k) for k in changed
+        if (
+            changed
+            and changed < apart
+            and all(getattr(runs[name], k) == getattr(paper, k) for k in changed)
         ):
             steps.append((len(changed), name))
     return [name for _, name in sorted(steps)] + [ctx.roles.paper]
