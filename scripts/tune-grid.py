@@ -3,6 +3,8 @@
     python scripts/tune-grid.py [--check]      # config/tune.yaml equals what the grid gives?
     python scripts/tune-grid.py --write        # write config/tune.yaml
     python scripts/tune-grid.py --widen results/tune/report/tuning.json --write
+    python scripts/tune-grid.py --widen results/tune/report/tuning.json --lines --write
+    python scripts/tune-grid.py --confirm results/tune/report/tuning.json --write
 
 ``config/tune-grid.yaml`` declares, per run of the default configuration (a
 group), its fixed settings and the values searched of each tuned dimension
@@ -22,7 +24,14 @@ each group and each dimension where the chosen point sits at an edge of the
 values searched, the record proposes the next value beyond it
 (``adloco.report.analysis.tuning.edges``); this adds each to the declaration's list,
 so the experiment is run again on the wider grid, until the record says
-``bracketed: true``.
+``bracketed: true``. With ``--lines`` each group's ``center`` is set to the
+record's choice: its points are then the center and every point that differs
+from it in one dimension (:func:`_points`), a round that brackets the choice
+at the cost of a line per dimension instead of every combination.
+
+``--confirm`` lists in ``confirm.runs`` every point within
+``confirm.within_log`` of its group's best median time; those run again on
+``confirm.seeds``, and the record chooses on the median over all their seeds.
 """
 
 from __future__ import annotations

@@ -227,3 +227,39 @@ def test_the_committed_record_leaves_nothing_to_widen():
             assert not at_end or key in ("outer_momentum", "initial_trainers"), (key, edge)
     declared = (ROOT / "config" / "tune-grid.yaml").read_text()
     assert tune_grid.widen(declared, record) == (declared, [])
+
+
+def test_lines_through_the_choice_are_the_center_and_one_change_at_a_time(tmp_path):
+    declared = DECLARATION.replace("outer_lr: [0.7]", "outer_lr: [0.35, 0.7]")
+    declared += "confirm:\n  within_log: 0.1\n  seeds: [101]\n  runs: [ddp-i6e-3]\n"
+    record = {
+        "groups": {
+            "adloco": {"chosen": {"inner_lr": 0.0015, "outer_lr": 0.7, "outer_momentum": 0.9}},
+            "ddp": {"chosen": {"inner_lr": 0.006}},
+        }
+    }
+    text, said = tune_grid.through_choice(declared, record)
+    assert said == [
+        "adloco at inner_lr: 0.0015, outer_lr: 0.7, outer_momentum: 0.9",
+        "ddp at inner_lr: 0.006",
+    ]
+    assert "    center: {inner_lr: 0.0015, outer_lr: 0.7, outer_momentum: 0.9}" in text
+    root = tree(tmp_path, text)
+    tune = yaml.safe_load(tune_grid.tune_text("config/tune-grid.yaml", root))
+    # The center, then each dimension's other values with the rest held: 1 + 1 + 1 + 1, not
+    # the 2 x 2 x 2 of every combination; ddp's one lr is its center alone.
+    assert tune["report"]["tuning_groups"]["adloco"] == [
+        "adloco-i15e-4-o7e-1-n9", "adloco-i3e-3-o7e-1-n9", "adloco-i15e-4-o35e-2-n9",
+        "adloco-i15e-4-o7e-1",
+    ]  # fmt: skip
+    assert tune["runs"]["ddp-i6e-3"]["seeds"] == [100, 101]  # still on its line: confirmed
+    # A confirmed run that is off the lines is dropped from confirm.runs.
+    off = declared.replace("runs: [ddp-i6e-3]", "runs: [adloco-i3e-3-o35e-2]")
+    assert "  runs: []" in tune_grid.through_choice(off, record)[0]
+    # A center must be a point of the grid.
+    bad = text.replace("center: {inner_lr: 0.0015,", "center: {inner_lr: 0.002,")
+    with pytest.raises(ValueError, match="grids.adloco.center.inner_lr: 0.002 is not among"):
+        tune_grid.check_declaration(yaml.safe_load(bad))
+    partial = text.replace(", outer_momentum: 0.9}", "}")
+    with pytest.raises(ValueError, match="grids.adloco.center: expected a mapping of every"):
+        tune_grid.check_declaration(yaml.safe_load(partial))
