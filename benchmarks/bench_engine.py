@@ -44,10 +44,10 @@ import torch
 
 from adloco.algo import exact, stats, switch
 from adloco.config import Config, load_config, section
-from adloco.engine.clock import allreduce_bytes
 from adloco.engine.inner import NodeState, Worker
 from adloco.engine.stacked import SlotJob, Stack
 from adloco.engine.trainers import sync_payload_bytes
+from adloco.formats.clock import allreduce_bytes
 from adloco.model.llama import MICROLLAMA_ARCHITECTURE, batch_loss, build_model
 
 # keeeeenw/MicroLlama's architecture, for random-weight runs.

@@ -19,11 +19,11 @@ from adloco.core import numerics
 numerics.pin()
 
 from adloco.calibrate.device import calibrate_device
-from adloco.calibrate.record import CalibrationRecord
 from adloco.config import load_config
 from adloco.data.corpus import prepare_wiki_corpus
 from adloco.data.tokenize import tokenize_corpus
 from adloco.engine.run import TrainRequest, train
+from adloco.formats.calibration import CalibrationRecord
 from adloco.model.pretrain import pretrain_base
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "test.yaml"

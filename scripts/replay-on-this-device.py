@@ -33,7 +33,6 @@ import socket
 import sys
 from pathlib import Path
 
-from adloco.calibrate.record import read_device_record
 from adloco.cli import main as adloco
 from adloco.config import (
     RUN_NAME,
@@ -47,6 +46,7 @@ from adloco.config import (
 from adloco.config.yaml_file import dump_yaml
 from adloco.core import errors, paths
 from adloco.core.io import atomic_dir, check_replaceable, write_text_atomic
+from adloco.formats.calibration import read_device_record
 
 # Memory a CUDA device may use while timing (the max batch is fixed, so no search runs).
 TIMING_MEMORY_GIB = 4.0

@@ -73,7 +73,7 @@ def test_calibrate_keeps_a_file_at_out_that_is_not_its_record(tmp_path, capsys, 
 
 def test_calibrate_replaces_its_own_record(tmp_path):
     # What it wrote passes the check (the data, missing here, is what then stops it).
-    from adloco.calibrate.record import WRITTEN_FIELDS, check_replaceable
+    from adloco.formats.calibration import WRITTEN_FIELDS, check_replaceable
 
     out = tmp_path / "cpu-tiny.json"
     out.write_text(

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from adloco.config import load_config
-from adloco.model.size import parameter_count
+from adloco.formats.model_size import parameter_count
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -15,6 +15,7 @@ from adloco.algo.accumulate import GradientStatsAccumulator
 from adloco.algo.batch_tests import augmented_parts, requested_global_batch
 from adloco.algo.estimators import VarianceEstimate, estimate
 from adloco.config import RunSettings
+from adloco.config.runs import BATCH_TESTS
 
 KW = {"eta": 0.8, "vartheta": 0.01, "nu": 0.3, "max_growth": 4.0}
 
@@ -124,8 +125,10 @@ def test_reference_code_bugs_do_not_reappear():
 
 
 def test_registry_names_settings_and_flags():
-    # TESTS, the schema's batch_test enum, comes from the registry, "none" first.
+    # TESTS, the registry's names, "none" first, are the configuration's BATCH_TESTS
+    # (the schema's batch_test enum): a test added to one and not the other fails here.
     assert batch_tests.TESTS == ("none", "norm", "augmented_inner_product", "inner_product")
+    assert batch_tests.TESTS == BATCH_TESTS
     assert [t.name for t in batch_tests.REGISTRY.values()] == list(batch_tests.TESTS)
     flags = {n: (t.adaptive, t.needs_reference) for n, t in batch_tests.REGISTRY.items()}
     assert flags == {

@@ -10,9 +10,9 @@ import yaml
 from calibrate_helpers import TEST_CONFIG, typed_device
 
 from adloco.calibrate.bench import GIB
-from adloco.calibrate.record import load_max_batch, load_step_time_curve
 from adloco.config import load_config
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.calibration import load_max_batch, load_step_time_curve
+from adloco.formats.clock import StepTimeCurve
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,10 +9,10 @@ import pytest
 from calibrate_helpers import tiny, typed_device
 
 from adloco.calibrate.device import calibrate_device
-from adloco.calibrate.record import CalibrationError, CalibrationRecord, load_step_time_curve
 from adloco.calibrate.step_time_model import declared_step_time
 from adloco.config import ConfigError, load_config
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.calibration import CalibrationError, CalibrationRecord, load_step_time_curve
+from adloco.formats.clock import StepTimeCurve
 
 
 def test_roofline_from_speed_tflops_by_hand():

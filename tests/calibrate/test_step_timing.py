@@ -9,7 +9,7 @@ from calibrate_helpers import tiny
 
 from adloco.calibrate.device import calibrate_device
 from adloco.calibrate.step_timing import measure_step_times, time_repeats, timing_batches
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.clock import StepTimeCurve
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

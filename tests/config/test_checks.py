@@ -8,7 +8,7 @@ import pytest
 
 from adloco.config import ConfigError, check_subset_fraction, config_from_dict, validate
 from adloco.core import paths
-from adloco.model import size as model_size
+from adloco.formats import model_size
 from config_edits import base
 
 

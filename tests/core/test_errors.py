@@ -31,7 +31,7 @@ import yaml
 from adloco import cli
 from adloco.config import thaw
 from adloco.core import errors
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.clock import StepTimeCurve
 from disk_faults import full_disk
 
 MODEL = {

@@ -13,13 +13,13 @@ import pytest
 from adloco.config import TokenizerConfig, section
 from adloco.data import c4
 from adloco.data.manifest import (
-    FORMAT_VERSION,
     build_manifest,
     file_checksums,
     reference_levels,
     tokenizer_name,
 )
 from adloco.data.shards import ShardWriter, finish_splits
+from adloco.formats.data_manifest import FORMAT_VERSION
 
 
 def test_tokenizer_name_of_each_kind():

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from adloco.config import ClusterConfig, Config, RunSettings
-from adloco.engine.clock import StepTimeCurve
 from adloco.engine.compose import build_engine
 from adloco.engine.driver import Driver
 from adloco.engine.spec import EngineSpec
+from adloco.formats.clock import StepTimeCurve
 
 
 class ArraySplit:

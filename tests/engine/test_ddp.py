@@ -9,7 +9,7 @@ from array_data import new_engine
 
 from adloco.algo import schedule
 from adloco.engine import ddp
-from adloco.engine.clock import TrainerSync, allreduce_bytes
+from adloco.formats.clock import TrainerSync, allreduce_bytes
 from adloco.model.llama import batch_loss, build_model
 
 CLUSTER = {

@@ -10,11 +10,11 @@ import pytest
 import torch
 from array_data import FULL_STATE_RUN, TINY_CLUSTER, make_engine, new_engine, new_spec
 
-from adloco.engine.clock import StepTimeCurve
 from adloco.engine.collective import LocalCollective
 from adloco.engine.driver import Driver, DriverSettings
 from adloco.engine.sampler import draw_subset
 from adloco.engine.state import RunState, WallClock, replica_digest
+from adloco.formats.clock import StepTimeCurve
 from adloco.model.llama import DTYPES, build_model
 
 

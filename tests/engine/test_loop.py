@@ -323,7 +323,7 @@ def test_every_run_ends_at_the_token_budget(array_data, make_config, tmp_path, r
 
 
 def test_logged_time_is_recomputed_exactly_from_the_rows(array_data, make_config, tmp_path):
-    from adloco.engine.clock import Network, recompute_sim_time_s
+    from adloco.formats.clock import Network, recompute_sim_time_s
 
     cfg, run = make_config(
         {

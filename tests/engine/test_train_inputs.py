@@ -10,11 +10,11 @@ import yaml
 from array_data import TINY_MODEL
 
 from adloco import cli
-from adloco.calibrate.record import CalibrationRecord, step_time_record
 from adloco.config import config_from_dict
 from adloco.data.reader import TokenData
-from adloco.engine.clock import StepTimeCurve
-from adloco.model.size import parameter_count
+from adloco.formats.calibration import CalibrationRecord, step_time_record
+from adloco.formats.clock import StepTimeCurve
+from adloco.formats.model_size import parameter_count
 
 CONFIG = {
     "experiment": "train-inputs",

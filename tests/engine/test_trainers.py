@@ -10,7 +10,6 @@ from array_data import make_engine
 
 from adloco.algo import merge, outer, switch, trust
 from adloco.config import section
-from adloco.engine import clock
 from adloco.engine.sampler import SubsetSampler
 from adloco.engine.trainers import (
     Slot,
@@ -24,6 +23,7 @@ from adloco.engine.trainers import (
     initial_local_batch,
     sync_payload_bytes,
 )
+from adloco.formats import clock
 
 
 @pytest.mark.parametrize("mode", ["scalars", "vector"])

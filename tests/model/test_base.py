@@ -20,10 +20,10 @@ from adloco.core import paths
 from adloco.data.tokenize import tokenize_corpus
 from adloco.engine import checkpoint
 from adloco.engine import run as run_module
-from adloco.engine.clock import StepTimeCurve
 from adloco.engine.collective import LocalCollective
 from adloco.engine.compose import build_engine
 from adloco.engine.spec import EngineSpec
+from adloco.formats.clock import StepTimeCurve
 from adloco.model import base as base_model
 from adloco.model.base import DATA_KEY, StartModel, model_digests, start_model
 from adloco.model.llama import build_model

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from adloco.config import load_config
-from adloco.model.size import parameter_count
+from adloco.formats.model_size import parameter_count
 from adloco.report.analysis import about
 from adloco.report.analysis.about import about_rows, code_commit, seed_words
 from adloco.report.inputs.references import Base, References, corpus_facts

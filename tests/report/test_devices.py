@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adloco.config import load_config
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.clock import StepTimeCurve
 from adloco.report.analysis.regimes import brought_model, regime_cells, sweep_networks
 from adloco.report.inputs.devices import (
     check_devices,

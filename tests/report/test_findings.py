@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adloco.config import section
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.clock import StepTimeCurve
 from adloco.report.analysis.findings import own_clock
 from adloco.report.analysis.regimes import ClockModel
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace as NS
 
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.clock import StepTimeCurve
 from adloco.report.analysis.stats import Spread
 from adloco.report.page.parts import (
     curve_text,

@@ -23,7 +23,7 @@ import json
 import pytest
 
 from adloco.config import load_config
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.clock import StepTimeCurve
 from adloco.report.analysis.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
 from adloco.report.analysis.regime_map import VerdictChange, crossings, regime_map, verdict_changes
 from adloco.report.analysis.regimes import RegimeCell, sweep_networks

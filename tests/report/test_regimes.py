@@ -11,7 +11,7 @@ import yaml
 from by_hand import at_target, logged
 
 from adloco.config import load_config
-from adloco.engine.clock import Network, StepTimeCurve, recompute_sim_time_s
+from adloco.formats.clock import Network, StepTimeCurve, recompute_sim_time_s
 from adloco.report.analysis.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
 from adloco.report.analysis.stats import median
 from adloco.report.analysis.targets import build_ladder

@@ -17,8 +17,9 @@ code, ϑ is used for the inner-product part, both parts are batch sizes, and
 σ_⊥² is a trace over all D coordinates (see ``docs/algorithms.md``).
 
 Each test is a :class:`adloco.algo.batch_test_base.BatchTest`; ``REGISTRY``
-holds them, and ``TESTS`` (their names, ``none`` first) is what
-``train.batch_test`` may be. Adding a test: its module, and one entry here.
+holds them, and ``TESTS`` (their names, ``none`` first) equals
+:data:`adloco.config.runs.BATCH_TESTS`, what ``train.batch_test`` may be.
+Adding a test: its module, one entry here and its name there.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Part of ``adloco calibrate`` (:mod:`adloco.calibrate`): what the file says of
 the device, the model and the settings (:func:`device_record`), then the
 max-batch search (unless ``max_batch`` is configured) and the step timing
-(:func:`calibrate_device`). :class:`adloco.calibrate.record.CalibrationRecord`
+(:func:`calibrate_device`). :class:`adloco.formats.calibration.CalibrationRecord`
 writes and reads the file.
 """
 

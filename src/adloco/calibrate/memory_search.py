@@ -32,7 +32,7 @@ import torch
 from adloco.calibrate.bench import Bench, memory_bytes
 from adloco.calibrate.memory import SimulatedOutOfMemoryError, StorageTracker, storage_bytes
 from adloco.config import ClusterConfig, DeviceConfig
-from adloco.engine.clock import SLOT_SHARING
+from adloco.formats.clock import SLOT_SHARING
 
 # What a slot that is not stepping holds, in units of its parameter bytes:
 # the parameters and AdamW's two moment buffers (exp_avg, exp_avg_sq) of the
@@ -103,7 +103,7 @@ def slot_budget_bytes(
 ) -> int:
     """Bytes one slot's training step may peak at on a device shared by several slots.
 
-    ``sharing`` is ``cluster.slot_sharing`` (:data:`adloco.engine.clock.SLOT_SHARING`).
+    ``sharing`` is ``cluster.slot_sharing`` (:data:`adloco.formats.clock.SLOT_SHARING`).
     ``concurrent``: the device's slots step at the same time, so each
     may be at its activation peak together with the others; all slots run at
     most the same max batch, so k slots fit when each one's whole peak

@@ -5,7 +5,7 @@ curve timed on this machine (:mod:`adloco.calibrate.step_timing`) times
 ``scale``; ``roofline``: flat up to ``saturation_batch`` sequences, then linear
 at ``speed_tflops``; ``measured_record``: the curve another device's record
 holds (``step_time.record``), mapped to this sequence length at equal tokens
-per pass (:func:`adloco.engine.clock.at_equal_tokens`). The formulas are in
+per pass (:func:`adloco.formats.clock.at_equal_tokens`). The formulas are in
 ``docs/calibration.md``.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from adloco.calibrate.record import measured_record, step_time_record
 from adloco.config import DeviceConfig, thaw
-from adloco.engine.clock import FLOPS_PER_TOKEN_PER_PARAM, StepTimeCurve, at_equal_tokens
+from adloco.formats.calibration import measured_record, step_time_record
+from adloco.formats.clock import FLOPS_PER_TOKEN_PER_PARAM, StepTimeCurve, at_equal_tokens
 
 # What the step_time record repeats of a measured_record's source: where it was measured.
 SOURCE_FIELDS = ("gpu_name", "torch_version", "dtype", "model_parameters", "provenance")

@@ -24,7 +24,7 @@ import torch
 from adloco.calibrate.bench import Bench, memory_bytes
 from adloco.calibrate.step_time_model import declared_step_time
 from adloco.config import DeviceConfig
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats.clock import StepTimeCurve
 from adloco.model.llama import num_parameters
 
 

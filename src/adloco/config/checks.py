@@ -13,7 +13,7 @@ from adloco.config.runs import RunSettings
 from adloco.config.schema import ConfigError
 from adloco.config.types import Config
 from adloco.core import paths
-from adloco.model import size as model_size
+from adloco.formats import model_size
 
 # The report's settings that name runs.
 REPORT_ROLES = ("adloco", "diloco", "ddp", "baselines", "ablations")
@@ -191,7 +191,7 @@ def check_model_fits(config: Config) -> None:
 
     What calibration would find only after building the model (or the
     allocator, with a traceback): weights, gradients and AdamW's two moments
-    (:func:`adloco.model.size.training_state_bytes`) must fit the share
+    (:func:`adloco.formats.model_size.training_state_bytes`) must fit the share
     ``memory_gib / nodes_per_device`` of every device. A pretrained model's size
     is known only once it is loaded, so it is not checked here.
     """

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from adloco.calibrate.record import measured_record
 from adloco.config.fields import REQUIRED, setting
 from adloco.config.runs import RunSettings
 from adloco.config.schema import ConfigError
+from adloco.formats.calibration import measured_record
 
 
 @dataclasses.dataclass(frozen=True)

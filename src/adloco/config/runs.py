@@ -14,9 +14,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from adloco.algo.batch_tests import TESTS
 from adloco.config.fields import BETAS, FRACTION, POSITIVE_INT, declaration, default_first, setting
 from adloco.config.schema import ConfigError, fill_and_check, section_schema
+
+# The batch tests a run may name (``train.batch_test``), ``none`` first: the
+# registry of adloco.algo.batch_tests implements each, in this order
+# (tests/algo/test_batch_tests.py); the configuration names them without importing it.
+BATCH_TESTS = ("none", "norm", "augmented_inner_product", "inner_product")
 
 # Rules a method imposes on a run. Presets are filled in when the run leaves
 # the field out; a run that sets a conflicting value is rejected.
@@ -107,7 +111,7 @@ class RunSettings:
     )
     subset_fraction: float = setting(1.0, "share of the train split per trainer", **FRACTION)
     batch_test: str = setting(
-        "none", "adaptive batch test", type="string", enum=default_first("none", TESTS)
+        "none", "adaptive batch test", type="string", enum=default_first("none", BATCH_TESTS)
     )
     eta: float = setting(
         0.8, "norm test eta, in (0, 1)", type="number", exclusiveMinimum=0, exclusiveMaximum=1

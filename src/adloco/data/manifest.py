@@ -21,7 +21,8 @@ from adloco.config import DataConfig, TokenizerConfig
 from adloco.core.io import sha256_file
 from adloco.data import reference
 from adloco.data import tokenizer as tok
-from adloco.data.reader import DTYPES, FORMAT_VERSION, TokenSplit
+from adloco.data.reader import DTYPES, TokenSplit
+from adloco.formats.data_manifest import FORMAT_VERSION
 
 
 def build_manifest(

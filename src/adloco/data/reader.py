@@ -28,15 +28,11 @@ import numpy as np
 import torch
 
 from adloco.core import paths
-from adloco.core.io import read_json_object, sha256_file
+from adloco.core.io import sha256_file
 from adloco.data.tokenizer import saved_ids
+from adloco.formats.data_manifest import DTYPE_CODES, CorruptDataError, read_manifest
 
-FORMAT_VERSION = 1
-DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
-
-
-class CorruptDataError(ValueError):
-    """A tokenized data folder does not match its manifest."""
+DTYPES = {name: np.dtype(code) for name, code in DTYPE_CODES.items()}
 
 
 class TokenSplit:
@@ -160,39 +156,6 @@ class TokenData:
     def __repr__(self) -> str:
         sizes = ", ".join(f"{n}={len(s)}" for n, s in self._splits.items())
         return f"TokenData({str(self.folder)!r}, vocab_size={self.vocab_size}, {sizes})"
-
-
-def read_manifest(folder: str | Path) -> dict:
-    path = paths.manifest_file(folder)
-    manifest = read_json_object(
-        path,
-        f"tokenized data manifest not found: {path} (run adloco tokenize)",
-        error=CorruptDataError,
-        fix="the tokenized data is damaged; run adloco tokenize again, which writes it whole",
-    )
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise CorruptDataError(
-            f"{path}: format_version {manifest.get('format_version')!r}, this reader reads "
-            f"{FORMAT_VERSION}"
-        )
-    missing = [
-        k
-        for k in ("vocab_size", "seq_len_tokens", "dtype", "tokenizer", "splits")
-        if k not in manifest
-    ]
-    if missing:
-        raise CorruptDataError(f"{path}: missing fields {missing}")
-    if manifest["dtype"] not in DTYPES:
-        raise CorruptDataError(
-            f"{path}: dtype {manifest['dtype']!r} is not one of {sorted(DTYPES)}"
-        )
-    for name, entry in manifest["splits"].items():
-        for key in ("documents", "tokens", "sequences", "shards"):
-            if key not in entry:
-                raise CorruptDataError(f"{path}: split {name} has no field {key!r}")
-        if sum(int(s["sequences"]) for s in entry["shards"]) != int(entry["sequences"]):
-            raise CorruptDataError(f"{path}: split {name}: shard sequences do not add up")
-    return manifest
 
 
 def check_shards(folder: str | Path, manifest: dict, verify: bool = True) -> None:

@@ -27,10 +27,9 @@ import math
 import torch
 
 from adloco.algo import batch_tests, budget, merge, outer, schedule, stats, switch, trust
-from adloco.engine import clock, ddp, divergence, methods
+from adloco.engine import ddp, divergence, methods
 from adloco.engine.batch_step import apply_test
 from adloco.engine.inner import NodeState, Worker
-from adloco.engine.records import MetricsRow
 from adloco.engine.sampler import SubsetSampler, draw_subset
 from adloco.engine.slots import SlotJob, SlotRunner
 from adloco.engine.spec import EngineSpec
@@ -48,6 +47,8 @@ from adloco.engine.trainers import (
     merge_group,
     sync_payload_bytes,
 )
+from adloco.formats import clock
+from adloco.formats.metrics import MetricsRow
 from adloco.model.llama import DTYPES, build_model, evaluate, evaluation_sample, num_parameters
 
 log = logging.getLogger(__name__)

@@ -29,11 +29,6 @@ from typing import Literal
 
 import torch
 
-from adloco.calibrate.record import (
-    check_calibrated_model,
-    load_max_batch,
-    load_step_time_curve,
-)
 from adloco.config import ClusterConfig, Config, RunSettings, check_subset_fraction, load_config
 from adloco.core import numerics, paths
 from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic
@@ -42,9 +37,14 @@ from adloco.engine import checkpoint, checkpoint_identity, checkpoint_lock, dist
 from adloco.engine.collective import LocalCollective
 from adloco.engine.compose import build_engine
 from adloco.engine.driver import Driver
-from adloco.engine.records import derive_summary
 from adloco.engine.spec import EngineSpec
 from adloco.engine.trainers import TrainingDiverged, initial_local_batch
+from adloco.formats.calibration import (
+    check_calibrated_model,
+    load_max_batch,
+    load_step_time_curve,
+)
+from adloco.formats.metrics import derive_summary
 from adloco.model.base import StartModel, start_model
 from adloco.model.hf_export import (
     HubMetadata,

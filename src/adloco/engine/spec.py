@@ -20,8 +20,8 @@ import torch
 
 from adloco.config import ClusterConfig, ModelConfig, RunSettings, thaw
 from adloco.engine import checkpoint, checkpoint_identity
-from adloco.engine.clock import StepTimeCurve
 from adloco.engine.collective import LocalCollective
+from adloco.formats.clock import StepTimeCurve
 
 
 @dataclass(frozen=True)

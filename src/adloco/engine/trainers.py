@@ -19,8 +19,8 @@ import torch
 
 from adloco.algo import batch_tests, merge, outer, stats, switch, trust
 from adloco.config import ClusterConfig, RunSettings
-from adloco.engine import clock
 from adloco.engine.sampler import SubsetSampler
+from adloco.formats import clock
 
 BYTES_PER_ELEMENT = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -99,7 +99,7 @@ class TrainerRound:
     sync: clock.TrainerSync | None = None
 
     def row_fields(self) -> dict:
-        """The trainer's fields of its metrics row (:class:`~adloco.engine.records.MetricsRow`)."""
+        """The trainer's fields of its metrics row (:class:`~adloco.formats.metrics.MetricsRow`)."""
         trainer, plans = self.trainer, [p.plan for p in self.slots]
         modes = {p.mode for p in plans}
         steps = max(len(p.steps) for p in self.slots)  # fewer in a round cut to the budget

@@ -14,9 +14,9 @@ log = logging.getLogger(__name__)
 
 def run(args: argparse.Namespace) -> int:
     from adloco.calibrate.device import calibrate_device, check_seq_len, find_device
-    from adloco.calibrate.record import CalibrationRecord, check_replaceable
     from adloco.config import load_config
     from adloco.data.reader import TokenData
+    from adloco.formats.calibration import CalibrationRecord, check_replaceable
 
     data: str = args.data
     config = load_config(args.config)

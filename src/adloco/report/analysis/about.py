@@ -16,7 +16,7 @@ from pathlib import Path
 
 from adloco import __version__
 from adloco.config import Config
-from adloco.model.size import parameter_count
+from adloco.formats.model_size import parameter_count
 from adloco.report.inputs.references import Base, References
 from adloco.report.inputs.runs import RunSeed
 

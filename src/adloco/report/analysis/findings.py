@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adloco.config import ClusterConfig
-from adloco.engine.records import finite_or_none
+from adloco.formats.metrics import finite_or_none
 from adloco.report.analysis.about import about_rows
 from adloco.report.analysis.claims import Claim, Context, evaluate_claims, headline_runs
 from adloco.report.analysis.gain import GainShares, gain_shares

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from adloco.engine.records import is_number
+from adloco.formats.metrics import is_number
 from adloco.report.analysis.stats import median
 from adloco.report.analysis.summary import round_values, run_level_perplexity
 from adloco.report.inputs.runs import RunSeed

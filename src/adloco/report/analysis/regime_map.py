@@ -2,7 +2,7 @@
 
 Part of ``adloco report`` and ``adloco regimes``. The paper's wall-clock
 claim rests on a device that a small batch under-uses. A roofline curve
-(:meth:`adloco.engine.clock.StepTimeCurve.roofline`) is flat up to its saturation
+(:meth:`adloco.formats.clock.StepTimeCurve.roofline`) is flat up to its saturation
 batch S and linear beyond, at the device's peak rate; S = 1 is a clock linear
 in tokens, a large S a device that small passes leave mostly idle. This
 module sweeps S (``report.saturation_batches``) against bandwidth, per
@@ -11,7 +11,7 @@ costs along the last segment of the curve the runs were charged with: for
 the runs' roofline, the rate it was built from) and its update time, so the
 runs' own saturation batch and bandwidth reproduce their logged times, and
 recomputes every seed's time to the main
-target under each (:func:`adloco.engine.clock.recompute_sim_time_s`): a cell is the
+target under each (:func:`adloco.formats.clock.recompute_sim_time_s`): a cell is the
 median paired ratio AdLoCo / DiLoCo (and / best baseline) with its interval
 and the exact test, as everywhere in the report.
 
@@ -34,9 +34,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from adloco.calibrate.record import CalibrationError
 from adloco.config import ClusterConfig
-from adloco.engine.clock import SLOT_SHARING, StepTimeCurve
+from adloco.formats.calibration import CalibrationError
+from adloco.formats.clock import SLOT_SHARING, StepTimeCurve
 from adloco.report.analysis.claims import measure
 from adloco.report.analysis.regimes import (
     RegimeCell,

@@ -1,11 +1,11 @@
 """Regimes: time to target recomputed under other clocks and bandwidths, without retraining.
 
 Every metrics row records what the simulated clock charged (``slot_work``,
-``sync``), so :func:`adloco.engine.clock.recompute_sim_time_s` gives a finished run's
+``sync``), so :func:`adloco.formats.clock.recompute_sim_time_s` gives a finished run's
 simulated time under any step-time curve, slot-sharing policy and network.
 The round at which a run reaches a target does not depend on the clock; only
 the time of that round does. For each clock model (:func:`clock_models`),
-each policy of :data:`adloco.engine.clock.SLOT_SHARING` and each bandwidth of
+each policy of :data:`adloco.formats.clock.SLOT_SHARING` and each bandwidth of
 ``report.bandwidths_gbit_s`` (latency from ``cluster.network``), this module
 recomputes the time to target of every seed of the AdLoCo run, of every
 baseline and of the ddp anchor, and compares them as the claims do
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adloco.calibrate.record import CalibrationRecord
 from adloco.config import ClusterConfig, Config, DeviceConfig, NetworkConfig
 from adloco.core.paths import device_calibration_file
-from adloco.engine.clock import SLOT_SHARING, Network, StepTimeCurve
+from adloco.formats.calibration import CalibrationRecord
+from adloco.formats.clock import SLOT_SHARING, Network, StepTimeCurve
 from adloco.report.analysis.claims import NOT_TESTABLE, Effect, _counts, judge, measure
 from adloco.report.analysis.stats import median
 from adloco.report.analysis.summary import TargetCrossing, crossing

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.config import Config
-from adloco.model.size import parameter_count
+from adloco.formats.model_size import parameter_count
 from adloco.report.analysis.verdict import NOT_TESTABLE, QUANTITY_WORDS, fmt_ratio
 
 

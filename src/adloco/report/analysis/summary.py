@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adloco.config.runs import PER_STEP_SYNC
-from adloco.engine.records import SUMMARY_KEYS, finite_or_none, is_number
+from adloco.formats.metrics import SUMMARY_KEYS, finite_or_none, is_number
 from adloco.report.analysis.stats import Spread
 from adloco.report.inputs.runs import RunSeed
 from adloco.report.settings import DEFAULT_RULE, REACH_RULES, ReachRule

@@ -56,7 +56,7 @@ import math
 from typing import Any
 
 from adloco.config import METHOD_RULES, Config, ConfigError
-from adloco.engine.records import is_number
+from adloco.formats.metrics import is_number
 from adloco.report.analysis.gain import climb
 from adloco.report.analysis.ladder import to_target
 from adloco.report.analysis.stats import median

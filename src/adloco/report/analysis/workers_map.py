@@ -26,7 +26,7 @@ from statistics import median
 from typing import Any
 
 from adloco.config import RunSettings
-from adloco.engine.records import is_number
+from adloco.formats.metrics import is_number
 from adloco.report.analysis.gain import GainShares, median_final
 from adloco.report.analysis.tuning import effective_inner_lr
 from adloco.report.inputs.runs import RunSeed

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adloco.calibrate.record import CalibrationRecord
-from adloco.engine.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
+from adloco.formats.calibration import CalibrationRecord
+from adloco.formats.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
 from adloco.report.inputs.runs import RunSeed
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from adloco.core.io import read_json_object
 from adloco.core.paths import base_summary_file, manifest_file, metrics_file
-from adloco.engine.records import is_number
+from adloco.formats.metrics import is_number
 from adloco.model.base import check_pretrained_on
 from adloco.report.inputs.runs import read_json_lines
 

@@ -18,7 +18,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from adloco.calibrate.record import CalibrationRecord
 from adloco.config import ClusterConfig, Config, RunSettings
 from adloco.core.io import read_json_object
 from adloco.core.paths import (
@@ -30,8 +29,9 @@ from adloco.core.paths import (
     variance_per_batch_file,
     variance_summary_file,
 )
-from adloco.engine.clock import RunClock
-from adloco.engine.records import (
+from adloco.formats.calibration import CalibrationRecord
+from adloco.formats.clock import RunClock
+from adloco.formats.metrics import (
     REQUIRED_ROW_KEYS,
     SUMMARY_KEYS,
     derive_summary,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.core.io import read_json_object
-from adloco.engine.records import is_number
+from adloco.formats.metrics import is_number
 
 TUNED = ("inner_lr", "outer_lr", "outer_momentum", "nesterov")  # a point's tuned settings
 

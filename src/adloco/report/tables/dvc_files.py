@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from adloco.core.io import write_json_atomic
-from adloco.engine.records import is_number
+from adloco.formats.metrics import is_number
 from adloco.report.analysis.claims import NOT_TESTABLE, Claim, Comparison
 from adloco.report.analysis.stats import median
 from adloco.report.tables.csv import write_csv

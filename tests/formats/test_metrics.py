@@ -1,4 +1,4 @@
-"""adloco.engine.records: derive_summary of hand-written metrics rows, by hand and brute force."""
+"""adloco.formats.metrics: derive_summary of hand-written metrics rows, by hand and brute force."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import fields
 
 import pytest
 
-from adloco.engine.records import (
+from adloco.formats.metrics import (
     REQUIRED_ROW_KEYS,
     SUMMARY_KEYS,
     MetricsRow,
@@ -178,7 +178,7 @@ def test_messages_count_only_what_crosses_the_network():
 
 def test_the_engines_counters_equal_the_rows_sync():
     """TrainerSync.messages() is what the engine adds up (a one-slot merge target included)."""
-    from adloco.engine.clock import TrainerSync
+    from adloco.formats.clock import TrainerSync
 
     assert TrainerSync(1, (40,)).messages() == 0
     assert TrainerSync(1, (40,), 40, 2).messages() == 2  # two states sent to a one-slot trainer

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from adloco.model import size as model_size
+from adloco.formats import model_size
 from adloco.model.llama import build_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")

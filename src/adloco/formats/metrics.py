@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from adloco.engine.clock import TrainerSync
+from adloco.formats.clock import TrainerSync
 
 # Fields every metrics row must carry for the summary and time-to-target.
 REQUIRED_ROW_KEYS = ("round", "trainer", "tokens_total", "communications", "sim_time_s")
@@ -66,14 +66,14 @@ class MetricsRow:
     lr_scale: float  # factor on the peak inner lr for the local batch (train.lr_scaling)
     inner_lr: float  # inner lr of the round's last step
     inner_lr_sum: float  # sum of the inner lr over the round's steps
-    sim_time_s: float  # simulated time at the end of the round (adloco.engine.clock)
+    sim_time_s: float  # simulated time at the end of the round (adloco.formats.clock)
     round_time_s: float  # simulated time of this round (the same for all its trainers)
     wall_time_s: float  # wall-clock seconds of training so far (not reproducible)
     stats: dict | None  # batch-test statistics, when the trainer tests
     epochs: int  # passes over the trainer's data subset started
     events: list  # merges, batch changes, reallocations, rollbacks
-    slot_work: list  # adloco.engine.clock.SlotWork of each slot: what the clock charges
-    sync: dict  # adloco.engine.clock.TrainerSync: the trainer's communication
+    slot_work: list  # adloco.formats.clock.SlotWork of each slot: what the clock charges
+    sync: dict  # adloco.formats.clock.TrainerSync: the trainer's communication
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,7 +94,7 @@ def fill_messages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows with ``allreduces``, ``merge_transfers`` and ``messages_total`` filled in.
 
     Rows written before the engine counted network messages carry only their
-    ``sync`` (:class:`adloco.engine.clock.TrainerSync`), from which the counts
+    ``sync`` (:class:`adloco.formats.clock.TrainerSync`), from which the counts
     follow: an all-reduce crosses the network only on two or more slots, and a
     merge sends one transfer per absorbed trainer. Rows that have the fields
     are returned unchanged; the rows are in the order the engine wrote them.

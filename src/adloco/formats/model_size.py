@@ -6,15 +6,12 @@ hand the allocator (or calibration, after tokenization) a model of any size.
 This module counts the parameters of :func:`adloco.model.llama.build_model`'s Llama
 from the ``model`` section and the vocabulary, with the standard library only,
 because the Snakemake workflow validates the configuration while it parses.
-``tests/model/test_size.py`` checks the count against the built model.
+``tests/formats/test_model_size.py`` checks the count against the built model.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from adloco.config import ModelConfig
+from typing import Protocol
 
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -23,7 +20,18 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 TRAINING_COPIES = 4
 
 
-def parameter_count(model: ModelConfig, vocab_size: int) -> int:
+class ModelShape(Protocol):
+    """What the count reads of the configuration's ``model`` section."""
+
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    num_hidden_layers: int
+    tie_word_embeddings: bool
+
+
+def parameter_count(model: ModelShape, vocab_size: int) -> int:
     """Parameters of the Llama that ``model`` describes, over ``vocab_size`` tokens.
 
     Per layer: the query and output projections (hidden x hidden), key and

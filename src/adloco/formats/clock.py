@@ -21,10 +21,7 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from adloco.config import NetworkConfig
+from typing import Protocol
 
 # How the slots of one device share it:
 # - concurrent: the slots are parallel streams; the device runs the i-th
@@ -168,6 +165,13 @@ def at_equal_tokens(
     return StepTimeCurve(tuple(ordered), tuple(value(b) for b in ordered), measured.update_s)
 
 
+class NetworkSettings(Protocol):
+    """What the network model reads of the configuration's ``cluster.network``."""
+
+    bandwidth_gbit_s: float
+    latency_s: float
+
+
 @dataclass(frozen=True)
 class Network:
     """Link bandwidth and per-message latency between node slots."""
@@ -176,7 +180,7 @@ class Network:
     latency_s: float
 
     @classmethod
-    def from_config(cls, network: NetworkConfig) -> Network:
+    def from_config(cls, network: NetworkSettings) -> Network:
         return cls(network.bandwidth_gbit_s * 1e9 / 8, network.latency_s)
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from adloco.engine.clock import (
+from adloco.formats.clock import (
     Network,
     RunClock,
     SlotWork,
@@ -181,7 +181,7 @@ def test_recompute_from_json_rows():
 
 
 def test_a_run_clock_computes_each_round_once_per_curves_and_policy(monkeypatch):
-    import adloco.engine.clock as clock
+    import adloco.formats.clock as clock
 
     calls = []
     real = clock.trainer_compute_s

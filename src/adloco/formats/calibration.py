@@ -16,18 +16,14 @@ shows what a file has).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from adloco.core.io import read_json_object, write_json_atomic
 from adloco.core.paths import device_calibration_file
-from adloco.engine.clock import StepTimeCurve
-
-if TYPE_CHECKING:
-    # Annotations only: the configuration's device check reads records through this module.
-    from adloco.config import ClusterConfig, DeviceConfig
+from adloco.formats.clock import StepTimeCurve
 
 STEP_TIME_MODELS = ("measured", "roofline", "measured_record")
 
@@ -60,6 +56,27 @@ FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "step_time_curve": (dict,),
     "provenance": (dict,),
 }
+
+
+# What the loaders read of the configuration's devices (adloco.config.DeviceConfig and
+# ClusterConfig), named here: the configuration imports this module, never the reverse.
+class StepTimeSettings(Protocol):
+    model: str  # one of STEP_TIME_MODELS
+    scale: float
+    record: str | None
+    saturation_batch: int
+    update_s: float
+
+
+class DeviceSettings(Protocol):
+    name: str
+    max_batch: int | None
+    speed_tflops: float
+    step_time: StepTimeSettings
+
+
+class ClusterSettings(Protocol):
+    devices: Sequence[DeviceSettings]
 
 
 class CalibrationError(ValueError):
@@ -208,7 +225,7 @@ class CalibrationRecord:
 
 
 def read_device_record(
-    calibration_dir: str | Path, device: DeviceConfig, what: str
+    calibration_dir: str | Path, device: DeviceSettings, what: str
 ) -> CalibrationRecord:
     """A configured device's record; ``what``: how else to get one, for the missing-file error."""
     name = device.name
@@ -221,7 +238,10 @@ def read_device_record(
 
 
 def check_calibrated_model(
-    calibration_dir: str | Path, cluster: ClusterConfig, model_parameters: int, seq_len_tokens: int
+    calibration_dir: str | Path,
+    cluster: ClusterSettings,
+    model_parameters: int,
+    seq_len_tokens: int,
 ) -> None:
     """Each device's calibration file was measured on this model (its ``check_model``).
 
@@ -235,7 +255,7 @@ def check_calibrated_model(
             record.check_model(model_parameters, seq_len_tokens)
 
 
-def load_max_batch(calibration_dir: str | Path, device: DeviceConfig) -> int:
+def load_max_batch(calibration_dir: str | Path, device: DeviceSettings) -> int:
     """The micro-batch cap of a device: its configured ``max_batch``, else its calibration file."""
     if device.max_batch is not None:
         return int(device.max_batch)
@@ -257,7 +277,7 @@ def measured_record(path: str | Path) -> CalibrationRecord:
     return record
 
 
-def step_time_record(device: DeviceConfig) -> dict[str, Any]:
+def step_time_record(device: DeviceSettings) -> dict[str, Any]:
     """What a calibration file records of a device's step-time settings, and checks against.
 
     ``measured``: the model and its ``scale``; ``roofline``: the model, its
@@ -285,7 +305,7 @@ def step_time_record(device: DeviceConfig) -> dict[str, Any]:
     }
 
 
-def load_step_time_curve(calibration_dir: str | Path, device: DeviceConfig) -> StepTimeCurve:
+def load_step_time_curve(calibration_dir: str | Path, device: DeviceSettings) -> StepTimeCurve:
     """The step-time curve the simulated clock charges on a device, from its calibration file.
 
     Every device has a file (a configured ``max_batch`` skips only the search).

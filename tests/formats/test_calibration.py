@@ -1,4 +1,4 @@
-"""The calibration record (adloco.calibrate.record): fixture files, the loaders training uses."""
+"""The calibration record (adloco.formats.calibration): fixture files, the loaders training uses."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from adloco.calibrate import record as calibration_record
-from adloco.calibrate.record import CalibrationError, CalibrationRecord
 from adloco.config import DeviceConfig, section
-from adloco.engine.clock import StepTimeCurve
+from adloco.formats import calibration as calibration_record
+from adloco.formats.calibration import CalibrationError, CalibrationRecord
+from adloco.formats.clock import StepTimeCurve
 
 
 def typed(device: dict) -> DeviceConfig:
