@@ -29,10 +29,11 @@ SD of the finite ones, censored seeds left out) and a true ratio of
   :data:`MOST_SEEDS`.
 - :func:`attach_power` gives each paired comparison in time or communications
   its :class:`Power`; :func:`power_warnings` a line for each comparison a
-  claim rests on (:func:`rests_on`: the headline, every baseline at the main
-  target, each ablation) whose power is below the goal or whose smallest
-  possible p is above the level, so that the page says when a verdict could
-  not have come out otherwise.
+  claim rests on (:func:`rests_on`: the headline, each ablation, and what the
+  first screen says beside them) whose power is below the goal or whose
+  smallest possible p is above the level, so that the page says when a
+  verdict could not have come out otherwise; and one line naming the other
+  baselines at the headline's target and quantity below the goal (context).
 """
 
 from __future__ import annotations
@@ -237,17 +238,16 @@ def power_of(
 
 
 def rests_on(claim: Claim, c: Comparison) -> bool:
-    """Whether the claim's verdict rests on ``c``: its headline, the baselines at the main
-    target in the claim's own quantity (not the ddp anchor), each ablation's time."""
-    heads = claim.headline
-    if c.headline or not heads or claim.number == 3:
-        return c.headline
-    head = heads[0]
-    return c.target == head.target and c.quantity == head.quantity and c.against != "ddp anchor"
+    """Whether the claim's answer rests on ``c``: what the first screen states with a verdict,
+    its headline (against DiLoCo; each ablation's time for claim 3) and what it says beside it
+    (claim 2 in bytes and in the paper's count, claim 1 at each step to the paper's
+    configuration). The other baselines are context: the verdict is the headline's."""
+    return c.headline or c.beside
 
 
 def _what_of(c: Comparison) -> str:
-    what = QUANTITY_WORDS[c.quantity]
+    # Communications as report.communications counts them; every other quantity by its name.
+    what = (c.words if c.quantity == "communications" else "") or QUANTITY_WORDS[c.quantity]
     return f"{what} to {fmt(c.target)}" if c.target is not None else what
 
 
@@ -278,6 +278,27 @@ def power_warnings(claim: Claim, settings: ReportSettings) -> list[str]:
         if parts:
             where = f"Claim {claim.number}, AdLoCo against {c.against} ({_what_of(c)})"
             out.append(f"{where}, {seeds}: {'; '.join(parts)}.")
+    heads = claim.headline
+    short = [
+        c
+        for c in claim.comparisons
+        if heads
+        and not rests_on(claim, c)
+        and (c.target, c.quantity) == (heads[0].target, heads[0].quantity)
+        and c.against != "ddp anchor"
+        and c.power is not None
+        and c.power.superiority < goal
+    ]
+    if short:
+        listed = "; ".join(
+            f"{c.against} in {_what_of(c)} ({c.power.superiority:.0%})" for c in short
+        )
+        out.append(
+            f"Claim {claim.number}, beside its verdict, below the {goal:.0%} power goal at a "
+            f"true ratio of 1/{1 + short[0].power.smallest_effect:g}: AdLoCo against {listed}. "
+            "Context, not the verdict (claims.json gives each one's power and the paired seeds "
+            "that would reach it)."
+        )
     return out
 
 
