@@ -120,3 +120,38 @@ def test_power_of_a_comparison_uses_the_finite_log_ratios():
     assert pw.pairs == 5 and pw.superiority == pytest.approx(q**5)
     assert pw.seeds_needed == seeds_for_power(pw.sd, MARGIN, 0.05, "sign", 0.8)
     assert pw.as_dict()["true_ratio"] == pytest.approx(1 / 1.1)
+
+
+def test_a_claim_rests_on_what_its_first_screen_states_and_names_the_rest_once():
+    from types import SimpleNamespace
+
+    from adloco.report.analysis.claims import Claim, Comparison, Effect
+    from adloco.report.analysis.exact import SignFlipTest
+    from adloco.report.analysis.power import Power, power_warnings, rests_on
+
+    def made(against, power, *, headline=False, beside=False, quantity="sim_time_s"):
+        test = SignFlipTest("signed_rank", 10, 0, 30.0, 0.001, 0.999)
+        effect = Effect("seed", tuple(range(10)), (0.8,) * 10, 0.8, None, test, 0)
+        c = Comparison(1, "adloco", against, against, quantity, 145.2, {}, {}, effect,
+                       "supported", "why", headline, beside=beside)  # fmt: skip
+        c.power = Power("signed_rank", 10, 0.3, 0.1, 0.05, 0.8, power, 0.5, None)
+        return c
+
+    head = made("diloco", 0.93, headline=True)
+    step = made("diloco, the paper's AdLoCo", 0.77, beside=True)
+    coarse = made("diloco-max-batch", 0.20)
+    fine = made("localsgd", 0.85)
+    claim = Claim(1, "AdLoCo is faster", "supported", "why", [head, step, coarse, fine])
+    assert [rests_on(claim, c) for c in claim.comparisons] == [True, True, False, False]
+    settings = SimpleNamespace(section=SimpleNamespace(test_level=0.05, power_goal=0.8))
+    lines = power_warnings(claim, settings)
+    # The step the first screen states (77 %) is warned about on its own line; the baseline
+    # beside the verdict below the goal (20 %) is named once; 85 % and 93 % pass.
+    assert len(lines) == 2
+    assert lines[0].startswith("Claim 1, AdLoCo against diloco, the paper's AdLoCo (simulated")
+    assert "77% power" in lines[0]
+    assert lines[1] == (
+        "Claim 1, beside its verdict, below the 80% power goal at a true ratio of 1/1.1: "
+        "AdLoCo against diloco-max-batch in simulated time to 145.2 (20%). Context, not the "
+        "verdict (claims.json gives each one's power and the paired seeds that would reach it)."
+    )

@@ -47,7 +47,10 @@ HEADER = """\
 # skips only the max-batch search, not the step timing the simulated clock
 # needs). `params` list the configuration keys each stage's command reads;
 # editing others does not re-run it, so an experiment re-runs only the stages
-# its settings reach.
+# its settings reach. Every command is `adloco ...`, run by DVC in a shell: run
+# dvc with the project's environment active (`. .venv/bin/activate` after `make
+# setup`, or `conda activate adloco`), else each stage fails with "adloco: not
+# found" (exit 127).
 vars:
   - params.yaml
 
