@@ -285,7 +285,20 @@ def in_short(doc: dict) -> list[str]:
     head = next((k for k in claims[0].get("comparisons") or [] if k.get("headline")), {})
     power = head.get("power") or {}
     if power.get("superiority") is not None:
-        short = sum(len(c.get("warnings") or []) for c in claims)
+        def below(k: dict) -> bool:
+            pw = k.get("power") or {}
+            return pw.get("superiority") is not None and pw["superiority"] < pw["goal"]
+
+        def beside(c: dict, k: dict) -> bool:
+            """Another baseline at the claim's headline target and quantity (context)."""
+            top = next((x for x in c.get("comparisons") or [] if x.get("headline")), {})
+            where = ("target_perplexity", "quantity")
+            same = all(k.get(w) == top.get(w) for w in where)
+            return same and not k.get("claim_rests_on") and k.get("against") != "ddp anchor"
+
+        compared = [(c, k) for c in claims for k in c.get("comparisons") or []]
+        short = sum(1 for _, k in compared if k.get("claim_rests_on") and below(k))
+        context = sum(1 for c, k in compared if beside(c, k) and below(k))
         lines.append(
             f"- Its power: at {power['pairs']} paired seeds, claim 1's test against "
             f"{head.get('against')} detects a true ratio of 1/{1 + power['smallest_effect']:g} "
@@ -295,9 +308,15 @@ def in_short(doc: dict) -> list[str]:
             f"{power['sd_log_ratio']:.2g}); "
             + (
                 f"{short} comparison(s) a claim rests on fall short of the "
-                f"{power['goal']:.0%} goal (the warnings below)."
+                f"{power['goal']:.0%} goal (the warnings below)"
                 if short
-                else f"every comparison a claim rests on reaches the {power['goal']:.0%} goal."
+                else f"every comparison a claim rests on reaches the {power['goal']:.0%} goal"
+            )
+            + (
+                f"; {context} comparison(s) with other baselines, context beside the verdicts, "
+                "are below it too."
+                if context
+                else "."
             )
         )
     context = doc.get("claim_1_context")

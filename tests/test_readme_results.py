@@ -210,9 +210,23 @@ def test_in_short_gives_the_answer_its_power_and_the_device(report):
         "sd_log_ratio": 0.0601,
         "goal": 0.8,
     }
+    def low(against, rests, headline=False, target=180.5, superiority=0.5):
+        return {"against": against, "claim_rests_on": rests, "headline": headline,
+                "quantity": "communications", "target_perplexity": target,
+                "power": {"superiority": superiority, "goal": 0.8}, "verdict": "supported",
+                "under_alternative_rules": {}}  # fmt: skip
+
+    # Claim 2 rests on two comparisons below the goal; beside them two other baselines at
+    # its headline's target are below it too (context); one at another target, the ddp
+    # anchor and one at 90 % are not counted.
+    comparisons = [
+        low("diloco", True, headline=True), low("diloco", True), low("localsgd", False),
+        low("best baseline", False), low("localsgd", False, target=181.4),
+        low("ddp anchor", False), low("diloco-w1", False, superiority=0.9),
+    ]  # fmt: skip
     doc["claims"].append(
         {"number": 2, "statement": "fewer communications", "verdict": "not supported",
-         "reason": "r", "comparisons": [], "warnings": ["w1", "w2"]}
+         "reason": "r", "comparisons": comparisons, "warnings": ["w1", "w2", "w3"]}
     )  # fmt: skip
     doc["claim_1_context"] = "The clock: an H100."
     (report / "claims.json").write_text(json.dumps(doc))
@@ -225,7 +239,8 @@ def test_in_short_gives_the_answer_its_power_and_the_device(report):
         "- Its power: at 8 paired seeds, claim 1's test against diloco detects a true ratio of "
         "1/1.1 (the smallest effect of interest, 10%) with 98% power and shows no meaningful "
         "difference at a ratio of 1 with 96% (per-seed log-ratio SD 0.06); 2 comparison(s) a "
-        "claim rests on fall short of the 80% goal (the warnings below).\n"
+        "claim rests on fall short of the 80% goal (the warnings below); 2 comparison(s) with "
+        "other baselines, context beside the verdicts, are below it too.\n"
     ) in text
     assert "- The device: The clock: an H100.\n" in text
     # Without power or context: the answer alone.

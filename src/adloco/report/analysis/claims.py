@@ -380,6 +380,7 @@ def to_target_claim(ctx: Context, number: int, quantity: str) -> Claim:
         comparisons += path
         reason += " " + paper_sentence(ctx, path[-1])
         decides = decides_sentence(ctx, head, path)
+        reason += " " + decides
     if quantity == "communications":
         # Claim 2 in bytes beside its messages: a merge is one message of a whole model; and
         # in the paper's count (a trainer's round, whether or not it sends a byte).
