@@ -285,6 +285,7 @@ def in_short(doc: dict) -> list[str]:
     head = next((k for k in claims[0].get("comparisons") or [] if k.get("headline")), {})
     power = head.get("power") or {}
     if power.get("superiority") is not None:
+
         def below(k: dict) -> bool:
             pw = k.get("power") or {}
             return pw.get("superiority") is not None and pw["superiority"] < pw["goal"]

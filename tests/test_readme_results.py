@@ -210,6 +210,7 @@ def test_in_short_gives_the_answer_its_power_and_the_device(report):
         "sd_log_ratio": 0.0601,
         "goal": 0.8,
     }
+
     def low(against, rests, headline=False, target=180.5, superiority=0.5):
         return {"against": against, "claim_rests_on": rests, "headline": headline,
                 "quantity": "communications", "target_perplexity": target,
