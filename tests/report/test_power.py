@@ -139,6 +139,7 @@ def test_a_claim_rests_on_what_its_first_screen_states_and_names_the_rest_once()
 
     head = made("diloco", 0.93, headline=True)
     step = made("diloco, the paper's AdLoCo", 0.77, beside=True)
+    step.subject, step.baseline = "adloco-paper", "diloco"
     coarse = made("diloco-max-batch", 0.20)
     fine = made("localsgd", 0.85)
     claim = Claim(1, "AdLoCo is faster", "supported", "why", [head, step, coarse, fine])
@@ -148,7 +149,7 @@ def test_a_claim_rests_on_what_its_first_screen_states_and_names_the_rest_once()
     # The step the first screen states (77 %) is warned about on its own line; the baseline
     # beside the verdict below the goal (20 %) is named once; 85 % and 93 % pass.
     assert len(lines) == 2
-    assert lines[0].startswith("Claim 1, AdLoCo against diloco, the paper's AdLoCo (simulated")
+    assert lines[0].startswith("Claim 1, adloco-paper against diloco (simulated time to 145.2)")
     assert "77% power" in lines[0]
     assert lines[1] == (
         "Claim 1, beside its verdict, below the 80% power goal at a true ratio of 1/1.1: "

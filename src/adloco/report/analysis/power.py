@@ -276,7 +276,12 @@ def power_warnings(claim: Claim, settings: ReportSettings) -> list[str]:
                 f"{pw.sd:.3g}); {pw.needed_words()} paired seeds would reach it"
             )
         if parts:
-            where = f"Claim {claim.number}, AdLoCo against {c.against} ({_what_of(c)})"
+            heads = claim.headline
+            if heads and c.subject != heads[0].subject:  # a step to the paper's configuration
+                who, against = c.subject, c.baseline
+            else:
+                who, against = "AdLoCo", c.against
+            where = f"Claim {claim.number}, {who} against {against} ({_what_of(c)})"
             out.append(f"{where}, {seeds}: {'; '.join(parts)}.")
     heads = claim.headline
     short = [
