@@ -6,7 +6,7 @@ import pytest
 
 from adloco.config import ConfigError
 from adloco.report.analysis.claims import PAPER
-from adloco.report.analysis.verdict import NOT_SUPPORTED, SUPPORTED
+from adloco.report.analysis.verdict import NO_DIFFERENCE, NOT_SUPPORTED, SUPPORTED
 from adloco.report.analysis.words import short_reason
 
 EIGHT = tuple(range(8))
@@ -65,6 +65,22 @@ def test_a_run_between_them_names_the_one_setting_that_decides(workspace, reache
         "Towards the paper's configuration: tuned adloco: supported; then initial_trainers 2 "
         f"(adloco-2-trainers): {verdict}; then eta 0.8 (adloco-paper): not supported; so "
         f"{decides}."
+    )
+    # Claim 3 shows multi-instance training beside its ablations: the step (the tuned run
+    # with the paper's trainers) as the full run against the tuned run without them.
+    tuned = {**workspace.FULL_ADLOCO, "initial_trainers": 1, "eta": 0.4}
+    workspace.run("adloco-no-adaptive", {**tuned, "batch_test": "none"},
+                  {s: workspace.single([80, 70, 59]) for s in EIGHT})  # fmt: skip
+    third = workspace.claims([60], paper_adloco="adloco-paper")[3]
+    assert third.verdict == SUPPORTED  # its ablation: 3 s against the tuned run's 2 s
+    multi = next(c for c in third.comparisons if c.subject == "adloco-2-trainers")
+    assert multi.against == "adloco" and multi.beside and not multi.headline
+    assert multi.subject_values == dict.fromkeys(EIGHT, float(reaches_at))
+    assert multi.against_values == dict.fromkeys(EIGHT, 2.0)
+    assert multi.verdict == (NOT_SUPPORTED if reaches_at > 2 else NO_DIFFERENCE)
+    assert "Multi-instance training, which the tuned run turns off, beside them" in third.reason
+    assert f"adloco-2-trainers needs {reaches_at / 2:.3g}× adloco's simulated time" in (
+        short_reason(third)
     )
     # The first screen's sentence: the headline, the steps beside it, what decides it.
     reason = short_reason(claim)

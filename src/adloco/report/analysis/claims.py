@@ -533,7 +533,30 @@ def ablation_claim(ctx: Context) -> Claim:
         verdict = INCONCLUSIVE
     counts = ", ".join(f"{heads.count(v)} {v}" for v in VERDICTS if heads.count(v))
     reason = f"Time to the main target {fmt(ladder.main)}, {len(heads)} ablations: {counts}."
+    for c in multi_instance(ctx):
+        comparisons.append(c)
+        reason += (
+            f" Multi-instance training, which the tuned run turns off, beside them: {c.subject} "
+            f"(its initial trainers) against {roles.adloco}: {c.verdict} ({c.reason})."
+        )
     return Claim(3, statement, verdict, reason, comparisons)
+
+
+def multi_instance(ctx: Context) -> list[Comparison]:
+    """Multi-instance training as an ablation, where the tuned run turns it off: each step
+    to the paper's configuration that changes the initial trainers alone, as the full run,
+    against the tuned run without it (shown beside claim 3's verdict)."""
+    roles = ctx.roles
+    if not roles.paper or ctx.ladder.main is None:
+        return []
+    out = []
+    for name in path_runs(ctx)[:-1]:
+        if _apart(ctx, name, roles.adloco) == ["initial_trainers"]:
+            c = compare(ctx, 3, [roles.adloco], roles.adloco, "sim_time_s", ctx.ladder.main,
+                        subject=name)  # fmt: skip
+            c.beside = True
+            out.append(c)
+    return out
 
 
 def evaluate_claims(
