@@ -25,6 +25,7 @@ import pytest
 import yaml
 from test_snakemake import ROOT, SNAKEMAKE, parse_dry_run
 
+from adloco.core.paths import REPORT_FIGURE_NAMES
 from adloco.dvc.params import params_text
 
 BIN = Path(sys.executable).parent
@@ -104,7 +105,8 @@ elif stage == "report":
     (out / "regimes.csv").write_text("clock,bandwidth_gbit_s\\nmeasured,1.0\\n")
     (out / "noise_scale.csv").write_text("run,seed,round,noise_scale\\nadloco,0,1,12.0\\n")
     (out / "figures").mkdir(exist_ok=True)
-    (out / "figures" / "perplexity.png").write_bytes(b"png")
+    for name in {figures!r}:  # every figure dvc.yaml names (adloco.core.paths)
+        (out / "figures" / f"{{name}}.png").write_bytes(b"png")
     (out / "metrics.json").write_text(json.dumps({{"target": 12.5, "ppl": {{"diloco": 12.5}}}}))
     (out / "median_curves.csv").write_text("run,round,seeds,tokens_total,sim_time_s,"
                                            "val_perplexity\\ndiloco,1,1,1000,1.0,12.5\\n")
@@ -134,7 +136,7 @@ def make_copy(
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     fake = fake_bin / "adloco"
-    fake.write_text(FAKE_ADLOCO.format(python=sys.executable))
+    fake.write_text(FAKE_ADLOCO.format(python=sys.executable, figures=REPORT_FIGURE_NAMES))
     fake.chmod(0o755)
     env = {
         **base_env,

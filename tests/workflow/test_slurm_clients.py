@@ -27,6 +27,23 @@ pytestmark = pytest.mark.workflow_cli
 
 BIN = Path(sys.executable).parent
 SYSTEM_PATH = "/usr/bin:/bin"
+# SLURM's own programs: a machine that has SLURM installed (make test-slurm installs it)
+# keeps them in /usr/bin, so the tests see the system's programs without these.
+SLURM_PROGRAMS = ("sbatch", "sinfo", "scontrol", "squeue", "sacct", "scancel", "srun", "salloc")
+
+
+def system_path(tmp_path: Path) -> str:
+    """SYSTEM_PATH's programs, linked into one folder, without SLURM's."""
+    folder = tmp_path / "system-bin"
+    folder.mkdir()
+    for directory in SYSTEM_PATH.split(":"):
+        for program in Path(directory).iterdir():
+            link = folder / program.name
+            if program.name not in SLURM_PROGRAMS and not link.exists():
+                link.symlink_to(program)
+    return str(folder)
+
+
 TARGET = "data/raw/test-tiny"  # one job: the corpus
 PROFILE = ["--workflow-profile", "profiles/slurm", "--configfile", "config/test.yaml"]
 
@@ -50,7 +67,7 @@ def test_missing_clients_names_each_choice(tmp_path):
 @pytest.mark.reliability("workflow")
 def test_the_slurm_profile_without_slurm_stops_in_one_line_before_any_job(tmp_path):
     work, env = make_copy(tmp_path)
-    env["PATH"] = f"{tmp_path / 'bin'}:{BIN}:{SYSTEM_PATH}"
+    env["PATH"] = f"{tmp_path / 'bin'}:{BIN}:{system_path(tmp_path)}"
     env.pop("SBATCH_ACCOUNT", None)
     assert all(slurm.shutil.which(n, path=env["PATH"]) is None for n in ("sbatch", "sinfo"))
     # A dry run still plans the jobs, saying they cannot be submitted from here.
@@ -101,7 +118,7 @@ def stand_in_slurm(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_signal_ends_the_slurm_run_and_cancels_its_job(tmp_path, signum):
     work, env = make_copy(tmp_path)
     slurm_bin, calls = stand_in_slurm(tmp_path)
-    env["PATH"] = f"{slurm_bin}:{tmp_path / 'bin'}:{BIN}:{SYSTEM_PATH}"
+    env["PATH"] = f"{slurm_bin}:{tmp_path / 'bin'}:{BIN}:{system_path(tmp_path)}"
     env["SBATCH_ACCOUNT"] = "acct"
     process = subprocess.Popen(
         [SNAKEMAKE, TARGET, *PROFILE],
