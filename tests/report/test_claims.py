@@ -284,10 +284,10 @@ def test_claims_json_has_each_seed(workspace):
 def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
     from adloco.config import load_config
     from adloco.report.analysis.claims import evaluate_claims
-    from adloco.report.analysis.exact import sign_flip_test
+    from adloco.report.analysis.exact_tests import sign_flip_test
     from adloco.report.analysis.ladder import to_target
     from adloco.report.analysis.targets import build_ladder
-    from adloco.report.inputs.runs import load_runs
+    from adloco.report.inputs.results import load_runs
     from adloco.report.settings import ReportSettings, assign_roles
 
     config = load_config(engine_fixture / "config.yaml")

@@ -9,7 +9,7 @@ import pytest
 
 from adloco.config import load_config
 from adloco.formats.clock import StepTimeCurve
-from adloco.report.analysis.regimes import brought_model, regime_cells, sweep_networks
+from adloco.report.analysis.regime_sweep import brought_model, regime_cells, sweep_networks
 from adloco.report.inputs.devices import (
     check_devices,
     load_device_file,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pytest
 
-from adloco.report.figures.common import (
+from adloco.report.figures.drawing import (
     DPI,
     binary_units,
     legend_on_top,
@@ -97,7 +97,7 @@ def test_legend_on_top_only_when_something_is_labelled():
 
 
 def test_a_log_axis_labels_its_minor_ticks_at_2_and_5_only():
-    from adloco.report.figures.common import sparse_minor_numbers
+    from adloco.report.figures.drawing import sparse_minor_numbers
 
     label = sparse_minor_numbers()
     ticks = [0.08, 0.2, 0.3, 0.5, 0.9, 2.0, 3.0, 5.0, 20.0, 0.0]

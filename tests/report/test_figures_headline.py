@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adloco.report.figures.headline import PADDING, headline_figure, y_range
+from adloco.report.figures.headline_figure import PADDING, headline_figure, y_range
 
 
 def band(low: list[float], high: list[float]) -> tuple[list, list, list, list]:

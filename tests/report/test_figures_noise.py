@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from adloco.report.figures.noise import noise_figure, variance_figure
-from adloco.report.inputs.runs import Variance
+from adloco.report.figures.noise_figures import noise_figure, variance_figure
+from adloco.report.inputs.results import Variance
 
 
 def row(round_, noise, determined=True, asked=None, smoothed=None, ppl=None, run="adloco"):

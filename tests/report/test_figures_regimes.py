@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from adloco.report.figures.regimes import _edges, regime_map_figure, regimes_figure
+from adloco.report.figures.regime_figures import _edges, regime_map_figure, regimes_figure
 
 
 def cell(estimate, bandwidth, against="diloco", clock="run", sharing="concurrent", own=False,
@@ -95,7 +95,7 @@ def test_the_regime_figure_leaves_out_ratios_no_log_axis_holds():
     # that never does one of infinity; a figure of only those has nothing to draw.
     from types import SimpleNamespace as NS
 
-    from adloco.report.figures.regimes import regimes_figure
+    from adloco.report.figures.regime_figures import regimes_figure
 
     def cell(estimate, bandwidth):
         return NS(target=100.0, against="diloco", clock="run", sharing="concurrent",

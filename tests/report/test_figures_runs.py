@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from adloco.report.analysis.ladder import ladder_table
-from adloco.report.figures.runs import (
+from adloco.report.figures.run_figures import (
     ablations_figure,
     batch_figure,
     curves_figure,

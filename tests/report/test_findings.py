@@ -5,7 +5,7 @@ from __future__ import annotations
 from adloco.config import section
 from adloco.formats.clock import StepTimeCurve
 from adloco.report.analysis.findings import own_clock
-from adloco.report.analysis.regimes import ClockModel
+from adloco.report.analysis.regime_sweep import ClockModel
 
 CLUSTER = {"network": {"bandwidth_gbit_s": 2.5, "latency_s": 0.01},
            "slot_sharing": "time_slicing",

@@ -16,7 +16,7 @@ import pytest
 from layout import min_table_widths, parse
 
 from adloco.report import FIGURE_NAMES, build_report
-from adloco.report.figures.common import not_drawn_png
+from adloco.report.figures.drawing import not_drawn_png
 from adloco.report.page.render import PAGE_WIDTH_PX
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -7,8 +7,8 @@ from pathlib import Path
 from layout import body_rows
 
 from adloco.formats.clock import StepTimeCurve
-from adloco.report.analysis.regimes import ClockModel
-from adloco.report.inputs.runs import Calibration, Variance
+from adloco.report.analysis.regime_sweep import ClockModel
+from adloco.report.inputs.results import Calibration, Variance
 from adloco.report.page.inputs import calibration_section, variance_section
 
 

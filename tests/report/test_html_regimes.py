@@ -1,4 +1,4 @@
-"""The page's regime section (report/page/regimes.py): the map's table, its cells."""
+"""The page's regime section (report/page/regime_section.py): the map's table, its cells."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 def test_the_map_table_names_each_crossing_bandwidth_or_the_side_without_one():
     from types import SimpleNamespace as NS
 
-    from adloco.report.page.regimes import MAP_GROUPS, _map_row, _no_crossing
+    from adloco.report.page.regime_section import MAP_GROUPS, _map_row, _no_crossing
 
     def cell(estimate, verdict="inconclusive", sharing="concurrent", against="diloco", s=4):
         return NS(sharing=sharing, against=against, saturation_batch=s, verdict=verdict,
@@ -40,7 +40,7 @@ def test_a_cell_is_coloured_by_the_report_verdict_and_a_censored_ratio_is_no_num
     import math
     from types import SimpleNamespace as NS
 
-    from adloco.report.page.regimes import _cell
+    from adloco.report.page.regime_section import _cell
 
     def cell(estimate, verdict, own=False):
         return NS(verdict=verdict, own=own, effect=NS(estimate=estimate, interval=None))

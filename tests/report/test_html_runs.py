@@ -1,4 +1,4 @@
-"""The page's sections on the runs (report/page/runs.py), on the engine fixture's report."""
+"""The page's sections on the runs (report/page/run_sections.py), on the engine fixture's report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 from layout import body_rows
 
 from adloco.report.analysis.summary import PER_RUN_KEYS
-from adloco.report.page.runs import (
+from adloco.report.page.run_sections import (
     PER_RUN,
     _merges_table,
     ladder_section,

@@ -9,7 +9,7 @@ import pytest
 
 from adloco.cli import main
 from adloco.config import load_config
-from adloco.report.inputs.runs import load_calibration, load_runs, load_variance, read_metrics
+from adloco.report.inputs.results import load_calibration, load_runs, load_variance, read_metrics
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ def test_to_target_follows_the_reach_rule(workspace):
 def test_reach_on_the_engine_fixture(engine_fixture):
     from adloco.config import load_config
     from adloco.report.analysis.summary import round_values, run_level_perplexity
-    from adloco.report.inputs.runs import load_runs
+    from adloco.report.inputs.results import load_runs
 
     config = load_config(engine_fixture / "config.yaml")
     runs = load_runs(engine_fixture / "runs", config)
@@ -98,7 +98,7 @@ def test_reach_on_the_engine_fixture(engine_fixture):
 def test_the_ladder_figure_of_targets_no_run_reached_has_no_legend(workspace):
     # A short run that never gets below its targets (the tiny pipeline's) still
     # gets its figure: axes and reference lines, no legend of nothing.
-    from adloco.report.figures.runs import ladder_figure
+    from adloco.report.figures.run_figures import ladder_figure
 
     workspace.two_seed_runs()
     runs, _, ladder, _ = workspace.load([1.0])

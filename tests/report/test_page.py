@@ -6,7 +6,7 @@ import math
 from types import SimpleNamespace as NS
 
 from adloco.formats.clock import StepTimeCurve
-from adloco.report.analysis.stats import Spread
+from adloco.report.analysis.seed_stats import Spread
 from adloco.report.page.parts import (
     curve_text,
     esc,

@@ -126,7 +126,7 @@ def test_a_claim_rests_on_what_its_first_screen_states_and_names_the_rest_once()
     from types import SimpleNamespace
 
     from adloco.report.analysis.claims import Claim, Comparison, Effect
-    from adloco.report.analysis.exact import SignFlipTest
+    from adloco.report.analysis.exact_tests import SignFlipTest
     from adloco.report.analysis.power import Power, power_warnings, rests_on
 
     def made(against, power, *, headline=False, beside=False, quantity="sim_time_s"):

@@ -26,7 +26,7 @@ from adloco.config import load_config
 from adloco.formats.clock import StepTimeCurve
 from adloco.report.analysis.claims import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
 from adloco.report.analysis.regime_map import VerdictChange, crossings, regime_map, verdict_changes
-from adloco.report.analysis.regimes import RegimeCell, sweep_networks
+from adloco.report.analysis.regime_sweep import RegimeCell, sweep_networks
 
 C = 0.01  # seconds a sequence at saturation: the last segment of the runs' roofline
 V0 = 4e6  # bytes of the all-reduce of seed 0
@@ -146,9 +146,9 @@ def test_the_runs_own_saturation_and_bandwidth_reproduce_the_logged_times(engine
     # The fixture's runs were charged with roofline(0.01 s, 4, update 0.001) at 1 Gbit/s.
     from adloco.report.analysis.ladder import to_target
     from adloco.report.analysis.regime_map import peak_seconds_per_sequence, roofline_rates
-    from adloco.report.analysis.stats import median
+    from adloco.report.analysis.seed_stats import median
     from adloco.report.analysis.targets import build_ladder
-    from adloco.report.inputs.runs import load_runs
+    from adloco.report.inputs.results import load_runs
     from adloco.report.settings import ReportSettings, assign_roles
 
     f = engine_fixture

@@ -12,10 +12,15 @@ from by_hand import at_target, logged
 
 from adloco.config import load_config
 from adloco.formats.clock import Network, StepTimeCurve, recompute_sim_time_s
-from adloco.report.analysis.regimes import clock_models, is_linear, regime_cells, sweep_bandwidths
-from adloco.report.analysis.stats import median
+from adloco.report.analysis.regime_sweep import (
+    clock_models,
+    is_linear,
+    regime_cells,
+    sweep_bandwidths,
+)
+from adloco.report.analysis.seed_stats import median
 from adloco.report.analysis.targets import build_ladder
-from adloco.report.inputs.runs import load_runs
+from adloco.report.inputs.results import load_runs
 from adloco.report.settings import ReportSettings, assign_roles
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,7 +179,7 @@ def test_the_clock_source_in_words_from_the_calibration_files(tmp_path):
     import json
 
     from adloco.config import config_from_dict
-    from adloco.report.analysis.regimes import clock_source
+    from adloco.report.analysis.regime_sweep import clock_source
 
     raw = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     raw["cluster"]["devices"] = [

@@ -1,4 +1,4 @@
-"""``adloco regimes`` (report/replay.py) and the replay script: the runs replayed elsewhere."""
+"""``adloco regimes`` (report/regime_report.py) and the replay script: runs replayed elsewhere."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import yaml
 from adloco.cli import main
 from adloco.config import load_config
 from adloco.report.analysis.claims import VERDICTS, fmt_p, fmt_ratio
-from adloco.report.inputs.runs import load_runs
+from adloco.report.inputs.results import load_runs
 
 
 def test_adloco_regimes_writes_the_table_and_figures(engine_fixture, tmp_path, capsys):
@@ -203,7 +203,7 @@ def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
 
 def test_a_run_that_never_reaches_the_target_is_censored_not_a_ratio_of_0(engine_fixture, tmp_path):
     from adloco.report.analysis.claims import Context, values_of
-    from adloco.report.analysis.stats import median
+    from adloco.report.analysis.seed_stats import median
     from adloco.report.analysis.targets import build_ladder
     from adloco.report.settings import ReportSettings, assign_roles
 

@@ -8,7 +8,7 @@ from itertools import combinations, product
 
 import pytest
 
-from adloco.report.analysis.exact import (
+from adloco.report.analysis.exact_tests import (
     equivalence_test,
     log_ratio,
     median_interval,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from adloco.report.analysis.stats import Spread, median, ratio
+from adloco.report.analysis.seed_stats import Spread, median, ratio
 
 INF = math.inf
 

@@ -6,7 +6,7 @@ from layout import body_rows
 
 from adloco.report import claims_document, compute_findings, make_page, read_inputs
 from adloco.report.analysis.spacing import eval_spacing, seed_spacing
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.page.evidence import rules_section
 from adloco.report.page.verdicts import answer_section
 

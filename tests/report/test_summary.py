@@ -22,7 +22,7 @@ from adloco.report.analysis.summary import (
     reach,
     run_level_perplexity,
 )
-from adloco.report.inputs.runs import load_runs
+from adloco.report.inputs.results import load_runs
 from adloco.report.settings import ReachRule
 
 

@@ -13,7 +13,7 @@ from markupsafe import Markup
 from adloco.core.errors import describe
 from adloco.report.page import template
 from adloco.report.page.parts import CSS, PAGE_WIDTH_PX
-from adloco.report.page.runs import PER_RUN_FIGURES
+from adloco.report.page.run_sections import PER_RUN_FIGURES
 from adloco.report.page.template import FILES, compact, macros, render
 
 ROOT = Path(__file__).resolve().parents[2]

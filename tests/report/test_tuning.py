@@ -17,8 +17,8 @@ from adloco.report.analysis.tuning import (
     tuning_record,
     tuning_table,
 )
-from adloco.report.inputs.runs import load_runs
-from adloco.report.inputs.tuning import load_tuning
+from adloco.report.inputs.results import load_runs
+from adloco.report.inputs.tuning_record import load_tuning
 from adloco.report.page.evidence import _sensitivity
 
 BASE = 100.0

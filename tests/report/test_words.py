@@ -7,8 +7,8 @@ import math
 from types import SimpleNamespace
 
 from adloco.report.analysis.claims import Claim, Comparison, Effect
-from adloco.report.analysis.exact import SignFlipTest
-from adloco.report.analysis.regimes import RegimeCell
+from adloco.report.analysis.exact_tests import SignFlipTest
+from adloco.report.analysis.regime_sweep import RegimeCell
 from adloco.report.analysis.words import clock_words, knee_words, regime_summary, short_reason
 
 

@@ -11,8 +11,8 @@ from adloco.config import load_config
 from adloco.report import build_report
 from adloco.report.analysis.gain import gain_shares
 from adloco.report.analysis.workers_map import workers_map
-from adloco.report.figures.workers_map import workers_map_figure
-from adloco.report.inputs.runs import load_runs
+from adloco.report.figures.workers_map_figure import workers_map_figure
+from adloco.report.inputs.results import load_runs
 from adloco.report.settings import assign_roles
 
 BASE = 100.0

@@ -24,8 +24,8 @@ from adloco.report.page.evidence import (
 from adloco.report.page.first import about_block
 from adloco.report.page.inputs import calibration_section, variance_section
 from adloco.report.page.parts import CSS, PAGE_WIDTH_PX, Page, esc
-from adloco.report.page.regimes import regimes_section
-from adloco.report.page.runs import (
+from adloco.report.page.regime_section import regimes_section
+from adloco.report.page.run_sections import (
     ladder_section,
     mechanisms_section,
     per_run_section,

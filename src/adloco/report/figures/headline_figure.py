@@ -2,7 +2,7 @@
 
 One panel: for each headline run (AdLoCo, DiLoCo, the best baseline, the ddp
 anchor) the median validation perplexity over seeds with its min–max band
-(:func:`adloco.report.figures.runs.seed_band`), the main target and the base
+(:func:`adloco.report.figures.run_figures.seed_band`), the main target and the base
 model as horizontal lines. The y-range is chosen for the low-communication
 runs, so that their differences show (:func:`y_range`); the anchor, which ends
 far below them, is drawn until it leaves the axis and labelled there with its
@@ -11,7 +11,7 @@ final median. Returns PNG bytes, or None when no headline run has a curve.
 
 from __future__ import annotations
 
-from adloco.report.figures.common import (
+from adloco.report.figures.drawing import (
     WIDTH_IN,
     legend_on_top,
     level_lines,
@@ -19,8 +19,8 @@ from adloco.report.figures.common import (
     pyplot,
     to_png,
 )
-from adloco.report.figures.runs import seed_band, seed_curves
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.figures.run_figures import seed_band, seed_curves
+from adloco.report.inputs.results import RunSeed
 
 # Room above and below the low-communication runs' bands, as a share of their span.
 PADDING = 0.06

@@ -5,7 +5,7 @@ sentence of where the claim holds, the clock models, the bandwidth sweep's
 tables, the regime map (saturation batch against bandwidth) with its
 crossing lines, claim 1 on every brought device and network, and — per
 sweep — what it varies and what it cannot recompute. The numbers come from
-:mod:`adloco.report.analysis.replay`; the headings and fixed prose are
+:mod:`adloco.report.analysis.regime_replay`; the headings and fixed prose are
 ``templates/regimes.html``, ``regime_map*.html`` and ``devices*.html``.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from adloco.report.analysis.claims import fmt, fmt_ratio
-from adloco.report.analysis.regimes import RegimeCell, bandwidth_text
-from adloco.report.analysis.replay import SWEEPS
+from adloco.report.analysis.regime_replay import SWEEPS
+from adloco.report.analysis.regime_sweep import RegimeCell, bandwidth_text
 from adloco.report.analysis.words import regime_summary
 from adloco.report.page.parts import VERDICT_CSS, Page, curve_text, esc, figure, table, verdict
 from adloco.report.page.template import render

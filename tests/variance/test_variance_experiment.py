@@ -1,4 +1,4 @@
-"""Tests of adloco.variance.run: the command on the tiny data set, the fixed sample,
+"""Tests of adloco.variance.experiment: the command on the tiny data set, the fixed sample,
 the model it starts from."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 from adloco.config import load_config
 from adloco.model.llama import build_model
 from adloco.variance import SPREAD_DRAWS, load_model
-from adloco.variance.run import sample_indices
+from adloco.variance.experiment import sample_indices
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -31,11 +31,11 @@ from adloco.core.paths import device_calibration_file
 from adloco.formats.calibration import CalibrationRecord
 from adloco.formats.clock import SLOT_SHARING, Network, StepTimeCurve
 from adloco.report.analysis.claims import NOT_TESTABLE, Effect, _counts, judge, measure
-from adloco.report.analysis.stats import median
+from adloco.report.analysis.seed_stats import median
 from adloco.report.analysis.summary import TargetCrossing, crossing
 from adloco.report.analysis.targets import Ladder
 from adloco.report.inputs.devices import BroughtDevice, NetworkPoint
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import DEFAULT_RULE, ReachRule, ReportSettings, Roles
 
 

@@ -7,7 +7,7 @@ never averaged. Medians treat it as larger than every measured value (so the
 median is finite while fewer than half the seeds are censored), and a ratio
 of medians follows IEEE rules: finite / inf = 0, inf / finite = inf, and
 inf / inf is undetermined (NaN). The tests and intervals that verdicts rest
-on are in :mod:`adloco.report.analysis.exact`.
+on are in :mod:`adloco.report.analysis.exact_tests`.
 """
 
 from __future__ import annotations

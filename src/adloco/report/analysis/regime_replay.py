@@ -20,7 +20,7 @@ from adloco.config import ClusterConfig, Config
 from adloco.core.paths import device_calibration_file
 from adloco.report.analysis.claims import Comparison, fmt, tokens_to_target
 from adloco.report.analysis.regime_map import Crossing, RegimeMap, crossings, regime_map
-from adloco.report.analysis.regimes import (
+from adloco.report.analysis.regime_sweep import (
     ClockModel,
     RegimeCell,
     bandwidth_text,
@@ -42,7 +42,7 @@ from adloco.report.inputs.devices import (
     parse_network,
     parse_roofline,
 )
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 
 # What cannot be replayed, whatever the sweep: the runs' passes and trajectory.

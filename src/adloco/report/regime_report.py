@@ -1,6 +1,6 @@
 """``adloco regimes``: the regime table and figures alone.
 
-The sweeps are :mod:`adloco.report.analysis.replay`'s, which ``adloco report``
+The sweeps are :mod:`adloco.report.analysis.regime_replay`'s, which ``adloco report``
 calls for its regime section too. The lighter ``adloco regimes`` command:
 it reads the configuration, the runs and the calibration (no variance, no
 data needed), takes devices and networks brought from elsewhere
@@ -19,7 +19,7 @@ that is, or is inside, a report folder (:func:`check_not_in_report`): the
 report's ``regimes.csv`` would disagree with its page.
 
 Every sweep replays the passes the runs logged and their trajectory; what
-that cannot change is stated per sweep (:data:`adloco.report.analysis.replay.SWEEPS`).
+that cannot change is stated per sweep (:data:`adloco.report.analysis.regime_replay.SWEEPS`).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from pathlib import Path
 from adloco.config import load_config
 from adloco.core.io import OWNED_LIST, atomic_dir, check_replaceable, write_json_atomic
 from adloco.core.paths import base_summary_file
-from adloco.report.analysis.regimes import REGIME_COLUMNS
-from adloco.report.analysis.replay import bring, compute_regimes, regime_rows, verdict_lines
+from adloco.report.analysis.regime_replay import bring, compute_regimes, regime_rows, verdict_lines
+from adloco.report.analysis.regime_sweep import REGIME_COLUMNS
 from adloco.report.analysis.targets import build_ladder
-from adloco.report.figures.common import write_figures
-from adloco.report.figures.regimes import draw_regimes
+from adloco.report.figures.drawing import write_figures
+from adloco.report.figures.regime_figures import draw_regimes
 from adloco.report.inputs.references import load_base, load_references
-from adloco.report.inputs.runs import load_runs
+from adloco.report.inputs.results import load_runs
 from adloco.report.settings import ReportSettings, assign_roles
 from adloco.report.tables.csv import write_csv
 

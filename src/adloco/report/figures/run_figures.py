@@ -3,7 +3,7 @@
 Curves over seeds are the median with a min–max band: each seed's curve is
 interpolated linearly onto the x values of all seeds where every seed has
 data (:func:`seed_band`). Each function returns PNG bytes, or None when its
-data are absent (:mod:`adloco.report.figures.common`).
+data are absent (:mod:`adloco.report.figures.drawing`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from adloco.report.analysis.ladder import to_target
-from adloco.report.analysis.stats import median
+from adloco.report.analysis.seed_stats import median
 from adloco.report.analysis.summary import merges, round_values, run_level_perplexity
-from adloco.report.figures.common import (
+from adloco.report.figures.drawing import (
     WIDTH_IN,
     binary_units,
     legend_on_top,
@@ -27,7 +27,7 @@ from adloco.report.figures.common import (
     run_names,
     to_png,
 )
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import DEFAULT_RULE, ReachRule, Roles
 
 AXES = {

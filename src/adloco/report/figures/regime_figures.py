@@ -15,8 +15,8 @@ import numpy as np
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.ticker import NullFormatter
 
-from adloco.report.analysis.replay import Regimes
-from adloco.report.figures.common import (
+from adloco.report.analysis.regime_replay import Regimes
+from adloco.report.figures.drawing import (
     WIDTH_IN,
     plain_numbers,
     pyplot,

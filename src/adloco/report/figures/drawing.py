@@ -1,7 +1,7 @@
 """Drawing the report's figures: the backend, PNG bytes, the figures folder, shared styles.
 
-Every figure of the report (:mod:`adloco.report.figures.runs`,
-:mod:`~adloco.report.figures.regimes`, :mod:`~adloco.report.figures.noise`)
+Every figure of the report (:mod:`adloco.report.figures.run_figures`,
+:mod:`~adloco.report.figures.regime_figures`, :mod:`~adloco.report.figures.noise_figures`)
 is drawn with seaborn on the Agg backend and returned as PNG bytes, or None
 when the data for it are absent, so the page can say so instead of failing.
 Figures are 11 inches wide at 110 dpi (1210 px), so they fit the page
@@ -24,7 +24,7 @@ import seaborn as sns
 from matplotlib.ticker import FuncFormatter
 
 from adloco.core.io import atomic_path
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 WIDTH_IN = 11.0
 DPI = 110

@@ -1,6 +1,6 @@
 """Figures of the gradient noise: B_simple along the AdLoCo runs, the variance stage's table.
 
-PNG bytes, or None without data (:mod:`adloco.report.figures.common`).
+PNG bytes, or None without data (:mod:`adloco.report.figures.drawing`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
-from adloco.report.analysis.stats import median
-from adloco.report.figures.common import WIDTH_IN, plain_numbers, pyplot, to_png
-from adloco.report.inputs.runs import Variance
+from adloco.report.analysis.seed_stats import median
+from adloco.report.figures.drawing import WIDTH_IN, plain_numbers, pyplot, to_png
+from adloco.report.inputs.results import Variance
 
 # Columns of per_batch.csv that index batches rather than measure them.
 INDEX_COLUMNS = {"batch", "index", "batch_index", "seed", "step"}

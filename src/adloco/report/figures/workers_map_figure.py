@@ -10,7 +10,7 @@ from __future__ import annotations
 from statistics import median
 
 from adloco.report.analysis.workers_map import WorkersMap
-from adloco.report.figures.common import WIDTH_IN, plain_numbers, pyplot, to_png
+from adloco.report.figures.drawing import WIDTH_IN, plain_numbers, pyplot, to_png
 
 
 def workers_map_figure(found: WorkersMap) -> bytes | None:
