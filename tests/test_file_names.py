@@ -1,5 +1,6 @@
 """Each file name says what it holds: no two modules of src/adloco share a name
-but the deliberate pairs docs/DESIGN.md names."""
+but the deliberate pairs docs/DESIGN.md names, and tests/report mirrors the report's
+layers, each test file named after its module."""
 
 from __future__ import annotations
 
@@ -40,3 +41,20 @@ def test_modules_by_name_finds_a_repeat(tmp_path):
     assert found["x.py"] == {"a/x.py", "b/c/x.py"}
     assert found["y.py"] == {"b/y.py"}
     assert "__init__.py" not in found
+
+
+REPORT_TESTS = Path(__file__).resolve().parent / "report"
+LAYERS = ("inputs", "analysis", "tables", "figures", "page")
+
+
+def test_report_tests_mirror_the_layers_and_name_their_modules():
+    report = SRC / "report"
+    assert sorted(p.name for p in REPORT_TESTS.iterdir() if p.name in LAYERS) == sorted(LAYERS)
+    for layer in LAYERS:
+        for test in sorted((REPORT_TESTS / layer).glob("test_*.py")):
+            module = report / layer / (test.name.removeprefix("test_"))
+            assert module.is_file(), f"tests/report/{layer}/{test.name} names no module"
+    # Beside the layers: the flow's modules, the layer rule and the golden outputs.
+    loose = {p.name for p in REPORT_TESTS.glob("test_*.py")}
+    flow = {f"test_{p.stem}.py" for p in report.glob("*.py") if p.name != "__init__.py"}
+    assert loose == flow | {"test_report.py", "test_layers.py", "test_golden.py"}

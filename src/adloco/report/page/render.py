@@ -6,7 +6,7 @@ checks, figures as PNG bytes, variance and calibration). The page's structure
 is ``templates/page.html`` (:mod:`adloco.report.page.template`); figures are embedded
 as base64 PNG, so the page references no other file. The layout is a single
 column at most :data:`PAGE_WIDTH_PX` wide; tables are built to wrap within
-it (``tests/report/test_html.py`` checks their widths without a browser, and
+it (``tests/report/page/test_render.py`` checks their widths without a browser, and
 ``scripts/render-report.py`` renders the page in headless Chromium). Nothing
 time-dependent is written, so the same results give the same page.
 """

@@ -22,9 +22,9 @@ from adloco.report.inputs.tuning_record import load_tuning
 from adloco.report.page.evidence import _sensitivity
 
 BASE = 100.0
-TUNING_JSON = Path(__file__).resolve().parents[2] / "config" / "tuning.json"
+TUNING_JSON = Path(__file__).resolve().parents[3] / "config" / "tuning.json"
 # The record the grid before this one gave, chosen by final perplexity (no edges in it).
-OLD_RECORD = Path(__file__).resolve().parents[1] / "fixtures" / "tuning-by-final-perplexity.json"
+OLD_RECORD = Path(__file__).resolve().parents[2] / "fixtures" / "tuning-by-final-perplexity.json"
 
 
 def curve(ppls, scale=1.0):

@@ -59,7 +59,7 @@ def pair(workspace):
         {s: [[row(p, 1, 4, v)] for p in four_rounds] for s, v in payload.items()},
     )
     # The closed forms below charge whole rounds (report.between: round); the
-    # interpolated reading is tested in test_summary.py and test_regimes.py.
+    # interpolated reading is tested in test_summary.py and test_regime_sweep.py.
     config = load_config(
         ws.write([60], cluster=CLUSTER, saturation_batches=SATURATIONS, between="round")
     )

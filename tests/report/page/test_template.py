@@ -16,7 +16,7 @@ from adloco.report.page.parts import CSS, PAGE_WIDTH_PX
 from adloco.report.page.run_sections import PER_RUN_FIGURES
 from adloco.report.page.template import FILES, compact, macros, render
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REPORT = ROOT / "src" / "adloco" / "report"
 TEMPLATES = sorted((REPORT / "page" / "templates").glob("*.html"))
 STYLESHEETS = sorted((REPORT / "page" / "templates").glob("*.css"))

@@ -23,7 +23,7 @@ from adloco.report.analysis.targets import build_ladder
 from adloco.report.inputs.results import load_runs
 from adloco.report.settings import ReportSettings, assign_roles
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

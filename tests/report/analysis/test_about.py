@@ -13,7 +13,7 @@ from adloco.report.analysis import about
 from adloco.report.analysis.about import about_rows, code_commit, seed_words
 from adloco.report.inputs.references import Base, References, corpus_facts
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run(max_tokens: int) -> SimpleNamespace:
