@@ -8,7 +8,7 @@ import torch
 
 from adloco.algo import batch_tests
 from adloco.algo.accumulate import GradientStatsAccumulator
-from adloco.algo.batch_tests import augmented_parts
+from adloco.algo.augmented_inner_product_test import augmented_parts
 from adloco.algo.estimators import VarianceEstimate, estimate
 from adloco.algo.inner_product_test import InnerProductSettings, InnerProductTest
 

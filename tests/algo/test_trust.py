@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from adloco.algo import switch, trust
-from adloco.algo.batch_tests import NormSettings, next_batch
+from adloco.algo.batch_tests import next_batch
 from adloco.algo.estimators import VarianceEstimate
+from adloco.algo.norm_test import NormSettings
 from adloco.algo.stats import RoundStats
 
 

@@ -24,7 +24,7 @@ from adloco.model.base import DATA_KEY
 from adloco.report.analysis.claims import evaluate_claims
 from adloco.report.analysis.targets import build_ladder
 from adloco.report.inputs.references import References
-from adloco.report.inputs.runs import load_runs
+from adloco.report.inputs.results import load_runs
 from adloco.report.settings import ReportSettings, assign_roles
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -297,10 +297,12 @@ def drawn(monkeypatch):
     """
     import matplotlib.pyplot as plt
 
-    from adloco.report.figures import headline as figures_headline
-    from adloco.report.figures import noise as figures_noise
-    from adloco.report.figures import regimes as figures_regimes
-    from adloco.report.figures import runs as figures_runs
+    from adloco.report.figures import (
+        headline_figure,
+        noise_figures,
+        regime_figures,
+        run_figures,
+    )
 
     kept = []
 
@@ -308,7 +310,7 @@ def drawn(monkeypatch):
         kept.append(fig)
         return b"drawn"
 
-    for module in (figures_runs, figures_regimes, figures_noise, figures_headline):
+    for module in (run_figures, regime_figures, noise_figures, headline_figure):
         monkeypatch.setattr(module, "to_png", keep)
     yield kept
     for fig in kept:

@@ -36,7 +36,7 @@ def imported(path: Path) -> set[str]:
 
 def test_every_module_of_the_report_sits_in_a_layer_or_is_the_flow():
     loose = sorted(p.name for p in REPORT.glob("*.py"))
-    assert loose == ["__init__.py", "replay.py", "settings.py"]
+    assert loose == ["__init__.py", "regime_report.py", "settings.py"]
     assert sorted(p.name for p in REPORT.iterdir() if p.is_dir() and p.name != "__pycache__") == (
         sorted(LAYERS)
     )
@@ -59,4 +59,4 @@ def test_a_layer_imports_no_later_layer_and_nothing_it_should_not(layer):
             parts = name.split(".")
             if parts[:2] == ["adloco", "report"] and len(parts) > 2:
                 assert parts[2] not in later, f"{layer}/{path.name} imports {name}"
-                assert parts[2] != "replay", f"{layer}/{path.name} imports the regimes stage"
+                assert parts[2] != "regime_report", f"{layer}/{path.name} imports the regimes stage"

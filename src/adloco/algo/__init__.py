@@ -5,7 +5,8 @@ a fixed point of a round: gradient statistics at the round's start parameters
 (running sums in ``accumulate``, estimators in ``estimators``, one trainer's
 round in ``stats``, with the exact per-sample reference in ``exact``), what the
 batch test may act on (``trust``), the adaptive batch tests (their registry in
-``batch_tests``, what each supplies in ``batch_test_base``, ``inner_product_test``),
+``batch_tests``, what each supplies in ``batch_test_base``, one module each:
+``no_test``, ``norm_test``, ``augmented_inner_product_test``, ``inner_product_test``),
 the switch policy (``switch``), trainer merging and slot allocation (``merge``),
 the outer step (``outer``) and the token-based inner learning-rate schedule
 (``schedule``). The maths and the departures from the

@@ -5,8 +5,10 @@ Every test asks for a trainer's *global* batch B (samples per inner step over
 all of the trainer's nodes) that keeps the gradient noise below a share of the
 gradient:
 
-- norm test (Byrd et al. 2012): B = tr Σ / (η² ‖ḡ‖²);
-- augmented inner-product test (Bollapragada et al. 2017):
+- ``none`` (:mod:`adloco.algo.no_test`): the batch stays as configured;
+- norm test (Byrd et al. 2012, :mod:`adloco.algo.norm_test`): B = tr Σ / (η² ‖ḡ‖²);
+- augmented inner-product test (Bollapragada et al. 2017,
+  :mod:`adloco.algo.augmented_inner_product_test`):
   B = max(σ_d² / (ϑ² ‖ḡ‖²), σ_⊥² / (ν² ‖ḡ‖²));
 - inner-product test (:mod:`adloco.algo.inner_product_test`): B = σ_d² / (ϑ² ‖ḡ‖²).
 
@@ -16,80 +18,28 @@ proportion to it and splits it over them (``adloco.algo.merge``). Unlike the aut
 code, ϑ is used for the inner-product part, both parts are batch sizes, and
 σ_⊥² is a trace over all D coordinates (see ``docs/algorithms.md``).
 
-Each test is a :class:`adloco.algo.batch_test_base.BatchTest`; ``REGISTRY``
-holds them, and ``TESTS`` (their names, ``none`` first) equals
-:data:`adloco.config.runs.BATCH_TESTS`, what ``train.batch_test`` may be.
+Each test is a :class:`adloco.algo.batch_test_base.BatchTest` in a module of its
+own, ``algo/<name>_test.py``; ``REGISTRY`` holds them, and ``TESTS`` (their
+names, ``none`` first) equals :data:`adloco.config.runs.BATCH_TESTS`, what
+``train.batch_test`` may be.
 Adding a test: its module, one entry here and its name there.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
-from adloco.algo.batch_test_base import MIN_BATCH_GRAD_SQNORM, BatchTest, check_positive
+from adloco.algo.augmented_inner_product_test import AugmentedTest
+from adloco.algo.batch_test_base import MIN_BATCH_GRAD_SQNORM, BatchTest
 from adloco.algo.inner_product_test import InnerProductTest
+from adloco.algo.no_test import NoTest
+from adloco.algo.norm_test import NormTest
 
 if TYPE_CHECKING:
     from adloco.algo.estimators import VarianceEstimate
 
 __all__ = ["MIN_BATCH_GRAD_SQNORM", "REGISTRY", "TESTS", "get", "next_batch"]
-
-
-def augmented_parts(est: VarianceEstimate, *, vartheta: float, nu: float) -> tuple[float, float]:
-    """(inner-product part σ_d² / (ϑ² ‖ḡ‖²), orthogonal part σ_⊥² / (ν² ‖ḡ‖²)), both batch sizes."""
-    if est.ip_var is None or est.orth_var is None:
-        raise ValueError("the augmented inner-product test needs a reference direction")
-    g2 = est.batch_grad_sqnorm
-    return est.ip_var / (vartheta**2 * g2), est.orth_var / (nu**2 * g2)
-
-
-class NoTest(BatchTest):
-    """``none``: the batch stays as configured; no statistics are gathered."""
-
-    name = "none"
-    adaptive = False
-
-
-@dataclasses.dataclass(frozen=True)
-class NormSettings:
-    eta: float  # η: the noise may be this share of ‖ḡ‖, in (0, 1)
-
-    def __post_init__(self):
-        check_positive(self)
-
-
-class NormTest(BatchTest):
-    """``norm``: B = tr Σ / (η² ‖ḡ‖²)."""
-
-    name = "norm"
-    settings_type = NormSettings
-
-    def ratio(self, est: VarianceEstimate, settings: NormSettings) -> float:
-        return est.trace_cov / (settings.eta**2 * est.batch_grad_sqnorm)
-
-
-@dataclasses.dataclass(frozen=True)
-class AugmentedSettings:
-    vartheta: float  # ϑ: bound of the inner-product part
-    nu: float  # ν: bound of the orthogonal part
-
-    def __post_init__(self):
-        check_positive(self)
-
-
-class AugmentedTest(BatchTest):
-    """``augmented_inner_product``: the larger of the inner-product and orthogonal parts."""
-
-    name = "augmented_inner_product"
-    settings_type = AugmentedSettings
-    needs_reference = True
-
-    def ratio(self, est: VarianceEstimate, settings: AugmentedSettings) -> float | None:
-        if est.ip_var is None or est.orth_var is None:
-            return None
-        return max(augmented_parts(est, vartheta=settings.vartheta, nu=settings.nu))
 
 
 REGISTRY: dict[str, BatchTest] = {

@@ -1,6 +1,6 @@
 """The inner-product test (Bollapragada et al. 2018): B = σ_d² / (ϑ² ‖ḡ‖²).
 
-The augmented inner-product test of :mod:`adloco.algo.batch_tests` without its
+The augmented inner-product test (:mod:`adloco.algo.augmented_inner_product_test`) without its
 orthogonality part: the batch keeps the variance of the sample gradients'
 component along the reference direction d (the previous round's gradient),
 σ_d² / B, below ϑ² ‖ḡ‖². It asks for at most the augmented test's batch, and

@@ -41,11 +41,11 @@ from adloco.core import paths
 from adloco.core.io import atomic_dir, check_replaceable, write_json_atomic, write_text_atomic
 from adloco.report.analysis.findings import Findings, compute_findings
 from adloco.report.analysis.scale import compare_scale as scale_comparison
-from adloco.report.figures.common import not_drawn_png, write_figures
-from adloco.report.figures.headline import headline_figure
-from adloco.report.figures.noise import noise_figure, variance_figure
-from adloco.report.figures.regimes import draw_regimes
-from adloco.report.figures.runs import (
+from adloco.report.figures.drawing import not_drawn_png, write_figures
+from adloco.report.figures.headline_figure import headline_figure
+from adloco.report.figures.noise_figures import noise_figure, variance_figure
+from adloco.report.figures.regime_figures import draw_regimes
+from adloco.report.figures.run_figures import (
     ablations_figure,
     batch_figure,
     curves_figure,
@@ -53,14 +53,14 @@ from adloco.report.figures.runs import (
     merges_figure,
     trainers_figure,
 )
-from adloco.report.figures.workers_map import workers_map_figure
+from adloco.report.figures.workers_map_figure import workers_map_figure
 from adloco.report.inputs import Inputs
 from adloco.report.inputs.references import load_base, load_references
-from adloco.report.inputs.runs import load_calibration, load_runs, load_variance
-from adloco.report.inputs.tuning import load_tuning
+from adloco.report.inputs.results import load_calibration, load_runs, load_variance
+from adloco.report.inputs.tuning_record import load_tuning
 from adloco.report.page.render import Page, render_page
 from adloco.report.settings import ReportSettings
-from adloco.report.tables.claims import claims_document
+from adloco.report.tables.claims_json import claims_document
 from adloco.report.tables.dvc_files import write_dvc_files
 from adloco.report.tables.write import write_tables
 

@@ -1,4 +1,4 @@
-"""``adloco regimes``: the runs replayed on other devices and networks (adloco.report.replay)."""
+"""``adloco regimes``: the runs replayed on other devices and networks (report/regime_report.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from adloco.stages.declaration import Stage, arg
 
 
 def run(args: argparse.Namespace) -> int:
-    from adloco.report.replay import replay
+    from adloco.report.regime_report import replay
 
     lines = replay(
         args.config,

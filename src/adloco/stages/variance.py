@@ -10,7 +10,7 @@ from adloco.stages.declaration import Dvc, Key, Path_, Stage, arg, keys
 
 
 def run(args: argparse.Namespace) -> int:
-    from adloco.variance.run import analyse
+    from adloco.variance.experiment import analyse
 
     chunk_size: int = args.chunk_size
     if chunk_size < 1:

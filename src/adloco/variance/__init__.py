@@ -21,13 +21,14 @@ so it is tested on a linear model whose figures have closed forms. Formulas: ``d
 - :mod:`~adloco.variance.reductions`: the scalar-vs-pooled comparison;
 - :mod:`~adloco.variance.analysis`: :func:`analyse_gradient_variance` and its summary;
 - :mod:`~adloco.variance.outputs`: the histogram and the output folder;
-- :mod:`~adloco.variance.run`: the stage's work on the experiment's model and data
+- :mod:`~adloco.variance.experiment`: the stage's work on the experiment's model and data
   (:func:`analyse`; the command is declared in :mod:`adloco.stages.variance`).
 """
 
 from __future__ import annotations
 
 from adloco.variance.analysis import GRAM_MAX_BYTES, VarianceAnalysis, analyse_gradient_variance
+from adloco.variance.experiment import analyse, load_model
 from adloco.variance.outputs import VARIANCE_FILES, plot_deviations, write_outputs
 from adloco.variance.reductions import (
     SPREAD_DRAWS,
@@ -35,7 +36,6 @@ from adloco.variance.reductions import (
     draw_partitions,
     trace_std_ratio_iid,
 )
-from adloco.variance.run import analyse, load_model
 
 __all__ = [
     "GRAM_MAX_BYTES",

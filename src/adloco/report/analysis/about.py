@@ -18,7 +18,7 @@ from adloco import __version__
 from adloco.config import Config
 from adloco.formats.model_size import parameter_count
 from adloco.report.inputs.references import Base, References
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
 

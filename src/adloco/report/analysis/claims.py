@@ -10,7 +10,7 @@ targets of :mod:`adloco.report.analysis.targets`:
 
 A comparison takes each seed both runs have (``report.pairing: seed``), the
 per-seed ratio AdLoCo / other (below 1: AdLoCo better) and applies the exact
-sign-flip test of the log ratios (:func:`adloco.report.analysis.exact.sign_flip_test`;
+sign-flip test of the log ratios (:func:`adloco.report.analysis.exact_tests.sign_flip_test`;
 ``report.paired_test`` names its statistic). The effect is the median paired
 ratio, with the order-statistic interval of that median and its exact
 coverage. A seed that never reaches the target (or does not stay there,
@@ -44,7 +44,7 @@ from functools import cached_property
 from typing import Any
 
 from adloco.report.analysis.equal_time import equal_time_s, perplexities_at
-from adloco.report.analysis.exact import (
+from adloco.report.analysis.exact_tests import (
     EquivalenceTest,
     OrderInterval,
     SignFlipTest,
@@ -58,7 +58,7 @@ from adloco.report.analysis.exact import (
 )
 from adloco.report.analysis.ladder import to_target
 from adloco.report.analysis.power import Power, attach_power, rests_on
-from adloco.report.analysis.stats import median, ratio
+from adloco.report.analysis.seed_stats import median, ratio
 from adloco.report.analysis.targets import Ladder
 from adloco.report.analysis.verdict import COUNTED_WORDS, quantity_words
 from adloco.report.analysis.verdict import INCONCLUSIVE as INCONCLUSIVE
@@ -73,7 +73,7 @@ from adloco.report.analysis.verdict import fmt as fmt
 from adloco.report.analysis.verdict import fmt_p as fmt_p
 from adloco.report.analysis.verdict import fmt_ratio as fmt_ratio
 from adloco.report.analysis.verdict import judge as judge
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import ReportSettings, Roles, changed_settings
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from adloco.report.analysis.summary import perplexity_at_time, round_values
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 EQUAL_TIME_RULES = ("fastest", "slowest")
 

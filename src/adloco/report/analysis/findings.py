@@ -21,8 +21,8 @@ from adloco.report.analysis.headline import Headline, headline_table
 from adloco.report.analysis.ladder import ladder_table
 from adloco.report.analysis.mechanisms import Check, mechanism_checks
 from adloco.report.analysis.noise import noise_rows, noise_summary
-from adloco.report.analysis.regimes import ClockModel, is_linear
-from adloco.report.analysis.replay import Regimes, bring, compute_regimes
+from adloco.report.analysis.regime_replay import Regimes, bring, compute_regimes
+from adloco.report.analysis.regime_sweep import ClockModel, is_linear
 from adloco.report.analysis.sensitivity import attach_alternatives
 from adloco.report.analysis.spacing import Spacing, eval_spacing
 from adloco.report.analysis.summary import merges, per_run_entries, summary_rows

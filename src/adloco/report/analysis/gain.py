@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from adloco.report.analysis.summary import run_level_perplexity
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-from adloco.report.analysis.stats import Spread
+from adloco.report.analysis.seed_stats import Spread
 from adloco.report.analysis.summary import TO_TARGET, reach
 from adloco.report.analysis.targets import Ladder
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import DEFAULT_RULE, ReachRule
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from adloco.report.analysis.stats import median
+from adloco.report.analysis.seed_stats import median
 from adloco.report.analysis.summary import merges, round_values
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 
 @dataclass

@@ -18,9 +18,9 @@ import math
 from typing import Any
 
 from adloco.formats.metrics import is_number
-from adloco.report.analysis.stats import median
+from adloco.report.analysis.seed_stats import median
 from adloco.report.analysis.summary import round_values, run_level_perplexity
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 NOISE_COLUMNS = [
     "run",

@@ -18,9 +18,9 @@ SD of the finite ones, censored seeds left out) and a true ratio of
   :data:`DRAWS` draws from ``numpy.random.default_rng(GENERATOR_SEED)``
   (fixed, so the page is the same on every machine up to float rounding
   in the ranks), each draw's statistic against the critical value of the
-  exact null distribution (:func:`adloco.report.analysis.exact.sign_flip_counts`).
+  exact null distribution (:func:`adloco.report.analysis.exact_tests.sign_flip_counts`).
 - :func:`equivalence_power`: the chance that the equivalence test (TOST,
-  :func:`adloco.report.analysis.exact.equivalence_test`) shows equivalence when the
+  :func:`adloco.report.analysis.exact_tests.equivalence_test`) shows equivalence when the
   true ratio is 1 (closed form over the three-way multinomial for
   ``sign``; the same Monte Carlo for ``signed_rank``).
 - :func:`seeds_for_power`: the smallest number of paired seeds whose power
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from adloco.report.analysis.exact import STATISTICS, sign_flip_counts
+from adloco.report.analysis.exact_tests import STATISTICS, sign_flip_counts
 from adloco.report.analysis.verdict import NOT_TESTABLE, QUANTITY_WORDS, fmt, fmt_p
 
 if TYPE_CHECKING:
@@ -67,7 +67,8 @@ def critical_value(n: int, level: float, statistic: str) -> float:
     """The smallest doubled statistic t with P(T >= t) <= level under the null, for n
     untied seeds (``inf`` when even every seed on one side is not significant).
 
-    The statistic and its doubling are those of :func:`adloco.report.analysis.exact.sign_flip_test`:
+    The statistic and its doubling are those of
+    :func:`adloco.report.analysis.exact_tests.sign_flip_test`:
     scores 2, 4, ..., 2n (signed_rank) or 2 each (sign). By the null's symmetry, the
     other side rejects at or below ``total - t``.
     """

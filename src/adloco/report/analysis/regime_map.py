@@ -38,7 +38,7 @@ from adloco.config import ClusterConfig
 from adloco.formats.calibration import CalibrationError
 from adloco.formats.clock import SLOT_SHARING, StepTimeCurve
 from adloco.report.analysis.claims import measure
-from adloco.report.analysis.regimes import (
+from adloco.report.analysis.regime_sweep import (
     RegimeCell,
     Times,
     calibration_record,
@@ -49,9 +49,9 @@ from adloco.report.analysis.regimes import (
     sweep_cells,
     times_of,
 )
-from adloco.report.analysis.stats import median
+from adloco.report.analysis.seed_stats import median
 from adloco.report.inputs.devices import NetworkPoint, logged_pass_sizes
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 
 LINES = ("median", "low", "high")  # the estimate and the two ends of its interval

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from adloco.report.analysis.claims import Claim, evaluate_claims
 from adloco.report.analysis.targets import Ladder
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import RULES, ReportSettings, Roles, other_choice
 
 

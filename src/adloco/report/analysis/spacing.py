@@ -30,7 +30,7 @@ from typing import Any
 
 from adloco.config.runs import PER_STEP_SYNC
 from adloco.report.analysis.summary import round_values, run_level_perplexity
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 
 @dataclass(frozen=True)

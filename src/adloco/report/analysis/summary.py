@@ -1,6 +1,6 @@
 """Per-run numbers of the report: run-level perplexity, reaching a target, per-seed summary.
 
-Built on the rows read by :mod:`adloco.report.inputs.runs`. The run-level
+Built on the rows read by :mod:`adloco.report.inputs.results`. The run-level
 perplexity at a round is the lowest validation perplexity among the models the
 run holds at the end of that round (the model a user would deploy then); a
 merge round holds the merged model, evaluated right after the merge, in place
@@ -34,8 +34,8 @@ from typing import Any
 
 from adloco.config.runs import PER_STEP_SYNC
 from adloco.formats.metrics import SUMMARY_KEYS, finite_or_none, is_number
-from adloco.report.analysis.stats import Spread
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.analysis.seed_stats import Spread
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import DEFAULT_RULE, REACH_RULES, ReachRule
 
 # Cumulative quantities measured "to target", with the field that holds them;

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from adloco.config import ConfigError
 from adloco.report.analysis.summary import run_level_perplexity
 from adloco.report.inputs.references import Base, References, unchecked_caveat, untestable_reason
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 from adloco.report.settings import ReportSettings, Roles
 
 

@@ -59,10 +59,10 @@ from adloco.config import METHOD_RULES, Config, ConfigError
 from adloco.formats.metrics import is_number
 from adloco.report.analysis.gain import climb
 from adloco.report.analysis.ladder import to_target
-from adloco.report.analysis.stats import median
+from adloco.report.analysis.seed_stats import median
 from adloco.report.analysis.summary import round_to_target, round_values
-from adloco.report.inputs.runs import RunSeed
-from adloco.report.inputs.tuning import TUNED
+from adloco.report.inputs.results import RunSeed
+from adloco.report.inputs.tuning_record import TUNED
 from adloco.report.settings import ReachRule
 
 METRIC = "final_val_perplexity"  # what a point's "value" is

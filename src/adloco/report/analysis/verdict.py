@@ -5,7 +5,7 @@ and the regime sweep). A comparison of AdLoCo against another run has the
 exact one-sided sign-flip tests in each direction and, paired by seed, the
 equivalence test (TOST) against the smallest effect of interest m
 (``report.smallest_effect``): AdLoCo's ratio lies between 1 / (1 + m) and
-1 + m (:func:`adloco.report.analysis.exact.equivalence_test`). All tests are at
+1 + m (:func:`adloco.report.analysis.exact_tests.equivalence_test`). All tests are at
 ``report.test_level``. The rule, first match wins:
 
 1. **not testable**: no seed in common, or neither run gets there in most

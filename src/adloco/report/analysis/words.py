@@ -24,7 +24,7 @@ from adloco.report.analysis.claims import (
 )
 from adloco.report.analysis.findings import Findings
 from adloco.report.analysis.regime_map import verdict_changes
-from adloco.report.analysis.regimes import bandwidth_text
+from adloco.report.analysis.regime_sweep import bandwidth_text
 from adloco.report.settings import ReportSettings
 
 

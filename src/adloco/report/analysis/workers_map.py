@@ -29,7 +29,7 @@ from adloco.config import RunSettings
 from adloco.formats.metrics import is_number
 from adloco.report.analysis.gain import GainShares, median_final
 from adloco.report.analysis.tuning import effective_inner_lr
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 # Settings a map run may change against the headline DiLoCo run: the split, its name, seeds,
 # and how its lr is stated (the map holds one effective lr, checked from the rows).

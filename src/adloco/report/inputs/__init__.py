@@ -9,7 +9,7 @@ from typing import Any
 
 from adloco.config import Config
 from adloco.report.inputs.references import Base, References
-from adloco.report.inputs.runs import Calibration, RunSeed, Variance
+from adloco.report.inputs.results import Calibration, RunSeed, Variance
 from adloco.report.settings import ReportSettings
 
 

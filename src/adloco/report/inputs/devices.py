@@ -5,7 +5,7 @@ Part of ``adloco report`` and ``adloco regimes``. A reader brings a device
 ``step_time_measured``, the curve timed there; docs/calibration.md), or a
 roofline given as numbers — and networks (bandwidth and latency); the regime
 sweep then recomputes every run's time to target under them without
-retraining (:mod:`adloco.report.analysis.regimes`), and claim 1's comparisons are
+retraining (:mod:`adloco.report.analysis.regime_sweep`), and claim 1's comparisons are
 judged there. A brought curve replaces the step-time curve of every device
 of the cluster; slots that shared a device in the runs share it still.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from adloco.formats.calibration import CalibrationRecord
 from adloco.formats.clock import SLOT_SHARING, Network, StepTimeCurve, recompute_sim_time_s
-from adloco.report.inputs.runs import RunSeed
+from adloco.report.inputs.results import RunSeed
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from adloco.core.io import read_json_object
 from adloco.core.paths import base_summary_file, manifest_file, metrics_file
 from adloco.formats.metrics import is_number
 from adloco.model.base import check_pretrained_on
-from adloco.report.inputs.runs import read_json_lines
+from adloco.report.inputs.results import read_json_lines
 
 # The reference levels, from the highest perplexity to the lowest.
 REFERENCE_LEVELS = ("uniform", "unigram", "bigram")

@@ -6,7 +6,7 @@ its effect in one sentence, and for claim 1 the device its clock comes from,
 its ratio in tokens (no clock in it) and the knee of the regime map where its
 verdict changes (:mod:`adloco.report.analysis.words`); given another report at another
 model size, whether each verdict is the same there (:func:`scale_block`); the headline runs' curves
-against simulated time follow (:mod:`adloco.report.figures.headline`). The
+against simulated time follow (:mod:`adloco.report.figures.headline_figure`). The
 long reasons, where AdLoCo is faster and the rules fold under a details
 element of the answer section (:func:`adloco.report.page.verdicts.answer_section`).
 """

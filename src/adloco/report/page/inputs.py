@@ -10,8 +10,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from adloco.report.analysis.regimes import ClockModel
-from adloco.report.inputs.runs import Calibration, Variance
+from adloco.report.analysis.regime_sweep import ClockModel
+from adloco.report.inputs.results import Calibration, Variance
 from adloco.report.page.parts import (
     curve_text,
     esc,

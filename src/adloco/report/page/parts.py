@@ -29,7 +29,7 @@ from adloco.report.analysis.claims import (
 )
 from adloco.report.analysis.findings import Findings
 from adloco.report.analysis.scale import ScaleComparison
-from adloco.report.analysis.stats import Spread
+from adloco.report.analysis.seed_stats import Spread
 from adloco.report.inputs import Inputs
 from adloco.report.page.template import render, stylesheet
 from adloco.report.settings import ReportSettings

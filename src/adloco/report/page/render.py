@@ -6,7 +6,7 @@ checks, figures as PNG bytes, variance and calibration). The page's structure
 is ``templates/page.html`` (:mod:`adloco.report.page.template`); figures are embedded
 as base64 PNG, so the page references no other file. The layout is a single
 column at most :data:`PAGE_WIDTH_PX` wide; tables are built to wrap within
-it (``tests/report/test_html.py`` checks their widths without a browser, and
+it (``tests/report/page/test_render.py`` checks their widths without a browser, and
 ``scripts/render-report.py`` renders the page in headless Chromium). Nothing
 time-dependent is written, so the same results give the same page.
 """
@@ -24,8 +24,8 @@ from adloco.report.page.evidence import (
 from adloco.report.page.first import about_block
 from adloco.report.page.inputs import calibration_section, variance_section
 from adloco.report.page.parts import CSS, PAGE_WIDTH_PX, Page, esc
-from adloco.report.page.regimes import regimes_section
-from adloco.report.page.runs import (
+from adloco.report.page.regime_section import regimes_section
+from adloco.report.page.run_sections import (
     ladder_section,
     mechanisms_section,
     per_run_section,

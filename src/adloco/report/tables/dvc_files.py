@@ -23,7 +23,7 @@ from typing import Any
 from adloco.core.io import write_json_atomic
 from adloco.formats.metrics import is_number
 from adloco.report.analysis.claims import NOT_TESTABLE, Claim, Comparison
-from adloco.report.analysis.stats import median
+from adloco.report.analysis.seed_stats import median
 from adloco.report.tables.csv import write_csv
 
 METRICS_FILE = "metrics.json"

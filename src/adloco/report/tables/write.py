@@ -9,8 +9,8 @@ from adloco.core.io import write_json_atomic
 from adloco.report.analysis.findings import Findings
 from adloco.report.analysis.ladder import LADDER_COLUMNS, ladder_rows
 from adloco.report.analysis.noise import NOISE_COLUMNS
-from adloco.report.analysis.regimes import REGIME_COLUMNS
-from adloco.report.analysis.replay import regime_rows
+from adloco.report.analysis.regime_replay import regime_rows
+from adloco.report.analysis.regime_sweep import REGIME_COLUMNS
 from adloco.report.analysis.summary import CURVE_COLUMNS, SUMMARY_COLUMNS, curve_rows
 from adloco.report.analysis.tuning import tuning_record
 from adloco.report.inputs import Inputs
