@@ -118,7 +118,7 @@ def stand_in_slurm(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_signal_ends_the_slurm_run_and_cancels_its_job(tmp_path, signum):
     work, env = make_copy(tmp_path)
     slurm_bin, calls = stand_in_slurm(tmp_path)
-    env["PATH"] = f"{slurm_bin}:{tmp_path / 'bin'}:{BIN}:{system_path(tmp_path)}"
+    env["PATH"] = f"{slurm_bin}:{tmp_path / 'bin'}:{BIN}:{SYSTEM_PATH}"  # the stand-ins first
     env["SBATCH_ACCOUNT"] = "acct"
     process = subprocess.Popen(
         [SNAKEMAKE, TARGET, *PROFILE],
