@@ -22,9 +22,9 @@ from adloco.calibrate.device import calibrate_device
 from adloco.config import load_config
 from adloco.data.corpus import prepare_wiki_corpus
 from adloco.data.tokenize import tokenize_corpus
-from adloco.engine.run import TrainRequest, train
 from adloco.formats.calibration import CalibrationRecord
-from adloco.model.pretrain import pretrain_base
+from adloco.model.pretrain import PretrainRequest, pretrain_base
+from adloco.train_run import TrainRequest, train
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "test.yaml"
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "results/example")
@@ -40,16 +40,19 @@ tokens = out / "tokenized"
 manifest = tokenize_corpus(config.data, config.seed, tokens, raw_dir=raw)
 
 # 3. The base model both runs continue: plain AdamW on the base split.
-base = out / "base"
-pretrain_base(CONFIG, tokens, base, out / "checkpoints" / "base", progress=False)
+base, checkpoints = out / "base", out / "checkpoints"
+pretrain_base(
+    PretrainRequest(
+        config=CONFIG, data=tokens, out=base, checkpoints=checkpoints / "base", progress=False
+    )
+)
 
 # 4. Each simulated device's max batch and step-time curve: the simulated clock's input.
 calibration = out / "calibration"
+vocab, seq_len = manifest["vocab_size"], manifest["seq_len_tokens"]
 for device in config.cluster.devices:
-    vocab, seq_len = manifest["vocab_size"], manifest["seq_len_tokens"]
-    CalibrationRecord.write(
-        calibration / f"{device.name}.json", calibrate_device(config, device, vocab, seq_len)
-    )
+    record = calibrate_device(config, device, vocab, seq_len)
+    CalibrationRecord.write(calibration / f"{device.name}.json", record)
 
 # 5. The runs: DiLoCo (one trainer, a constant batch) and AdLoCo (two trainers whose
 #    batches the norm test sets, merged after round 2), from the same base and seed.
@@ -61,7 +64,7 @@ for run in ("diloco", "adloco"):
         data=tokens,
         calibration=calibration,
         out=out / "runs" / run,
-        checkpoints=out / "checkpoints" / run,
+        checkpoints=checkpoints / run,
         base=base,
         progress=False,
     )

@@ -28,7 +28,7 @@ def test_the_example_is_one_short_script():
     assert len(EXAMPLE.read_text().splitlines()) < 80
     # The library's entries, not the workflow's or the command line's.
     text = EXAMPLE.read_text()
-    assert "from adloco.engine.run import TrainRequest, train" in text
+    assert "from adloco.train_run import TrainRequest, train" in text
     assert "import subprocess" not in text and "adloco.cli" not in text
 
 

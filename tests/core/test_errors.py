@@ -66,11 +66,11 @@ def config_file(folder: Path, data: dict) -> Path:
 @pytest.fixture
 def stage(tmp_path, tiny_c4_dir, tiny_tokenized, tiny_data_config, monkeypatch, capsys):
     """stage(name, out) runs `adloco <name>` writing to ``out``; returns (exit code, stderr)."""
-    from adloco.engine import run as run_module
+    from adloco import train_run
 
     # The step-time curves would come from `adloco calibrate`.
     curves = {"sim": StepTimeCurve.roofline(0.01, 4, update_s=0.001)}
-    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: curves)
+    monkeypatch.setattr(train_run, "step_time_curves", lambda cfg, _dir: curves)
     config = str(config_file(tmp_path, thaw(tiny_data_config())))
     data, calibration = str(tiny_tokenized), str(tmp_path / "calibration")
 
@@ -180,16 +180,16 @@ def test_a_full_disk_while_the_final_model_is_written_is_one_line_and_leaves_no_
 ):
     # The file size limit only once the run has trained and checkpointed: metrics.jsonl
     # fits under it, the model's safetensors (written by Rust code) does not.
-    from adloco.engine import run as run_module
+    from adloco import train_run
 
-    write_outputs = run_module.write_outputs
+    write_outputs = train_run.write_outputs
 
     def on_a_full_disk(engine, *args, **kwargs):
         limit = engine.metrics_path.stat().st_size + 1024
         with file_size_limit(limit):
             return write_outputs(engine, *args, **kwargs)
 
-    monkeypatch.setattr(run_module, "write_outputs", on_a_full_disk)
+    monkeypatch.setattr(train_run, "write_outputs", on_a_full_disk)
     out = tmp_path / "out"
     code, err = stage("train", out)
     message = one_line(err, "train")

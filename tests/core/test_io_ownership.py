@@ -66,7 +66,8 @@ def test_a_users_png_in_the_reports_figures_is_kept(tmp_path):
         (tmp / "index.html").write_text("<html></html>")
     (out / "figures" / "my-plot.png").write_bytes(USERS)
     with pytest.raises(ForeignFolderError, match=r"--out .*: holds 1 file\(s\) .*my-plot\.png"):
-        report.build_report("config.yaml", "runs", "calibration", "variance", out)
+        given = {"config": "config.yaml", "runs": "runs", "calibration": "calibration"}
+        report.build_report(report.ReportRequest(**given, variance="variance", out=out))
     assert (out / "figures" / "my-plot.png").read_bytes() == USERS
 
 

@@ -229,9 +229,9 @@ def test_every_file_of_a_round_has_its_sha256_beside_it(trained):
 @pytest.fixture
 def train_cli(tmp_path, tiny_tokenized, monkeypatch):
     """train() runs `adloco train` on the tiny data in this process; returns (code, stderr)."""
-    from adloco.engine import run as run_module
+    from adloco import train_run
 
-    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    monkeypatch.setattr(train_run, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
     config = tmp_path / "config.yaml"
     cfg = {**CONFIG, "train": {**CONFIG["train"], "max_rounds": 2}}
     cfg["runs"] = {"r": {"method": "diloco"}}

@@ -100,7 +100,7 @@ def train_args(config: Path, data: Path, out: Path, ckpt: Path) -> list[str]:
         "train",
         "--config",
         str(config),
-        "--run-name",  # torchrun rejects --run (see adloco.engine.run)
+        "--run-name",  # torchrun rejects --run (see adloco.stages.train)
         "r",
         "--seed",
         "0",

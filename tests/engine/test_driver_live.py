@@ -17,8 +17,7 @@ import yaml
 from array_data import FULL_STATE_RUN, make_engine, tiny_curves
 from test_train_cli import CONFIG, read_rows
 
-from adloco import cli
-from adloco.engine import run as run_module
+from adloco import cli, train_run
 from adloco.engine.driver import rounds
 from adloco.engine.loop import RoundLoop
 from live_events import read_scalars
@@ -162,7 +161,7 @@ def test_curves_that_cannot_be_written_leave_the_run_as_it_was(
 
 def test_train_seed_all_draws_each_seed_in_its_folder(tmp_path, tiny_tokenized, monkeypatch):
     # DVC's stage per run: --live names the run's folder, each seed drawn in seed<seed>/.
-    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    monkeypatch.setattr(train_run, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump({**CONFIG, "runs": {"r": {"method": "diloco", "seeds": [3, 5]}}})

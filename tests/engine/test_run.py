@@ -30,7 +30,7 @@ CONFIG = {
 
 def train(root, tiny_tokenized, run: str = "r"):
     """``adloco train`` of one round of ``run`` into ``root/out``; the run folder."""
-    from adloco.engine import run as run_module
+    from adloco import train_run
 
     config = root / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
@@ -38,13 +38,13 @@ def train(root, tiny_tokenized, run: str = "r"):
     args += ["--data", str(tiny_tokenized), "--calibration", str(root / "calibration")]
     args += ["--out", str(root / "out"), "--checkpoints", str(root / "ckpt")]
     args += ["--no-progress", "--threads", "1"]
-    curves, threads = run_module.step_time_curves, torch.get_num_threads()
+    curves, threads = train_run.step_time_curves, torch.get_num_threads()
     deterministic = torch.are_deterministic_algorithms_enabled()
-    run_module.step_time_curves = lambda cfg, _dir: tiny_curves(cfg)
+    train_run.step_time_curves = lambda cfg, _dir: tiny_curves(cfg)
     try:
         assert cli.main(args) == 0
     finally:
-        run_module.step_time_curves = curves
+        train_run.step_time_curves = curves
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)
     return root / "out"
@@ -176,10 +176,10 @@ def test_the_final_folders_card_metadata_reads_back_with_the_hubs_library(final)
 def test_a_diverged_run_names_the_key_that_set_its_learning_rate(
     tmp_path, tiny_tokenized, monkeypatch, capsys, override, named
 ):
+    from adloco import train_run
     from adloco.engine import inner as inner_mod
-    from adloco.engine import run as run_module
 
-    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    monkeypatch.setattr(train_run, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
     real = inner_mod.batch_loss
     monkeypatch.setattr(inner_mod, "batch_loss", lambda m, x: (real(m, x)[0] * float("nan"), 1))
     config = tmp_path / "config.yaml"

@@ -70,9 +70,9 @@ def without_wall_time(rows: list[dict]) -> list[dict]:
 @pytest.fixture
 def curves_from_config(monkeypatch):
     """The devices' step-time curves, which would come from `adloco calibrate`."""
-    from adloco.engine import run as run_module
+    from adloco import train_run
 
-    monkeypatch.setattr(run_module, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
+    monkeypatch.setattr(train_run, "step_time_curves", lambda cfg, _dir: tiny_curves(cfg))
 
 
 @pytest.fixture
@@ -262,9 +262,9 @@ def test_seed_all_trains_each_seed_of_the_run_and_rewrites_finished_ones(
 def test_an_out_folder_holding_a_users_file_is_refused_before_training(
     train, tmp_path, monkeypatch, capsys
 ):
-    from adloco.engine import run as run_module
+    from adloco import train_run
 
-    monkeypatch.setattr(run_module, "build_engine", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(train_run, "build_engine", lambda *a, **k: pytest.fail("trained"))
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
@@ -449,9 +449,9 @@ def test_live_curves_among_the_outputs_are_refused_before_any_step(
     two_runs, tmp_path, monkeypatch, capsys, live, clash
 ):
     out, ckpt, live = tmp_path / "out", tmp_path / "ckpt", tmp_path / live
-    from adloco.engine import run as run_module
+    from adloco import train_run
 
-    monkeypatch.setattr(run_module, "build_engine", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(train_run, "build_engine", lambda *a, **k: pytest.fail("trained"))
     assert main([*two_runs("r", "0", out, ckpt), "--live", str(live)]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("adloco train: error: " + clash.format(live=live, out=out, ckpt=ckpt))

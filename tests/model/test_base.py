@@ -14,12 +14,11 @@ import pytest
 import torch
 import yaml
 
-from adloco import cli
+from adloco import cli, train_run
 from adloco.config import ConfigError, config_from_dict, validate
 from adloco.core import paths
 from adloco.data.tokenize import tokenize_corpus
 from adloco.engine import checkpoint
-from adloco.engine import run as run_module
 from adloco.engine.collective import LocalCollective
 from adloco.engine.compose import build_engine
 from adloco.engine.spec import EngineSpec
@@ -140,13 +139,13 @@ def test_the_fingerprint_holds_the_resolved_model_and_its_checksums(base, tmp_pa
     start = start_model(config.model, folder)
     seen = []
     monkeypatch.setattr(checkpoint, "fingerprint", lambda s: seen.append(s) or "print")
-    monkeypatch.setattr(run_module, "step_time_curves", lambda cluster, _dir: {})
-    request = run_module.TrainRequest(
+    monkeypatch.setattr(train_run, "step_time_curves", lambda cluster, _dir: {})
+    request = train_run.TrainRequest(
         config="config.yaml", run="adloco", seed=0, data="data", calibration=tmp_path,
         out=tmp_path / "out", checkpoints=tmp_path / "ckpt", progress=False,
     )  # fmt: skip
     batches = {d.name: 4 for d in config.cluster.devices}
-    spec = run_module.engine_spec(
+    spec = train_run.engine_spec(
         config, start, Tokens(), batches, request, 0, tmp_path / "ckpt",
         device=torch.device("cpu"), collective=LocalCollective(), resume_finished=False,
     )  # fmt: skip

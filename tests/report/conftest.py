@@ -347,11 +347,13 @@ def engine_report(tmp_path_factory):
     With reference perplexities and a base model (:func:`write_references_and_base`);
     the page's figures are left undrawn (None), so its sections say "Not drawn".
     """
+    from results_folder import report_request
+
     from adloco.report import compute_findings, make_page, read_inputs
 
     data, base = write_references_and_base(tmp_path_factory.mktemp("engine-inputs"))
     f = ENGINE_FIXTURE
-    inputs = read_inputs(f / "config.yaml", f / "runs", f / "calibration", f / "variance",
-                         data, base)  # fmt: skip
+    # The report's folder is never written: the inputs are only read.
+    inputs = read_inputs(report_request(f, f / "report", data=data, base=base))
     found = compute_findings(inputs)
     return inputs, found, make_page(inputs, found, {})

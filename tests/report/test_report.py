@@ -7,6 +7,7 @@ import csv
 import json
 
 import pytest
+from results_folder import report_request
 
 from adloco.report import FIGURE_NAMES, build_report, claims_document, write_tables
 
@@ -24,8 +25,7 @@ def test_the_steps_write_what_build_report_writes(engine_report, engine_fixture,
     f = engine_fixture
     out = tmp_path / "whole"
     data = inputs.base.folder.parent / "data"  # written beside the base (conftest.py)
-    doc = build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", out,
-                       data_dir=data, base_dir=inputs.base.folder)  # fmt: skip
+    doc = build_report(report_request(f, out, data=data, base=inputs.base.folder))
     assert json.loads(json.dumps(claims_document(inputs, found))) == json.loads(
         (out / "claims.json").read_text()
     )
@@ -50,8 +50,8 @@ def test_a_report_that_fails_part_way_leaves_the_previous_one_whole(
 
     f = engine_fixture
     out = tmp_path / "report"
-    build = (f / "config.yaml", f / "runs", f / "calibration", f / "variance", out)
-    build_report(*build)
+    request = report_request(f, out)
+    build_report(request)
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
 
     def full_disk(_page):
@@ -60,7 +60,7 @@ def test_a_report_that_fails_part_way_leaves_the_previous_one_whole(
 
     monkeypatch.setattr(report, "render_page", full_disk)
     with pytest.raises(OSError):
-        build_report(*build)
+        build_report(request)
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before  # every file the previous report's, index.html and claims.json too
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no temporary left
@@ -78,5 +78,5 @@ def test_a_report_folder_holding_a_users_file_is_refused_before_any_work(
     monkeypatch.setattr(report, "read_inputs", lambda *a: pytest.fail("read the inputs"))
     f = engine_fixture
     with pytest.raises(ValueError, match=r"--out .*report: holds 1 file\(s\) .*\(notes.txt\)"):
-        build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", out)
+        build_report(report_request(f, out))
     assert (out / "notes.txt").read_text() == "mine"

@@ -1,6 +1,6 @@
 """What one seed of a run is trained from, resolved once: :class:`EngineSpec`.
 
-``adloco train`` (:mod:`adloco.engine.run`) reads the configuration, the
+``adloco train`` (:mod:`adloco.train_run`) reads the configuration, the
 calibration records, the data and the base model, and resolves them into one
 frozen value; :func:`adloco.engine.compose.build_engine` builds the round loop
 and its driver from it, and the fingerprint that a resumed checkpoint must

@@ -2,7 +2,7 @@
 
 The base model (``adloco pretrain``, :func:`adloco.model.pretrain.write_base`) and
 each run's final model (``adloco train``,
-:func:`adloco.engine.run.write_outputs`) go through :func:`save_model_folder`,
+:func:`adloco.train_run.write_outputs`) go through :func:`save_model_folder`,
 so both folders follow the same conventions:
 
 - special ids: the model's config and generation config take BOS and EOS

@@ -34,7 +34,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -314,19 +314,28 @@ def write_base(
     return summary
 
 
-def pretrain_base(
-    config_file: str | Path,
-    data_dir: str | Path,
-    out: str | Path,
-    checkpoints: str | Path,
-    *,
-    progress: bool = True,
-    live_dir: str | Path | None = None,
-) -> None:
-    """``adloco pretrain``: the base model of ``config_file`` into ``out``, resumable.
+@dataclass(frozen=True, kw_only=True)
+class PretrainRequest:
+    """What ``adloco pretrain`` is asked: its command line, typed (:mod:`adloco.stages.pretrain`).
 
-    The paths are recorded in base.json's command line as given.
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks). The paths are
+    kept as given: base.json's command line quotes them.
     """
+
+    config: str | Path  # the configuration YAML
+    data: str | Path  # the tokenized data folder (with a base split)
+    out: str | Path  # the base model's folder
+    checkpoints: str | Path  # the checkpoint folder, kept when a job fails
+    progress: bool = True  # a bar on a terminal (else one log line per evaluation)
+    live: str | Path | None = None  # the folder of live curves (None: none)
+
+
+def pretrain_base(request: PretrainRequest) -> None:
+    """``adloco pretrain``: the base model of the request's configuration into its ``out``,
+    resumable."""
+    config_file, data_dir = request.config, request.data
+    out, checkpoints = request.out, request.checkpoints
     config = load_config(config_file)
     source = config.model.source
     if source != "base":
@@ -349,7 +358,7 @@ def pretrain_base(
     checkpoint.check_folder(checkpoints)
     training = Pretraining.from_config(config, data, checkpoints)
     start = time.perf_counter()
-    training.run(progress=progress, live_dir=live_dir)
+    training.run(progress=request.progress, live_dir=request.live)
     seconds = time.perf_counter() - start
     command = command_line(
         "pretrain",

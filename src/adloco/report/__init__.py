@@ -34,6 +34,7 @@ computed.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from adloco.config import load_config
@@ -59,13 +60,14 @@ from adloco.report.inputs.references import load_base, load_references
 from adloco.report.inputs.results import load_calibration, load_runs, load_variance
 from adloco.report.inputs.tuning_record import load_tuning
 from adloco.report.page.render import Page, render_page
+from adloco.report.regime_report import ReplayRequest
 from adloco.report.settings import ReportSettings
 from adloco.report.tables.claims_json import claims_document
 from adloco.report.tables.dvc_files import write_dvc_files
 from adloco.report.tables.write import write_tables
 
 __all__ = [
-    "FIGURE_NAMES", "TABLES", "WRITER", "Findings", "Inputs", "build_report",
+    "FIGURE_NAMES", "TABLES", "WRITER", "Findings", "Inputs", "ReportRequest", "build_report",
     "claims_document", "compute_findings", "draw_figures", "make_page", "read_inputs",
     "write_tables",
 ]  # fmt: skip
@@ -82,30 +84,38 @@ WRITER = "adloco report"
 TABLES = ("summary.csv", "curves.csv", "ladder.csv", "regimes.csv", "noise_scale.csv")
 
 
-def read_inputs(
-    config_path: str | Path,
-    runs_dir: str | Path,
-    calibration_dir: str | Path,
-    variance_dir: str | Path,
-    data_dir: str | Path | None,
-    base_dir: str | Path | None,
-) -> Inputs:
+@dataclass(frozen=True, kw_only=True)
+class ReportRequest(ReplayRequest):
+    """What ``adloco report`` is asked (:mod:`adloco.stages.report`): the regime replay's
+    request (the configuration, runs, calibration, data, base, brought devices and
+    networks, the folder written) and the report's own two.
+
+    ``data`` and ``base`` are optional: without them the page says what it
+    could not show or check. One field per argument of the stage, with its
+    default (:func:`adloco.stages.declaration.request_problems` checks).
+    """
+
+    variance: str | Path  # the variance stage's folder
+    # Another report's claims.json (or its folder) at another model size
+    # (adloco.report.analysis.scale).
+    compare_scale: str | Path | None = None
+
+
+def read_inputs(request: ReportRequest) -> Inputs:
     """The configuration and every results folder; a missing required file raises."""
-    config = load_config(config_path)
+    config = load_config(request.config)
     settings = ReportSettings.from_section(config.report)
+    data = Path(request.data) if request.data is not None else None
     return Inputs(
-        config_path=str(config_path),
+        config_path=str(request.config),
         config=config,
         settings=settings,
-        calibration_dir=Path(calibration_dir),
-        runs=load_runs(Path(runs_dir), config),
-        calibrations=load_calibration(Path(calibration_dir), config.cluster),
-        variance=load_variance(Path(variance_dir)),
-        references=load_references(Path(data_dir) if data_dir is not None else None),
-        base=load_base(
-            Path(base_dir) if base_dir is not None else None,
-            Path(data_dir) if data_dir is not None else None,
-        ),
+        calibration_dir=Path(request.calibration),
+        runs=load_runs(Path(request.runs), config),
+        calibrations=load_calibration(Path(request.calibration), config.cluster),
+        variance=load_variance(Path(request.variance)),
+        references=load_references(data),
+        base=load_base(Path(request.base) if request.base is not None else None, data),
         tuning=load_tuning(settings.section.tuning),
     )
 
@@ -151,36 +161,21 @@ def make_page(inputs: Inputs, found: Findings, drawn: dict[str, bytes | None]) -
     return Page(inputs, found, figures)
 
 
-def build_report(
-    config_path: str | Path,
-    runs_dir: str | Path,
-    calibration_dir: str | Path,
-    variance_dir: str | Path,
-    out_dir: str | Path,
-    data_dir: str | Path | None = None,
-    base_dir: str | Path | None = None,
-    devices: list[str] | None = None,
-    rooflines: list[str] | None = None,
-    networks: list[str] | None = None,
-    compare_scale: str | Path | None = None,
-) -> dict:
+def build_report(request: ReportRequest) -> dict:
     """Read all inputs, write every output; return the document written to claims.json.
 
-    ``data_dir``: the tokenized data folder (reference perplexities of its
-    manifest); ``base_dir``: the base model's folder. Both optional: without
-    them the page says what it could not show or check. ``devices``,
-    ``rooflines``, ``networks``: brought from elsewhere for the regime
-    section (:mod:`adloco.report.inputs.devices`). ``compare_scale``: another report's
-    claims.json (or its folder) at another model size (:mod:`adloco.report.analysis.scale`).
+    The brought devices, rooflines and networks go into the regime section
+    (:mod:`adloco.report.inputs.devices`).
     """
+    out_dir = request.out
     check_replaceable(out_dir, WRITER, "--out", paths.REPORT_FILES_IN_GIT)  # before any work
-    inputs = read_inputs(config_path, runs_dir, calibration_dir, variance_dir, data_dir, base_dir)
-    found = compute_findings(inputs, devices, rooflines, networks)
+    inputs = read_inputs(request)
+    found = compute_findings(inputs, request.devices, request.rooflines, request.networks)
     drawn = draw_figures(inputs, found)
     page = make_page(inputs, found, drawn)
     doc = claims_document(inputs, found)
-    if compare_scale is not None:
-        page.scale = scale_comparison(doc, compare_scale)
+    if request.compare_scale is not None:
+        page.scale = scale_comparison(doc, request.compare_scale)
         doc["scale"] = page.scale.as_dict()
     # All or nothing: the folder is written beside the old one and swapped in at
     # the end, so a failure (a full disk) leaves the previous report whole.

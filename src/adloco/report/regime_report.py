@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from adloco.config import load_config
@@ -48,6 +49,29 @@ WRITER = "adloco regimes"
 # What adloco report writes into its folder, and the writer its manifest names.
 REPORT_SIGNS = ("index.html", "claims.json")
 REPORT_WRITER = "adloco report"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayRequest:
+    """What ``adloco regimes`` is asked (:mod:`adloco.stages.regimes`), and ``adloco report``
+    too (:class:`adloco.report.ReportRequest` adds its own): the runs and what they are
+    replayed on.
+
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks).
+    """
+
+    config: str | Path  # the configuration YAML
+    runs: str | Path  # the folder of runs, results/<experiment>/runs
+    calibration: str | Path  # the folder of the runs' calibration records
+    out: str | Path  # the folder written
+    data: str | Path | None = None  # the tokenized data folder (its reference perplexities)
+    base: str | Path | None = None  # the base model's folder
+    # Brought from elsewhere (adloco.report.inputs.devices): calibration records
+    # of other machines, rooflines and networks, as the command line gives them.
+    devices: list[str] | None = None
+    rooflines: list[str] | None = None
+    networks: list[str] | None = None
 
 
 def base_folder(
@@ -117,37 +141,27 @@ def check_not_in_report(out: Path) -> None:
     )
 
 
-def replay(
-    config_file: str | Path,
-    runs_dir: str | Path,
-    calibration_dir: str | Path,
-    out_dir: str | Path,
-    *,
-    data_dir: str | Path | None = None,
-    base_dir: str | Path | None = None,
-    devices: list[str] | None = None,
-    rooflines: list[str] | None = None,
-    networks: list[str] | None = None,
-) -> list[str]:
-    """``adloco regimes``: the regime table and figures of the runs in ``runs_dir``, in ``out_dir``.
+def replay(request: ReplayRequest) -> list[str]:
+    """``adloco regimes``: the regime table and figures of the request's runs, in its ``out``.
 
-    ``devices``, ``rooflines``, ``networks``: brought from elsewhere
-    (:mod:`adloco.report.inputs.devices`). Returns claim 1 at the main target
-    on each of them, in the report's words (:func:`verdict_lines`).
+    Returns claim 1 at the main target on each brought device and network, in
+    the report's words (:func:`verdict_lines`).
     """
-    out = Path(out_dir)
+    out = Path(request.out)
     check_not_in_report(out)  # before any work
     check_replaceable(out, WRITER, "--out")
-    config = load_config(config_file)
+    config = load_config(request.config)
     settings = ReportSettings.from_section(config.report)
-    runs = load_runs(Path(runs_dir), config)
-    cal_dir = Path(calibration_dir)
+    runs = load_runs(Path(request.runs), config)
+    cal_dir = Path(request.calibration)
     roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    data = Path(data_dir) if data_dir else None
+    data = Path(request.data) if request.data else None
     references = load_references(data)
-    base = load_base(base_folder(base_dir, runs_dir, settings), data)
+    base = load_base(base_folder(request.base, request.runs, settings), data)
     ladder = build_ladder(runs, roles, settings, base, references)
-    brought, nets = bring(config.cluster, cal_dir, devices, rooflines, networks)
+    brought, nets = bring(
+        config.cluster, cal_dir, request.devices, request.rooflines, request.networks
+    )
     regimes = compute_regimes(runs, roles, ladder, config, cal_dir, settings, brought, nets)
     drawn = draw_regimes(regimes, ladder.main)
     # All or nothing: a new folder written beside --out and swapped in whole.

@@ -41,8 +41,14 @@ CONFIG = arg("--config", required=True, help="configuration YAML")
 
 
 def threads(passed: str) -> Argument:
-    """--threads of a stage that trains (set by adloco.engine.process)."""
-    return arg("--threads", type=int, default=None, help=f"CPU threads for torch ({passed})")
+    """--threads of a stage that trains: the command's own (adloco.cli, adloco.engine.process)."""
+    return arg(
+        "--threads",
+        type=int,
+        default=None,
+        help=f"CPU threads for torch ({passed})",
+        command_only=True,
+    )
 
 
 def progress(live_example: str) -> tuple[Argument, ...]:
@@ -50,7 +56,8 @@ def progress(live_example: str) -> tuple[Argument, ...]:
     return (
         arg(
             "--no-progress",
-            action="store_true",
+            action="store_false",
+            dest="progress",
             help="no progress bar on a terminal: one log line per round, as in a log file",
         ),
         arg(
@@ -96,6 +103,7 @@ BROUGHT = (
     arg(
         "--device",
         action="append",
+        dest="devices",
         metavar="CALIBRATION_JSON",
         help="a device to replay the runs on: a file `adloco calibrate` wrote on another "
         "machine (its measured curve; repeatable)",
@@ -103,6 +111,7 @@ BROUGHT = (
     arg(
         "--roofline",
         action="append",
+        dest="rooflines",
         type=_checked("parse_roofline"),
         metavar="NAME=SECONDS_PER_SEQUENCE,SATURATION_BATCH[,UPDATE_S]",
         help="a device given as a roofline (repeatable)",
@@ -110,6 +119,7 @@ BROUGHT = (
     arg(
         "--network",
         action="append",
+        dest="networks",
         type=_checked("parse_network"),
         metavar="NAME=GBIT_S,LATENCY_S",
         help="a network to replay the runs on, beside the bandwidth sweep (repeatable)",

@@ -22,14 +22,7 @@ from adloco.stages.declaration import Dvc, Path_, Stage, arg, keys
 def run(args: argparse.Namespace) -> int:
     from adloco.model.pretrain import pretrain_base
 
-    pretrain_base(
-        args.config,
-        args.data,
-        args.out,
-        args.checkpoints,
-        progress=not args.no_progress,
-        live_dir=args.live,
-    )
+    pretrain_base(STAGE.request_from(args))
     return 0
 
 
@@ -53,6 +46,7 @@ STAGE = Stage(
         threads("Snakemake passes the job's"),
     ),
     run=run,
+    request="adloco.model.pretrain.PretrainRequest",
     trains=True,
     keys=keys("seed", "model", "pretrain", "train.eval_sequences", "train.eval_batch"),
     dvc=Dvc(

@@ -12,17 +12,7 @@ from adloco.stages.declaration import Stage, arg
 def run(args: argparse.Namespace) -> int:
     from adloco.report.regime_report import replay
 
-    lines = replay(
-        args.config,
-        args.runs,
-        args.calibration,
-        args.out,
-        data_dir=args.data,
-        base_dir=args.base,
-        devices=args.device,
-        rooflines=args.roofline,
-        networks=args.network,
-    )
+    lines = replay(STAGE.request_from(args))
     # Claim 1 on each brought device and network, to the terminal.
     print("\n".join(lines))
     return 0
@@ -54,4 +44,5 @@ STAGE = Stage(
         *BROUGHT,
     ),
     run=run,
+    request="adloco.report.regime_report.ReplayRequest",
 )

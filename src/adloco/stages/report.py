@@ -28,21 +28,9 @@ log = logging.getLogger(__name__)
 def run(args: argparse.Namespace) -> int:
     from adloco.report import build_report
 
-    out = Path(args.out)
-    build_report(
-        args.config,
-        args.runs,
-        args.calibration,
-        args.variance,
-        out,
-        data_dir=args.data,
-        base_dir=args.base,
-        devices=args.device,
-        rooflines=args.roofline,
-        networks=args.network,
-        compare_scale=args.compare_scale,
-    )
-    log.info("wrote %s", out / "index.html")
+    request = STAGE.request_from(args)
+    build_report(request)
+    log.info("wrote %s", Path(request.out) / "index.html")
     return 0
 
 
@@ -87,6 +75,7 @@ STAGE = Stage(
         *BROUGHT,
     ),
     run=run,
+    request="adloco.report.ReportRequest",
     out_dirs=("out",),
     keys=keys("seeds", "runs", "report"),
     dvc=Dvc(

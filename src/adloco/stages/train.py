@@ -1,4 +1,4 @@
-"""``adloco train``: one run for one seed, or each of its seeds (adloco.engine.run.train)."""
+"""``adloco train``: one run for one seed, or each of its seeds (adloco.train_run.train)."""
 
 from __future__ import annotations
 
@@ -29,22 +29,9 @@ RUN_LIVE = str(paths.run_live_dir(EXPERIMENT, "{run}"))
 
 
 def run(args: argparse.Namespace) -> int:
-    from adloco.engine import run as engine_run
+    from adloco.train_run import train
 
-    request = engine_run.TrainRequest(
-        config=args.config,
-        run=args.run,
-        seed=args.seed,
-        data=args.data,
-        calibration=args.calibration,
-        out=args.out,
-        checkpoints=args.checkpoints,
-        base=args.base,
-        live=args.live,
-        progress=not args.no_progress,
-        dist_timeout_s=args.dist_timeout_s,
-    )
-    return engine_run.train(request)
+    return train(STAGE.request_from(args))
 
 
 def seed(text: str) -> int | str:
@@ -131,6 +118,7 @@ STAGE = Stage(
         ),
     ),
     run=run,
+    request="adloco.train_run.TrainRequest",
     out_dirs=("out", "checkpoints"),
     trains=True,
     keys=(

@@ -12,18 +12,7 @@ from adloco.stages.declaration import Dvc, Key, Path_, Stage, arg, keys
 def run(args: argparse.Namespace) -> int:
     from adloco.variance.experiment import analyse
 
-    chunk_size: int = args.chunk_size
-    if chunk_size < 1:
-        raise ValueError(f"--chunk-size must be >= 1, got {chunk_size}")
-    analyse(
-        args.config,
-        args.data,
-        args.out,
-        model_dir=args.model,
-        base=args.base,
-        torch_device=args.torch_device,
-        chunk_size=chunk_size,
-    )
+    analyse(STAGE.request_from(args))
     return 0
 
 
@@ -66,6 +55,7 @@ STAGE = Stage(
         threads("Snakemake passes the job's"),
     ),
     run=run,
+    request="adloco.variance.experiment.VarianceRequest",
     out_dirs=("out",),
     trains=True,
     keys=(

@@ -11,6 +11,7 @@ writes the folder (:func:`adloco.variance.outputs.write_outputs`).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -76,33 +77,42 @@ def log_figures(summary: dict) -> None:
         log.info("stats_reduce comparison skipped: %s", summary["scalar_vs_pooled"]["skipped"])
 
 
-def analyse(
-    config_file: str | Path,
-    data_dir: str | Path,
-    out: str | Path,
-    *,
-    model_dir: str | None = None,
-    base: str | Path | None = None,
-    torch_device: str | None = None,
-    chunk_size: int = 8,
-) -> None:
-    """``adloco variance``: the analysis of ``config_file``'s start model, written to ``out``.
+@dataclass(frozen=True, kw_only=True)
+class VarianceRequest:
+    """What ``adloco variance`` is asked: its command line, typed (:mod:`adloco.stages.variance`).
 
-    ``model_dir``: a saved model instead (default: the base model in ``base``
-    with ``model.source: base``, else the seeded initial model);
-    ``torch_device``: default cuda if available, else cpu.
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks).
     """
-    config = load_config(config_file)
+
+    config: str | Path  # the configuration YAML
+    data: str | Path  # the tokenized data folder
+    out: str | Path  # the folder written
+    # A saved model folder instead (default: the base model in `base` with
+    # model.source: base, else the seeded initial model).
+    model: str | None = None
+    base: str | Path | None = None  # the base model folder (model.source: base)
+    torch_device: str | None = None  # default: cuda if available, else cpu
+    # Sequences per forward/backward pass and per vmap chunk (memory only).
+    chunk_size: int = 8
+
+
+def analyse(request: VarianceRequest) -> None:
+    """``adloco variance``: the analysis of the request's start model, written to its ``out``."""
+    if request.chunk_size < 1:
+        raise ValueError(f"--chunk-size must be >= 1, got {request.chunk_size}")
+    config = load_config(request.config)
     # Before any work: a --out holding a file of the user's is refused (kept), not
     # after the gradients are computed (write_outputs checks it again before its swap).
-    check_replaceable(out, WRITER, "--out")
+    check_replaceable(request.out, WRITER, "--out")
     settings = config.variance
+    data_dir, model_dir = request.data, request.model
     data = TokenData.open(data_dir)
     train = data.split("train")
     indices = sample_indices(settings.eval_sequences, len(train), config.seed, str(data_dir))
-    device = torch.device(torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = torch.device(request.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if model_dir is None and config.model.source == "base":
-        model_dir = start_model(config.model, base, config, data_dir).model.name
+        model_dir = start_model(config.model, request.base, config, data_dir).model.name
     model = load_model(model_dir, config.model, data.vocab_size, data.seq_len_tokens, config.seed)
     # The comparison of stats_reduce modes: one trainer on every slot of the
     # cluster, one statistics block per slot (stats_steps x stats_microbatches groups).
@@ -113,7 +123,7 @@ def analyse(
         num_batches=settings.num_batches,
         eta=settings.eta,
         seed=config.seed,
-        chunk_size=chunk_size,
+        chunk_size=request.chunk_size,
         nodes=config.cluster.slots(),
         groups_per_node=config.train.stats_steps * config.train.stats_microbatches,
     )
@@ -125,5 +135,5 @@ def analyse(
         torch_device=str(device),
         torch_version=torch.__version__,
     )
-    write_outputs(analysis, out)
+    write_outputs(analysis, request.out)
     log_figures(analysis.summary)

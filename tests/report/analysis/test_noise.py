@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
+from results_folder import report_request
 
 from adloco.report.analysis.noise import noise_rows, noise_scale, noise_summary
 
@@ -54,7 +55,7 @@ def test_noise_csv_on_the_engine_fixture(tmp_path, engine_fixture):
     from adloco.report import build_report
 
     f = engine_fixture
-    build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", tmp_path)
+    build_report(report_request(f, tmp_path))
     with open(tmp_path / "noise_scale.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert {r["run"] for r in rows} == {"adloco", "adloco-no-merge"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from layout import body_rows
+from results_folder import report_request
 
 from adloco.report import claims_document, compute_findings, make_page, read_inputs
 from adloco.report.analysis.spacing import eval_spacing, seed_spacing
@@ -83,8 +84,9 @@ def report_of(workspace, **report):
     ppls = [100.0 - 2 * k for k in range(19)]  # 19 rounds of 100 tokens: 5.26 % apart
     workspace.run("ddp", {"method": "ddp"}, {0: workspace.single(ppls)})
     ws = workspace
-    inputs = read_inputs(ws.write([70], **report), ws.runs_dir, ws.root / "calibration",
-                         ws.root / "variance", None, None)  # fmt: skip
+    config = ws.write([70], **report)
+    # The report's folder is never written: the inputs are only read.
+    inputs = read_inputs(report_request(ws.root, ws.root / "report", config=config))
     found = compute_findings(inputs)
     page = make_page(inputs, found, {})
     return found, page, claims_document(inputs, found)

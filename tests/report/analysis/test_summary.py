@@ -10,6 +10,7 @@ import csv
 import math
 
 import pytest
+from results_folder import report_request
 
 from adloco.config import load_config
 from adloco.report import build_report
@@ -70,13 +71,7 @@ def test_merges_show_the_merged_model_next(by_run):
 
 
 def test_summary_and_curves_csv(tmp_path, fixtures_dir):
-    build_report(
-        fixtures_dir / "config.yaml",
-        fixtures_dir / "runs",
-        fixtures_dir / "calibration",
-        fixtures_dir / "variance",
-        tmp_path,
-    )
+    build_report(report_request(fixtures_dir, tmp_path))
     with open(tmp_path / "summary.csv", newline="") as fh:
         rows = {r["run"]: r for r in csv.DictReader(fh)}
     assert list(rows) == ["diloco", "adloco", "adloco-no-merge"]

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+from results_folder import report_request
 
 from adloco.config import ConfigError, load_config
 from adloco.report import build_report
@@ -327,8 +328,7 @@ def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp
         tuning_max_climb=1.02,
     )
     out = tmp_path / "tune-report"
-    build_report(config, ws.runs_dir, ws.root / "calibration", ws.root / "variance", out,
-                 base_dir=ws.root / "base")  # fmt: skip
+    build_report(report_request(ws.root, out, config=config, base=ws.root / "base"))
     record = json.loads((out / "tuning.json").read_text())
     # a, b and c reach the target at their first evaluation on 3 seeds each: the smaller
     # inner lr (a) breaks the tie.
@@ -342,8 +342,7 @@ def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp
         tuning=str(out / "tuning.json"),
     )
     page_dir = tmp_path / "default-report"
-    build_report(config, ws.runs_dir, ws.root / "calibration", ws.root / "variance", page_dir,
-                 base_dir=ws.root / "base")  # fmt: skip
+    build_report(report_request(ws.root, page_dir, config=config, base=ws.root / "base"))
     page = (page_dir / "index.html").read_text()
     assert (
         "<b>lr 0.0005, outer lr 0.5, outer momentum 0: 70 (climb 0.990×), 1 s to the main "

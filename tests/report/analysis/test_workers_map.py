@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+from results_folder import report_request
 
 from adloco.config import load_config
 from adloco.report import build_report
@@ -109,8 +110,7 @@ def test_the_report_shows_the_map_on_the_first_screen_and_in_claims_json(workspa
     ws = workspace
     config = ws.write(targets_section={"relative_to": "base", "levels": [0.9], "main": 0.9})
     out = tmp_path / "report"
-    build_report(config, ws.runs_dir, ws.root / "calibration", ws.root / "variance", out,
-                 base_dir=ws.base(BASE))  # fmt: skip
+    build_report(report_request(ws.root, out, config=config, base=ws.base(BASE)))
     doc = json.loads((out / "claims.json").read_text())
     assert [p["run"] for p in doc["workers_map"]["points"]] == ["diloco-w1", "diloco",
                                                                 "diloco-w16"]  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from layout import min_table_widths, parse
+from results_folder import report_request
 
 from adloco.report import FIGURE_NAMES, build_report
 from adloco.report.figures.drawing import not_drawn_png
@@ -33,10 +34,8 @@ def report(tmp_path_factory, engine_fixture, references_and_base):
     out = tmp_path_factory.mktemp("report")
     data, base = references_and_base(tmp_path_factory.mktemp("inputs"))
     f = engine_fixture
-    doc = build_report(
-        f / "config.yaml", f / "runs", f / "calibration", f / "variance", out, data, base,
-        None, BROUGHT_ROOFLINES, BROUGHT_NETWORKS,
-    )  # fmt: skip
+    brought = {"rooflines": BROUGHT_ROOFLINES, "networks": BROUGHT_NETWORKS}
+    doc = build_report(report_request(f, out, data=data, base=base, **brought))
     return out, doc, (out / "index.html").read_text()
 
 
@@ -159,17 +158,15 @@ def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture, refere
     f = engine_fixture
     data, base = references_and_base(tmp_path / "inputs")
     again = tmp_path / "report"  # not tmp_path: it holds the inputs, which a report never replaces
-    build_report(
-        f / "config.yaml", f / "runs", f / "calibration", f / "variance", again, data, base,
-        None, BROUGHT_ROOFLINES, BROUGHT_NETWORKS,
-    )  # fmt: skip
+    brought = {"rooflines": BROUGHT_ROOFLINES, "networks": BROUGHT_NETWORKS}
+    build_report(report_request(f, again, data=data, base=base, **brought))
     assert (again / "index.html").read_text() == page
     assert (again / "regimes.csv").read_bytes() == (out / "regimes.csv").read_bytes()
 
 
 def test_hand_made_tree_with_missing_optional_files(fixtures_dir, tmp_path):
     f = fixtures_dir
-    build_report(f / "config.yaml", f / "runs", f / "calibration", f / "variance", tmp_path)
+    build_report(report_request(f, tmp_path))
     page = (tmp_path / "index.html").read_text()
     # One seed: verdicts are inconclusive and the page says why.
     assert "1 seed: diloco, adloco, adloco-no-merge" in page and "inconclusive" in page

@@ -12,6 +12,7 @@ import json
 import math
 
 import pytest
+from results_folder import report_request
 
 from adloco.report import build_report
 from adloco.report.tables.dvc_files import (
@@ -44,7 +45,8 @@ def test_the_report_writes_the_verdicts_and_each_runs_numbers(workspace, tmp_pat
     four_runs(workspace)
     ws = workspace
     out = tmp_path / "report"
-    build_report(ws.write([60]), ws.runs_dir, ws.root / "calibration", ws.root / "variance", out)
+    ws.write([60])
+    build_report(report_request(ws.root, out))
     metrics = json.loads((out / "metrics.json").read_text())
     # Median paired ratios (seed 1's) and the exact test: all three seeds
     # favour AdLoCo, the most extreme of 2^3 sign patterns.

@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from adloco import cli
-from adloco.engine import run as run_module
-from adloco.engine.run import TrainRequest, seed_command, seed_live_dir, seeds_to_train
+from adloco import cli, train_run
 from adloco.stages import train as train_stage
+from adloco.train_run import TrainRequest, seed_command, seed_live_dir, seeds_to_train
 
 
 def requested(argv: list[str], monkeypatch) -> TrainRequest:
-    """The request the train stage hands the engine for ``adloco <argv>`` (nothing trained)."""
+    """The request the train stage hands its library for ``adloco <argv>`` (nothing trained)."""
     seen = []
-    monkeypatch.setattr(run_module, "train", lambda request: seen.append(request) or 0)
+    monkeypatch.setattr(train_run, "train", lambda request: seen.append(request) or 0)
     args = cli.build_parser().parse_args(argv)
     assert train_stage.run(args) == 0
     (request,) = seen
@@ -71,7 +70,8 @@ def test_the_seeds_folders(seed):
             assert run == "r"
             return [0, 5]
 
-    request = TrainRequest("c", "r", seed, "d", "cal", "o", "k", live="l")
+    given = {"config": "c", "run": "r", "seed": seed, "data": "d", "calibration": "cal"}
+    request = TrainRequest(**given, out="o", checkpoints="k", live="l")
     todo = seeds_to_train(Runs(), request)
     if seed == "all":
         assert todo == [
@@ -82,4 +82,4 @@ def test_the_seeds_folders(seed):
     else:
         assert todo == [(3, Path("o"), Path("k"))]
         assert seed_live_dir(request, 3) == Path("l")
-    assert seed_live_dir(TrainRequest("c", "r", seed, "d", "cal", "o", "k"), 3) is None
+    assert seed_live_dir(TrainRequest(**given, out="o", checkpoints="k"), 3) is None

@@ -1,6 +1,8 @@
-"""`adloco train`: one run of the configuration for one seed, or (`--seed all`) each of its seeds.
+"""`adloco train`'s library: one run of the configuration for one seed, or each of its seeds.
 
-:func:`train` takes the command line as a :class:`TrainRequest`, reads the
+The stage's library over the engine, as :mod:`adloco.calibrate` and
+:mod:`adloco.variance` are theirs. :func:`train` takes the command line as a
+:class:`TrainRequest` (:mod:`adloco.stages.train`'s arguments), reads the
 tokenized data and the calibration results, resolves each seed's
 :class:`adloco.engine.spec.EngineSpec`, trains with
 :func:`adloco.engine.compose.build_engine`, and writes ``metrics.jsonl``,
@@ -88,12 +90,14 @@ def summarize(rows: list[dict], settings: RunSettings, seed: int, final_trainers
 WRITER = "adloco train"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainRequest:
     """What ``adloco train`` is asked: its command line, typed (:mod:`adloco.stages.train`).
 
-    The paths are kept as given: the final model's card quotes the command
-    line that wrote it (:func:`seed_command`).
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks). The paths are
+    kept as given: the final model's card quotes the command line that wrote
+    it (:func:`seed_command`).
     """
 
     config: str | Path  # the configuration YAML

@@ -1,0 +1,193 @@
+"""One shape per stage: a stage's library takes one request whose fields are its arguments.
+
+Each stage that declares a request (``Stage.request``) names a frozen,
+keyword-only dataclass of its library with one field per argument, under
+the argument's name and with its default; the stage's ``run`` builds it with
+``STAGE.request_from(args)`` and reads no argument itself, so what a stage
+takes is written once, as its arguments. A request that drifts from the
+arguments (a field added, renamed or dropped, a default changed) fails here,
+and in ``request_from`` when the stage runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from adloco import cli
+from adloco.stages import STAGES, stage
+from adloco.stages.declaration import Stage, arg, request_problems
+
+# The stages whose library takes more than a couple of the command's values.
+WITH_REQUESTS = ("pretrain", "variance", "train", "report", "regimes")
+
+
+def test_the_stages_with_a_library_of_many_arguments_declare_a_request():
+    assert [s.name for s in STAGES if s.request is not None] == list(WITH_REQUESTS)
+
+
+@pytest.mark.parametrize("name", WITH_REQUESTS)
+def test_a_stages_request_has_its_arguments_as_fields(name):
+    declared = stage(name)
+    request_type = declared.request_type()  # raises where the two differ
+    assert request_problems(request_type, declared) == []
+    # Every argument but the command's own (--threads) is a field.
+    fields = set(request_type.__dataclass_fields__)
+    assert fields == {a.name for a in declared.arguments} - {"threads"}
+
+
+@pytest.mark.parametrize("name", WITH_REQUESTS)
+def test_a_stages_run_reads_no_argument_itself(name):
+    # The arguments reach the library through the request alone: a value read
+    # from args in run would be a second list of what the stage takes.
+    declared = stage(name)
+    tree = ast.parse(inspect.getsource(declared.run))
+    read = sorted(
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "args"
+    )
+    assert read == [], f"adloco {name}'s run reads args.{read}"
+    assert "STAGE.request_from(args)" in inspect.getsource(declared.run)
+
+
+def test_the_report_and_the_replay_share_their_fields():
+    from adloco.report import ReportRequest
+    from adloco.report.regime_report import ReplayRequest
+
+    assert issubclass(ReportRequest, ReplayRequest)
+    own = set(ReportRequest.__dataclass_fields__) - set(ReplayRequest.__dataclass_fields__)
+    assert own == {"variance", "compare_scale"}
+
+
+def test_each_flag_lands_in_its_field():
+    from adloco.report import ReportRequest
+
+    argv = ["report", "--config", "c.yaml", "--runs", "r", "--calibration", "cal"]
+    argv += ["--variance", "v", "--out", "o", "--device", "a.json", "--device", "b.json"]
+    argv += ["--network", "lan=1,0.001", "--compare-scale", "other/claims.json"]
+    args = cli.build_parser().parse_args(argv)
+    assert stage("report").request_from(args) == ReportRequest(
+        config="c.yaml",
+        runs="r",
+        calibration="cal",
+        variance="v",
+        out="o",
+        devices=["a.json", "b.json"],
+        networks=["lan=1,0.001"],
+        compare_scale="other/claims.json",
+    )
+    # --no-progress: the request's progress, off.
+    argv = ["pretrain", "--config", "c", "--data", "d", "--out", "o", "--checkpoints", "k"]
+    request = stage("pretrain").request_from(cli.build_parser().parse_args(argv))
+    assert request.progress is True and request.live is None
+    args = cli.build_parser().parse_args([*argv, "--no-progress", "--live", "l"])
+    request = stage("pretrain").request_from(args)
+    assert request.progress is False and request.live == "l"
+
+
+def toy_stage(request: str) -> Stage:
+    return Stage(
+        name="toy",
+        help="a toy",
+        description="A toy stage.",
+        arguments=(
+            arg("--config", required=True, help="configuration"),
+            arg("--out", required=True, help="output folder"),
+            arg("--repeat", type=int, default=2, help="how many times"),
+            arg("--no-progress", action="store_false", dest="progress", help="no bar"),
+            arg("--device", action="append", dest="devices", help="brought (repeatable)"),
+            arg("--threads", type=int, help="threads", command_only=True),
+        ),
+        run=lambda args: 0,
+        request=f"{__name__}.{request}",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToyRequest:
+    config: str | Path
+    out: str | Path
+    repeat: int = 2
+    progress: bool = True
+    devices: list[str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Drifted:
+    config: str | Path
+    output: str | Path  # renamed
+    repeat: int = 3  # another default
+    progress: bool = False  # the switch's meaning turned round
+    devices: list[str] = field(default_factory=list)  # [] where the command gives None
+
+
+@dataclass(kw_only=True)
+class Unfrozen:
+    config: str | Path
+    out: str | Path
+    repeat: int = 2
+    progress: bool = True
+    devices: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Positional:
+    config: str | Path
+    out: str | Path
+    repeat: int = 2
+    progress: bool = True
+    devices: list[str] | None = None
+
+
+def test_a_request_of_the_arguments_is_built_from_them():
+    toy = toy_stage("ToyRequest")
+    parser = argparse.ArgumentParser()
+    toy.add_arguments(parser)
+    args = parser.parse_args(["--config", "c", "--out", "o", "--threads", "2", "--device", "x"])
+    assert toy.request_from(args) == ToyRequest(config="c", out="o", devices=["x"])
+
+
+@pytest.mark.parametrize(
+    ("request_type", "problems"),
+    [
+        (
+            "Drifted",
+            [
+                "field output is no argument of the stage",
+                "no field out for --out",
+                "field repeat has default 3, --repeat is optional (default 2)",
+                "field progress has default False, --no-progress is optional (default True)",
+                "field devices has default [], --device is optional (default None)",
+            ],
+        ),
+        ("Unfrozen", ["Unfrozen is not frozen"]),
+        (
+            "Positional",
+            [f"field {n} is not keyword-only" for n in ToyRequest.__dataclass_fields__],
+        ),
+    ],
+)
+def test_a_request_that_drifted_from_the_arguments_is_refused(request_type, problems):
+    toy = toy_stage(request_type)
+    assert request_problems(globals()[request_type], toy) == problems
+    with pytest.raises(TypeError, match=f"{request_type} and the arguments of adloco toy differ"):
+        toy.request_from(argparse.Namespace())
+
+
+def test_a_required_argument_has_a_field_without_a_default():
+    @dataclass(frozen=True, kw_only=True)
+    class Defaulted(ToyRequest):
+        out: str | Path = "o"
+
+    assert request_problems(Defaulted, toy_stage("ToyRequest")) == [
+        "field out has default 'o', --out is required"
+    ]
+    assert request_problems(int, toy_stage("ToyRequest")) == ["int is not a dataclass"]
