@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 
 import pytest
@@ -111,13 +111,17 @@ def toy_stage(request: str) -> Stage:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToyRequest:
-    config: str | Path
-    out: str | Path
-    repeat: int = 2
-    progress: bool = True
-    devices: list[str] | None = None
+def toy_request(name: str, **options) -> type:
+    """The toy stage's request as a dataclass made with ``options`` (frozen, kw_only)."""
+    fields = [("config", str), ("out", str), ("repeat", int, field(default=2))]
+    fields += [("progress", bool, field(default=True))]
+    fields += [("devices", list[str] | None, field(default=None))]
+    return make_dataclass(name, fields, **options)
+
+
+ToyRequest = toy_request("ToyRequest", frozen=True, kw_only=True)
+Unfrozen = toy_request("Unfrozen", kw_only=True)
+Positional = toy_request("Positional", frozen=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,24 +131,6 @@ class Drifted:
     repeat: int = 3  # another default
     progress: bool = False  # the switch's meaning turned round
     devices: list[str] = field(default_factory=list)  # [] where the command gives None
-
-
-@dataclass(kw_only=True)
-class Unfrozen:
-    config: str | Path
-    out: str | Path
-    repeat: int = 2
-    progress: bool = True
-    devices: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class Positional:
-    config: str | Path
-    out: str | Path
-    repeat: int = 2
-    progress: bool = True
-    devices: list[str] | None = None
 
 
 def test_a_request_of_the_arguments_is_built_from_them():
