@@ -11,8 +11,9 @@ read the keys, and dvc.yaml is written from them
 imports the declarations while it parses the workflow, and ``adloco --help``
 must not import torch.
 
-A stage's library takes one request: a frozen, keyword-only dataclass of the
-library's own (``Stage.request`` names it), with one field per argument of the
+A stage whose library takes the command's values as given takes them as one
+request: a frozen, keyword-only dataclass of the library's own
+(``Stage.request`` names it), with one field per argument of the
 stage, under the argument's name and with its default (none for a required
 one). :meth:`Stage.request_from` builds it from the parsed arguments and
 refuses a request type whose fields and the arguments differ
@@ -151,7 +152,8 @@ class Stage:
     dvc: Dvc | None = None
     # The request its library takes, as "package.module.Type" (imported when the
     # stage runs): one field per argument (command_only ones aside). None: its
-    # run reads the few arguments it has itself.
+    # run turns its arguments into typed values itself (a loaded configuration,
+    # a device found in it) and reads each once.
     request: str | None = None
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
