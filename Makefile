@@ -40,9 +40,10 @@ TEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile
 # The fast tier leaves out the tests marked for what they run (pyproject.toml's
 # markers): end-to-end pipelines, torchrun ranks, processes killed and resumed,
-# virtual environments built, the GPU check's quick form, snakemake and dvc.
+# virtual environments built, the GPU check's quick form, snakemake and dvc, and
+# the tests of two seconds or more (heavy: whole reports drawn, child processes).
 FAST := not slow and not slurm and not torchrun and not kill_resume and not env_build \
-	and not gpu_check and not workflow_cli
+	and not gpu_check and not workflow_cli and not heavy
 
 test: $(STAMP)
 	$(PYTEST)

@@ -176,6 +176,7 @@ def test_a_malformed_config_is_refused_naming_the_key(tmp_path, case, change, ke
     refused(path, key)
 
 
+@pytest.mark.heavy
 @pytest.mark.reliability("configs")
 @pytest.mark.parametrize(("case", "edit", "named"), TEXT_CASES, ids=[c[0] for c in TEXT_CASES])
 def test_a_malformed_config_file_is_refused_naming_the_line(tmp_path, case, edit, named):

@@ -81,6 +81,7 @@ def test_each_fixture_was_made_under_its_modes_rule(fp):
         assert committed["intra_op_threads"] == numerics.DEFAULT_THREADS
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", ["portable", "fast"])
 def test_this_machine_computes_the_committed_fingerprint(fp, tmp_path, mode):
     import torch  # noqa: F401  (mkl_branch asks the MKL torch loaded)

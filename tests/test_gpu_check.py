@@ -63,6 +63,7 @@ def test_a_refused_figure_fails_the_step_with_the_reason(tmp_path):
     assert entry["message"] == "AssertionError: validation loss did not fall"
 
 
+@pytest.mark.heavy
 def test_a_step_past_its_limit_is_cut_with_every_process_it_started(tmp_path):
     pid_file = tmp_path / "child.pid"
     # The step starts a grandchild that would outlive a plain kill of the step.
@@ -89,6 +90,7 @@ def test_a_step_past_its_limit_is_cut_with_every_process_it_started(tmp_path):
     assert runner.run(Step("after", py("pass"), 30))["status"] == "passed"
 
 
+@pytest.mark.heavy
 def test_a_step_whose_need_did_not_pass_is_skipped_and_the_budget_cuts_the_rest(tmp_path):
     runner = make_runner(tmp_path, budget_s=3)
     runner.run(Step("a", py("import sys; sys.exit(1)"), 30))
@@ -185,6 +187,7 @@ def test_the_configs_keep_the_shipped_runs_and_take_the_paper_shape():
     assert set(default["runs"]) == {"adloco", "diloco"}
 
 
+@pytest.mark.heavy
 @pytest.mark.reliability("messages")
 def test_relative_folders_are_the_callers_not_the_repositorys(tmp_path):
     # Issue 45: `--out relout` run from another folder wrote relout/ in the repository root.

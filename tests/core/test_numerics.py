@@ -160,6 +160,7 @@ def _child(first: str, **env: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     ("setting", "mode"), [(None, "fast"), ("portable", "portable"), ("pinned", "portable")]
 )
@@ -177,6 +178,7 @@ def test_cli_entry_pins_before_torch_loads(tmp_path, setting, mode):
     assert got["record"]["environment"] == got["env"]
 
 
+@pytest.mark.heavy
 def test_native_mode_sets_nothing(tmp_path):
     argv = ["dvc-params", "--preset", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "p")]
     got = _child(f"from adloco.cli import main\nmain({argv!r})", ADLOCO_NUMERICS="native")

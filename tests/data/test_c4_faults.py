@@ -147,6 +147,7 @@ def test_a_long_document_ends_its_batch(tmp_path):
     assert [len(b) for b in batches] == [2, 2]
 
 
+@pytest.mark.heavy
 @pytest.mark.reliability("raw files")
 def test_a_50_mb_line_is_refused_without_reading_it_into_memory(tmp_path):
     # In a process of its own, to measure its peak memory (the tokenizer would

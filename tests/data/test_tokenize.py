@@ -155,6 +155,7 @@ def test_two_runs_give_identical_bytes(tmp_path, tiny_tokenized, tiny_data_confi
     assert _same_files(tiny_tokenized, tmp_path / "again")
 
 
+@pytest.mark.heavy
 def test_worker_processes_give_identical_bytes(tmp_path, tiny_tokenized, tiny_data_config):
     tokenize_corpus(tiny_data_config(num_proc=2), 0, tmp_path / "pool", progress=False)
     assert _same_files(tiny_tokenized, tmp_path / "pool")
@@ -294,6 +295,7 @@ def test_cli_tokenize_writes_the_same_folder(tmp_path, tiny_tokenized, tiny_c4_d
     assert _same_files(tiny_tokenized, out)
 
 
+@pytest.mark.heavy
 def test_mistral_v1_stage_opens_documents_with_bos(tmp_path, tiny_c4_records, tiny_data_config):
     cfg = tiny_data_config(tokenizer={"kind": "mistral-v1"}, max_documents=40)
     manifest = tokenize_corpus(cfg, 0, tmp_path / "mistral", progress=False)

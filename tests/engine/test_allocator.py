@@ -53,6 +53,7 @@ def _passes(mode: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(allocator._glibc() is None, reason="the C library is not glibc")
 def test_training_passes_stop_faulting_in_their_memory_and_compute_the_same():
     default, kept = _passes("default"), _passes("keep")

@@ -31,6 +31,7 @@ def test_checkpoint_of_another_configuration_is_set_aside(array_data, make_confi
     assert strip == [{k: v for k, v in r.items() if k != "wall_time_s"} for r in fresh]
 
 
+@pytest.mark.heavy
 def test_every_run_of_the_default_config_ends_at_the_same_budget(array_data, tmp_path):
     # The default's runs, as configured, on the tiny model and data with a small budget.
     from pathlib import Path

@@ -355,6 +355,7 @@ def test_logged_time_is_recomputed_exactly_from_the_rows(array_data, make_config
     assert all(sliced[r] >= got[r] for r in got) and sliced[4] > got[4]
 
 
+@pytest.mark.heavy
 def test_global_batch_changes_only_by_test_or_merge(array_data, make_config, tmp_path):
     cfg, run = make_config(
         {

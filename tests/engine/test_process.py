@@ -46,16 +46,19 @@ def seen() -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.heavy
 def test_no_threads_given_leaves_torch_s_own_count(seen):
     assert seen["start"] == 2  # OMP_NUM_THREADS of the environment
     assert seen["None"] == seen["0"] == 2
 
 
+@pytest.mark.heavy
 def test_prepare_sets_the_threads_it_is_given_and_keeps_freed_memory_each_time(seen):
     assert seen["3"] == 3
     assert seen["kept"] == 3
 
 
+@pytest.mark.heavy
 def test_off_a_terminal_the_library_bars_go_off(seen):
     assert seen["bars"] is True  # on by default
     assert seen["bars_after"] is False

@@ -394,6 +394,7 @@ def test_a_finished_run_of_another_identity_is_refused_not_set_aside(two_runs, t
     assert snapshot(ckpt) == before and not tmp_path.joinpath("ckpt.stale").exists()
 
 
+@pytest.mark.heavy
 @pytest.mark.reliability("locks")
 def test_a_second_trainer_on_the_same_folders_fails_at_once(two_runs, tmp_path, monkeypatch):
     # While the first trainer is between rounds 1 and 2 (it holds the lock), a real second

@@ -74,6 +74,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", ["fast", "portable"])
 def test_the_default_eval_batch_evaluates_as_the_old_one_to_the_bit(tmp_path, mode):
     done = run_in_mode(

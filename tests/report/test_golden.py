@@ -14,6 +14,7 @@ import pytest
 from golden import CASES, comparable, render, stored
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_report_outputs_equal_the_golden_files(case, tmp_path, references_and_base):
     written = comparable(render(case, tmp_path, references_and_base))

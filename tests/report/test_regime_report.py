@@ -21,6 +21,7 @@ from adloco.report.inputs.results import load_runs
 from disk_faults import full_disk
 
 
+@pytest.mark.heavy
 def test_adloco_regimes_writes_the_table_and_figures(engine_fixture, tmp_path, capsys):
     f = engine_fixture
     common = ["--config", str(f / "config.yaml"), "--runs", str(f / "runs"),
@@ -136,6 +137,7 @@ def verdict_rows(out: Path, clock: str, target: float) -> dict:
     }  # fmt: skip
 
 
+@pytest.mark.heavy
 def test_the_docs_replay_command_works_as_written(
     engine_fixture, references_and_base, tmp_path, monkeypatch, capsys
 ):
@@ -173,6 +175,7 @@ def test_the_docs_replay_command_works_as_written(
     assert (out / "figures" / "regimes.png").is_file()
 
 
+@pytest.mark.heavy
 def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
     engine_fixture, references_and_base, tmp_path, capsys
 ):
@@ -204,6 +207,7 @@ def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
     )
 
 
+@pytest.mark.heavy
 def test_a_run_that_never_reaches_the_target_is_censored_not_a_ratio_of_0(engine_fixture, tmp_path):
     from adloco.report.analysis.claims import Context, values_of
     from adloco.report.analysis.seed_stats import median
@@ -330,6 +334,7 @@ def test_the_replay_script_refuses_a_name_that_is_not_one_and_writes_nothing(
     assert tree(tmp_path) == before and calls == []
 
 
+@pytest.mark.heavy
 @pytest.mark.reliability("replay inputs")
 def test_the_replay_script_writes_its_folder_whole_and_nothing_outside_it(
     engine_fixture, references_and_base, tmp_path, monkeypatch, capsys
@@ -394,6 +399,7 @@ def regimes(engine_fixture, out, roofline: str) -> int:
     return main(["regimes", *args, "--out", str(out)])
 
 
+@pytest.mark.heavy
 @pytest.mark.reliability("disk-full")
 def test_a_full_disk_at_the_last_figure_leaves_the_previous_files_whole(
     engine_fixture, tmp_path, monkeypatch, capsys
@@ -428,6 +434,7 @@ class Killed(BaseException):
 KILL_POINTS = ["before moving --out aside", "after moving --out aside", "after moving the new in"]
 
 
+@pytest.mark.heavy
 @pytest.mark.reliability("kills")
 @pytest.mark.parametrize("point", KILL_POINTS)
 def test_a_kill_during_the_swap_leaves_the_old_or_the_new_files_whole(

@@ -12,6 +12,7 @@ from results_folder import report_request
 from adloco.report import FIGURE_NAMES, build_report, claims_document, write_tables
 
 
+@pytest.mark.heavy
 def test_the_steps_write_what_build_report_writes(engine_report, engine_fixture, tmp_path):
     inputs, found, page = engine_report
     write_tables(tmp_path / "steps", inputs, found)
@@ -40,6 +41,7 @@ def test_the_steps_write_what_build_report_writes(engine_report, engine_fixture,
     assert undrawn.startswith(b"\x89PNG") and base64.b64encode(undrawn).decode() not in page
 
 
+@pytest.mark.heavy
 @pytest.mark.reliability("disk-full")
 def test_a_report_that_fails_part_way_leaves_the_previous_one_whole(
     engine_fixture, tmp_path, monkeypatch

@@ -194,6 +194,7 @@ def stage_outputs(stages: dict[str, dict]) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.heavy
 def test_every_job_is_a_stage_with_the_same_command(snakemake_jobs, dvc_stages):
     assert sorted(snakemake_jobs) == sorted(dvc_stages)
     config = yaml.safe_load((ROOT / CONFIG_FILE).read_text())
@@ -207,6 +208,7 @@ def test_every_job_is_a_stage_with_the_same_command(snakemake_jobs, dvc_stages):
             assert sorted(map(int, job["seeds"])) == sorted(expected)
 
 
+@pytest.mark.heavy
 def test_stages_read_and_write_the_same_files(snakemake_jobs, dvc_stages):
     for command, job in snakemake_jobs.items():
         stage = dvc_stages[command]
@@ -237,6 +239,7 @@ def test_stages_read_and_write_the_same_files(snakemake_jobs, dvc_stages):
             assert not unused, f"{stage['name']}: dvc.yaml path not in Snakemake {kind}: {unused}"
 
 
+@pytest.mark.heavy
 def test_checkpoints_persist_in_dvc_and_are_no_snakemake_output(snakemake_jobs, dvc_stages):
     trains = [(c, j) for c, j in snakemake_jobs.items() if j["rule"] == "train"]
     assert trains
@@ -267,6 +270,7 @@ def test_checkpoints_persist_in_dvc_and_are_no_snakemake_output(snakemake_jobs, 
     assert all(not s["persist"] for s in others)
 
 
+@pytest.mark.heavy
 def test_stages_depend_on_the_same_config_keys(snakemake_jobs, dvc_stages):
     keys = stage_params()
     # DVC's stage of a run trains each of its seeds: the top-level list is an input too.

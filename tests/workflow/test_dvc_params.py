@@ -15,6 +15,7 @@ from adloco.dvc.params import MARK, params_text
 from config_edits import ROOT, shipped_configs
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("preset", shipped_configs())
 def test_the_copy_is_the_preset_with_every_default_written_out(tmp_path, monkeypatch, preset):
     monkeypatch.chdir(ROOT)

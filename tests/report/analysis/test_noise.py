@@ -51,6 +51,7 @@ def test_noise_rows_and_summary(workspace):
     assert noise_rows(runs, ["diloco"]) == []  # stats null: nothing to show
 
 
+@pytest.mark.heavy
 def test_noise_csv_on_the_engine_fixture(tmp_path, engine_fixture):
     from adloco.report import build_report
 

@@ -145,6 +145,7 @@ def test_the_parameter_count_of_the_default_and_the_4x_preset_by_hand():
     assert model_parameters(scaled, {"vocab_size": 1024}) == by_hand(192, 512, 3) - 1024 * 192
 
 
+@pytest.mark.heavy
 def test_adloco_report_compare_scale_puts_it_in_claims_json_and_on_the_first_screen(
     engine_fixture, tmp_path
 ):

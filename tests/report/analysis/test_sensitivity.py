@@ -57,6 +57,7 @@ def test_interpolation_separates_runs_that_whole_rounds_tie(workspace):
     assert head.alternatives["between"]["verdict"] != SUPPORTED
 
 
+@pytest.mark.heavy
 def test_every_comparison_gets_the_other_choice_of_every_rule(workspace):
     workspace.two_seed_runs()
     runs, roles, ladder, settings = workspace.load([60])

@@ -70,6 +70,7 @@ def test_merges_show_the_merged_model_next(by_run):
     assert m["round"] == 3 and m["after_round"] == 4 and m["after"] == 60.0
 
 
+@pytest.mark.heavy
 def test_summary_and_curves_csv(tmp_path, fixtures_dir):
     build_report(report_request(fixtures_dir, tmp_path))
     with open(tmp_path / "summary.csv", newline="") as fh:

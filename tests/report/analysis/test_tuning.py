@@ -319,6 +319,7 @@ def test_unknown_runs_and_a_limit_without_base_are_refused(workspace):
         tuning_record(config, runs, {"adloco": ("adloco-a",)}, None)
 
 
+@pytest.mark.heavy
 def test_build_report_writes_tuning_json_and_the_default_shows_it(workspace, tmp_path):
     grid(workspace)
     ws = workspace

@@ -105,6 +105,7 @@ def test_without_two_splits_or_an_anchor_there_is_no_map(workspace):
     ).note == ("needs a DiLoCo run and a ddp run")
 
 
+@pytest.mark.heavy
 def test_the_report_shows_the_map_on_the_first_screen_and_in_claims_json(workspace, tmp_path):
     runs(workspace)
     ws = workspace

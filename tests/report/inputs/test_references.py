@@ -9,6 +9,7 @@ import pytest
 from adloco.report.inputs.references import References, load_base, load_references
 
 
+@pytest.mark.heavy
 def test_missing_references_are_said_and_every_verdict_says_so(workspace):
     workspace.two_seed_runs()
     refs = load_references(workspace.manifest())  # a manifest from before the references

@@ -53,6 +53,7 @@ def check_references(out: Path, page: str) -> int:
     return images
 
 
+@pytest.mark.heavy
 def test_sections_and_embedded_figures(report):
     out, _, page = report
     ids = parse(page).ids
@@ -153,6 +154,7 @@ def test_claims_json_is_machine_readable(report):
     assert page.index("id='mechanisms'") > page.index("id='claims'")
 
 
+@pytest.mark.heavy
 def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture, references_and_base):
     out, _, page = report
     f = engine_fixture
@@ -164,6 +166,7 @@ def test_same_inputs_give_the_same_page(report, tmp_path, engine_fixture, refere
     assert (again / "regimes.csv").read_bytes() == (out / "regimes.csv").read_bytes()
 
 
+@pytest.mark.heavy
 def test_hand_made_tree_with_missing_optional_files(fixtures_dir, tmp_path):
     f = fixtures_dir
     build_report(report_request(f, tmp_path))

@@ -41,6 +41,7 @@ def read_csv(path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.heavy
 def test_the_report_writes_the_verdicts_and_each_runs_numbers(workspace, tmp_path):
     four_runs(workspace)
     ws = workspace
