@@ -24,7 +24,7 @@ are in ``docs/calibration.md``.
 The package, one idea a module: :mod:`~adloco.calibrate.memory_search` (the
 max batch), :mod:`~adloco.calibrate.step_timing` (the timed curve),
 :mod:`~adloco.calibrate.step_time_model` (the curve the clock charges),
-:mod:`~adloco.calibrate.device` (one device's record, measured in order) and
-:mod:`~adloco.calibrate.bench` (the model they share, and the engine's inner
-step they run on it).
+:mod:`~adloco.calibrate.device` (the stage's entry: one device's record,
+measured in order and written) and :mod:`~adloco.calibrate.bench` (the model
+they share, and the engine's inner step they run on it).
 """

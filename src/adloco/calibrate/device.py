@@ -1,16 +1,20 @@
 """One device's calibration: the record ``adloco calibrate`` writes, measured in order.
 
-Part of ``adloco calibrate`` (:mod:`adloco.calibrate`): what the file says of
-the device, the model and the settings (:func:`device_record`), then the
-max-batch search (unless ``max_batch`` is configured) and the step timing
+``adloco calibrate``'s library (:mod:`adloco.calibrate`): :func:`calibrate`
+takes the stage's request (:class:`CalibrateRequest`), finds the device in the
+configuration and opens the tokenized data; then what the file says of the
+device, the model and the settings (:func:`device_record`), the max-batch
+search (unless ``max_batch`` is configured) and the step timing
 (:func:`calibrate_device`). :class:`adloco.formats.calibration.CalibrationRecord`
 writes and reads the file.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +23,59 @@ import torch
 from adloco.calibrate.bench import Bench, memory_bytes
 from adloco.calibrate.memory_search import search_device_max_batch
 from adloco.calibrate.step_timing import time_device_steps
-from adloco.config import Config, ConfigError, DeviceConfig
+from adloco.config import Config, ConfigError, DeviceConfig, load_config
 from adloco.core import paths
+from adloco.data.reader import TokenData
+from adloco.formats.calibration import CalibrationRecord, check_replaceable
 from adloco.model.llama import num_parameters
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrateRequest:
+    """What ``adloco calibrate`` is asked: its command line, typed (:mod:`adloco.stages.calibrate`).
+
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks).
+    """
+
+    config: str | Path  # the configuration YAML
+    data: str | Path  # the tokenized data folder (vocabulary, sequence length)
+    device: str  # the device's name in cluster.devices
+    out: str | Path  # the calibration record written
+
+
+def calibrate(request: CalibrateRequest) -> int:
+    """``adloco calibrate``: the request's device calibrated and its record written to ``out``."""
+    data = request.data
+    config = load_config(request.config)
+    device = find_device(config, request.device)
+    # Before any work: a file at --out that is not a record of this stage is kept.
+    check_replaceable(request.out)
+    # Opened as training opens it: a damaged or edited folder is refused the same way.
+    manifest = TokenData.open(data).manifest
+    check_seq_len(config, data, manifest)
+    record = calibrate_device(config, device, manifest["vocab_size"], manifest["seq_len_tokens"])
+    CalibrationRecord.write(request.out, record)
+    measured = record["step_time_measured"]
+    log.info(
+        "device %s: max batch %d (raw %d, method %s)",
+        record["device"],
+        record["max_batch"],
+        record["raw_max_batch"],
+        record["method"],
+    )
+    log.info(
+        "device %s: measured pass seconds %s at batches %s, update %.3g s; clock uses %s (%s)",
+        record["device"],
+        [f"{t:.3g}" for t in measured["fwd_bwd_s"]],
+        measured["batches"],
+        measured["update_s"],
+        record["step_time"]["model"],
+        record["step_time_curve"],
+    )
+    return 0
 
 
 def calibrate_device(

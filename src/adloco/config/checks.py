@@ -273,7 +273,7 @@ def check_dvc_raw_dir(config: Config, dvc_root: str) -> None:
     keeps (caches) outputs only inside the repository, written relative to it:
     an absolute path, even one inside, or a path out of it ends in DVC's
     "failed to reproduce 'prepare-corpus'" with no reason. Run by DVC, the
-    stage's command checks it first (:func:`adloco.data.corpus.run`).
+    stage's command checks it first (:func:`adloco.data.corpus.prepare_corpus`).
     """
     raw_dir = config.data.raw_dir
     root = os.path.normpath(dvc_root)

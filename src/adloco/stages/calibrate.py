@@ -1,51 +1,18 @@
-"""``adloco calibrate``: one device of the configuration, calibrated and its record written."""
+"""``adloco calibrate``: one device calibrated, its record written (adloco.calibrate.device)."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 
 from adloco.core import paths
 from adloco.stages.common import CONFIG, DEVICE, EXP, EXPERIMENT, PARAMS_FILE, TOKENIZED, threads
 from adloco.stages.declaration import Dvc, Key, Path_, Stage, arg, keys
 
-log = logging.getLogger(__name__)
-
 
 def run(args: argparse.Namespace) -> int:
-    from adloco.calibrate.device import calibrate_device, check_seq_len, find_device
-    from adloco.config import load_config
-    from adloco.data.reader import TokenData
-    from adloco.formats.calibration import CalibrationRecord, check_replaceable
+    from adloco.calibrate.device import calibrate
 
-    data: str = args.data
-    config = load_config(args.config)
-    device = find_device(config, args.device)
-    # Before any work: a file at --out that is not a record of this stage is kept.
-    check_replaceable(args.out)
-    # Opened as training opens it: a damaged or edited folder is refused the same way.
-    manifest = TokenData.open(data).manifest
-    check_seq_len(config, data, manifest)
-    record = calibrate_device(config, device, manifest["vocab_size"], manifest["seq_len_tokens"])
-    CalibrationRecord.write(args.out, record)
-    measured = record["step_time_measured"]
-    log.info(
-        "device %s: max batch %d (raw %d, method %s)",
-        record["device"],
-        record["max_batch"],
-        record["raw_max_batch"],
-        record["method"],
-    )
-    log.info(
-        "device %s: measured pass seconds %s at batches %s, update %.3g s; clock uses %s (%s)",
-        record["device"],
-        [f"{t:.3g}" for t in measured["fwd_bwd_s"]],
-        measured["batches"],
-        measured["update_s"],
-        record["step_time"]["model"],
-        record["step_time_curve"],
-    )
-    return 0
+    return calibrate(STAGE.request_from(args))
 
 
 STAGE = Stage(
@@ -67,6 +34,7 @@ STAGE = Stage(
         threads("Snakemake passes those of one training process"),
     ),
     run=run,
+    request="adloco.calibrate.device.CalibrateRequest",
     out_files=("out",),
     trains=True,
     keys=(
