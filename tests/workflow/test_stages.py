@@ -205,7 +205,7 @@ def test_every_stages_rule_is_planned_by_a_preset():
 
 
 def toy_run(args: argparse.Namespace) -> int:
-    # What a stage's run does: typed values from the arguments, then its library.
+    # A toy without a library, so without a request: it reads its arguments itself.
     total = sum(args.count for _ in range(args.repeat))
     Path(args.out).write_text(f"{total}\n")
     return 0

@@ -19,16 +19,19 @@ edit of a file git tracks that neither HEAD nor one of its experiments holds:
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from adloco.config import Config
+from adloco.config import Config, load_config
 from adloco.core import paths
 from adloco.core.io import EXAMPLES_SHOWN, ForeignFolderError, check_replaceable, is_own_temporary
 from adloco.data.corpus import WHAT as CORPUS_WHAT
 from adloco.engine import checkpoint
+
+log = logging.getLogger(__name__)
 
 # A run's folder (and its checkpoint folder) holds one folder per seed, and
 # what a killed writer of one left beside it; a checkpoint set aside is `.stale`.
@@ -39,6 +42,40 @@ ADVICE = (
     "dvc repro, dvc exp run, dvc exp apply and dvc checkout delete what DVC did not write in "
     "these folders: move the files out of results/ and data/ (docs/workflow.md, DVC)"
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DvcCheckRequest:
+    """What ``adloco dvc-check`` is asked: its command line, typed (:mod:`adloco.stages.dvc_check`).
+
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks).
+    """
+
+    config: str | Path = "params.yaml"  # the file dvc.yaml reads
+    # Also refuse uncommitted edits of files git tracks that no experiment holds
+    # (before `dvc exp apply`, which replaces them).
+    apply: bool = False
+
+
+def check_before_dvc(request: DvcCheckRequest) -> int:
+    """``adloco dvc-check``: the files DVC would delete, refused by name (ForeignFolderError)."""
+    config_file = request.config
+    problems = foreign_files(load_config(config_file))
+    if request.apply:
+        unsaved = unsaved_edits()
+        if unsaved:
+            problems.append(
+                f"{len(unsaved)} file(s) git tracks hold uncommitted edits no experiment holds "
+                f"({', '.join(unsaved)}), which dvc exp apply replaces with the experiment's: "
+                "commit them first, or use dvc exp branch"
+            )
+    if problems:
+        raise ForeignFolderError(
+            f"{len(problems)} problem(s) before DVC runs: {'; '.join(problems)}; {ADVICE}"
+        )
+    log.info("no output folder of %s's stages holds files adloco did not write", config_file)
+    return 0
 
 
 @dataclass(frozen=True)

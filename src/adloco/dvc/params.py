@@ -19,15 +19,48 @@ refused, never replaced.
 from __future__ import annotations
 
 import copy
+import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from adloco.config import ConfigError, read_yaml, validate
+from adloco.config import ConfigError, check_dvc_raw_dir, load_config, read_yaml, validate
 from adloco.config.yaml_file import ConfigDumper, check_experiment_named
+from adloco.core.io import write_text_atomic
+
+log = logging.getLogger(__name__)
 
 MARK = "# Made by `adloco dvc-params"  # the first line of every file this command writes
+
+
+@dataclass(frozen=True, kw_only=True)
+class DvcParamsRequest:
+    """What ``adloco dvc-params`` is asked: its command line, typed
+    (:mod:`adloco.stages.dvc_params`).
+
+    One field per argument of the stage, with its default
+    (:func:`adloco.stages.declaration.request_problems` checks).
+    """
+
+    preset: str = "config/config.yaml"  # the configuration DVC runs, as the header names it
+    out: str | Path = "params.yaml"  # the file dvc.yaml reads (a link: the file it names)
+
+
+def write_params(request: DvcParamsRequest) -> int:
+    """``adloco dvc-params``: the request's preset as the parameters file at its ``out``."""
+    preset = request.preset
+    given = Path(request.out)
+    text = params_text(preset)  # a bad preset fails before anything is written
+    # A raw_dir DVC cannot keep fails here, not at dvc repro with DVC's reasonless error.
+    check_dvc_raw_dir(load_config(preset), str(given.resolve().parent))
+    # A link stays a link: the file it names is replaced, if this command wrote it.
+    out = target(given)
+    check_replaceable(out, given)
+    write_text_atomic(out, text)
+    log.info("wrote %s from %s: dvc.yaml's stages are now that preset's", given, preset)
+    return 0
 
 
 class _Dumper(ConfigDumper):

@@ -5,8 +5,9 @@ command (help, arguments, which of them name its outputs, whether it trains),
 the configuration keys it depends on, its inputs and outputs as dvc.yaml runs
 it (:mod:`adloco.stages.declaration`), the request type its library takes,
 and its entry ``run(args) -> int``, which hands the library it calls the
-parsed arguments as that request (``STAGE.request_from(args)``), or as typed
-values where it declares none.
+parsed arguments as that request (``STAGE.request_from(args)``) and returns
+the exit status, with at most one line of its own (``report`` logs the page it
+wrote, ``regimes`` prints claim 1).
 From :data:`STAGES` come :mod:`adloco.cli`'s parser, the Snakemake rules'
 ``settings`` params (:func:`snakemake_params`) and dvc.yaml
 (workflow/lib/adloco_workflow/dvc_yaml.py). The package imports only the

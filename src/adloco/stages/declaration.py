@@ -11,14 +11,15 @@ read the keys, and dvc.yaml is written from them
 imports the declarations while it parses the workflow, and ``adloco --help``
 must not import torch.
 
-A stage whose library takes the command's values as given takes them as one
-request: a frozen, keyword-only dataclass of the library's own
-(``Stage.request`` names it), with one field per argument of the
-stage, under the argument's name and with its default (none for a required
-one). :meth:`Stage.request_from` builds it from the parsed arguments and
-refuses a request type whose fields and the arguments differ
-(:func:`request_problems`), so the list of what a stage takes is written once,
-as its arguments, and checked against the one type its library declares.
+A stage's library takes the command's values as one request: a frozen,
+keyword-only dataclass of the library's own (``Stage.request`` names it),
+with one field per argument of the stage, under the argument's name and with
+its default (none for a required one); the library, not the stage, loads the
+configuration and reads what the values name. :meth:`Stage.request_from`
+builds it from the parsed arguments and refuses a request type whose fields
+and the arguments differ (:func:`request_problems`), so the list of what a
+stage takes is written once, as its arguments, and checked against the one
+type its library declares.
 """
 
 from __future__ import annotations
@@ -151,9 +152,9 @@ class Stage:
     # The stage as dvc.yaml runs it; None: not a stage of dvc.yaml.
     dvc: Dvc | None = None
     # The request its library takes, as "package.module.Type" (imported when the
-    # stage runs): one field per argument (command_only ones aside). None: its
-    # run turns its arguments into typed values itself (a loaded configuration,
-    # a device found in it) and reads each once.
+    # stage runs): one field per argument (command_only ones aside). Every stage
+    # of STAGES declares one (tests/test_stage_requests.py); None: a stage
+    # without a library, whose run reads its arguments itself.
     request: str | None = None
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from adloco.stages.declaration import Stage, arg
 
-log = logging.getLogger(__name__)
-
 
 def run(args: argparse.Namespace) -> int:
-    from adloco.config import load_config
-    from adloco.core.io import ForeignFolderError
-    from adloco.dvc.check import ADVICE, foreign_files, unsaved_edits
+    from adloco.dvc.check import check_before_dvc
 
-    config_file: str = args.config
-    problems = foreign_files(load_config(config_file))
-    if args.apply:
-        unsaved = unsaved_edits()
-        if unsaved:
-            problems.append(
-                f"{len(unsaved)} file(s) git tracks hold uncommitted edits no experiment holds "
-                f"({', '.join(unsaved)}), which dvc exp apply replaces with the experiment's: "
-                "commit them first, or use dvc exp branch"
-            )
-    if problems:
-        raise ForeignFolderError(
-            f"{len(problems)} problem(s) before DVC runs: {'; '.join(problems)}; {ADVICE}"
-        )
-    log.info("no output folder of %s's stages holds files adloco did not write", config_file)
-    return 0
+    return check_before_dvc(STAGE.request_from(args))
 
 
 STAGE = Stage(
@@ -54,4 +34,5 @@ STAGE = Stage(
         ),
     ),
     run=run,
+    request="adloco.dvc.check.DvcCheckRequest",
 )

@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
-from pathlib import Path
 
 from adloco.stages.declaration import Stage, arg
 
-log = logging.getLogger(__name__)
-
 
 def run(args: argparse.Namespace) -> int:
-    from adloco.config import check_dvc_raw_dir, load_config
-    from adloco.core.io import write_text_atomic
-    from adloco.dvc.params import check_replaceable, params_text, target
+    from adloco.dvc.params import write_params
 
-    preset: str = args.preset
-    given = Path(args.out)
-    text = params_text(preset)  # a bad preset fails before anything is written
-    # A raw_dir DVC cannot keep fails here, not at dvc repro with DVC's reasonless error.
-    check_dvc_raw_dir(load_config(preset), str(given.resolve().parent))
-    # A link stays a link: the file it names is replaced, if this command wrote it.
-    out = target(given)
-    check_replaceable(out, given)
-    write_text_atomic(out, text)
-    log.info("wrote %s from %s: dvc.yaml's stages are now that preset's", given, preset)
-    return 0
+    return write_params(STAGE.request_from(args))
 
 
 STAGE = Stage(
@@ -45,5 +29,6 @@ STAGE = Stage(
         arg("--out", default="params.yaml", help="the file dvc.yaml reads (default: params.yaml)"),
     ),
     run=run,
+    request="adloco.dvc.params.DvcParamsRequest",
     out_files=("out",),
 )
