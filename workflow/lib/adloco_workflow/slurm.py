@@ -19,9 +19,10 @@ builds its jobs), with Snakemake's own dependencies only:
   submit and waited for ever at 0 % CPU; the Snakefile's ``onstart`` now
   refuses in one line before any job, and a dry run says it cannot be submitted
   from here.
-* :func:`stop_on_sigterm`: SIGTERM ends Snakemake as Ctrl-C does, cancelling the
-  jobs it submitted (``scancel``), where Snakemake's own handler would wait for
-  every submitted job to finish.
+* :func:`stop_on_signals`: SIGTERM and SIGINT (Ctrl-C) end Snakemake at once,
+  cancelling the jobs it submitted (``scancel``), where Snakemake's own SIGTERM
+  handler would wait for every submitted job to finish and asyncio could lose
+  a SIGINT.
 """
 
 from __future__ import annotations
@@ -223,12 +224,19 @@ def warn_without_clients(environ: Mapping[str, str] | None = None) -> None:
         )
 
 
-def stop_on_sigterm(workflow) -> None:
-    """Under the SLURM executor, SIGTERM ends Snakemake as SIGINT (Ctrl-C) does.
+def stop_on_signals(workflow) -> None:
+    """Under the SLURM executor, SIGTERM and SIGINT raise ``KeyboardInterrupt`` where they land.
 
-    Snakemake's own SIGTERM handler waits for every running job to finish,
-    which on a cluster is hours; SIGINT's ``KeyboardInterrupt`` makes its
-    scheduler cancel the submitted jobs (the plugin's ``scancel``) and return.
+    ``KeyboardInterrupt`` makes Snakemake's scheduler cancel the submitted jobs
+    (the plugin's ``scancel``) and return. Snakemake's own SIGTERM handler
+    instead waits for every running job to finish, which on a cluster is hours.
+    SIGINT, left to Python's default, is taken over by asyncio while Snakemake
+    runs one of its coroutines: ``asyncio.Runner`` turns it into a cancellation
+    of the coroutine's task, which is lost where the coroutine finishes anyway
+    (one that catches it; Python 3.11's ``TaskGroup`` where an outside
+    cancellation meets one of its own, CPython gh-116720), and the run then
+    waits for its pending jobs for ever. A handler of our own keeps asyncio's
+    off: it installs its handler only over Python's default one.
     Set in ``onstart``, after Snakemake has installed its handler.
     """
     if not _is_slurm(workflow):
@@ -237,4 +245,5 @@ def stop_on_sigterm(workflow) -> None:
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
-    signal.signal(signal.SIGTERM, interrupt)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, interrupt)
