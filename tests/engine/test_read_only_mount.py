@@ -1,4 +1,4 @@
-"""A folder made read-only while a run writes to it: nothing is lost and the run resumes.
+"""A folder made read-only while a run writes to it: one line, nothing lost, the run resumes.
 
 The checkpoint folder (which holds ``metrics.jsonl`` too) sits on a bind mount
 that is remounted read-only between two rounds, as a disk or a network share
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from array_data import make_engine
 
+from adloco.core.errors import describe
 from adloco.engine.loop import RoundLoop
 
 RUN = {"max_rounds": 4, "checkpoint_every_rounds": 1}
@@ -78,6 +79,10 @@ def test_a_folder_turned_read_only_between_rounds_loses_nothing_and_the_run_resu
     with pytest.raises(OSError) as failed:
         engine.run()
     assert failed.value.errno == errno.EROFS
+    # What `adloco train` prints for it (adloco.cli.main): one line naming the file and the fix.
+    message = describe(failed.value)
+    assert "\n" not in message and message.startswith(str(where)), message
+    assert message.endswith(": Read-only file system; make it writable, or choose another folder")
     ckpt = where / "ckpt"
     # Nothing lost: the rows of rounds 1 and 2, whole, and round 2's checkpoint.
     assert rows(engine.metrics_path) == [r for r in expected if r["round"] <= 2]
