@@ -119,6 +119,42 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+# ------------------------------------------------------------------ a folder turned read-only
+def mount(*args: str):
+    import subprocess
+
+    return subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def bind_mount(tmp_path):
+    """(a folder bind-mounted at another, remount(read_only)); unmounted at the end.
+
+    Remounted read-only, the kernel refuses every write under it with ``EROFS``,
+    whatever the permission bits (root too), as a disk or a network share turning
+    read-only under a running job would. Skipped, saying why, where this
+    container cannot mount.
+    """
+    import subprocess
+
+    disk, where = tmp_path / "disk", tmp_path / "mnt"
+    disk.mkdir()
+    where.mkdir()
+    done = mount("--bind", str(disk), str(where))
+    if done.returncode != 0:
+        pytest.skip(f"cannot bind-mount here (not root, or no mount in this container): "
+                    f"{done.stderr.strip()}")  # fmt: skip
+
+    def remount(read_only: bool) -> None:
+        done = mount("-o", f"remount,bind,{'ro' if read_only else 'rw'}", str(where))
+        assert done.returncode == 0, done.stderr
+
+    try:
+        yield where, remount
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
 # ------------------------------------------------------------------ reliability cases
 # `pytest -m reliability` re-runs every fault case of docs/reliability.md; the
 # summary counts them by the category of their marker.

@@ -214,6 +214,56 @@ def test_the_message_of_a_full_disk_names_the_output_not_its_temporary(tmp_path)
     assert message.startswith(f"no space left to write {tmp_path / 'a.json'} (No space left")
 
 
+@pytest.mark.heavy
+@pytest.mark.reliability("read-only")
+def test_a_run_folder_turned_read_only_before_its_outputs_is_one_line_and_the_command_ends_it(
+    stage, tmp_path, monkeypatch, bind_mount
+):
+    # --out on a mount remounted read-only after training, as the outputs are written:
+    # one line, nothing written, the checkpoint not marked finished; writable again,
+    # the same command writes the outputs from the last checkpoint, without training.
+    from adloco import train_run
+
+    where, remount = bind_mount
+    write_outputs = train_run.write_outputs
+
+    def read_only_first(*args, **kwargs):
+        remount(read_only=True)
+        return write_outputs(*args, **kwargs)
+
+    monkeypatch.setattr(train_run, "write_outputs", read_only_first)
+    out = where / "out"
+    code, err = stage("train", out)
+    message = one_line(err, "train")
+    assert code == 1
+    assert message.startswith(str(out)), message
+    assert message.endswith(": Read-only file system; make it writable, or choose another folder")
+    assert not os.path.lexists(out) and list(where.iterdir()) == []
+    assert not (stage.ckpt / "finished.json").exists()
+
+    remount(read_only=False)
+    monkeypatch.setattr(train_run, "write_outputs", write_outputs)
+    trained = []
+    from adloco.engine.loop import RoundLoop
+
+    run_round = RoundLoop.run_round
+    monkeypatch.setattr(RoundLoop, "run_round", lambda self: trained.append(1) or run_round(self))
+    code, err = stage("train", out)
+    assert code == 0, err
+    assert trained == []  # every round came from the checkpoint
+    assert (stage.ckpt / "finished.json").exists()
+    monkeypatch.setattr(RoundLoop, "run_round", run_round)
+    code, _ = stage("train", tmp_path / "reference")  # an uninterrupted run, trained again
+    assert code == 0
+
+    def rows(folder: Path) -> list[dict]:
+        found = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in row.items() if k != "wall_time_s"} for row in found]
+
+    assert rows(out) == rows(tmp_path / "reference")
+    assert (out / "summary.json").is_file() and (out / "final").is_dir()
+
+
 # ------------------------------------------------------------------ a read-only folder
 @contextlib.contextmanager
 def read_only(folder: Path, monkeypatch):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,31 +21,6 @@ from adloco.core.errors import describe
 from adloco.engine.loop import RoundLoop
 
 RUN = {"max_rounds": 4, "checkpoint_every_rounds": 1}
-
-
-def mount(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
-
-
-@pytest.fixture
-def bind_mount(tmp_path):
-    """(a folder bind-mounted at another, remount(read_only)); unmounted at the end."""
-    disk, where = tmp_path / "disk", tmp_path / "mnt"
-    disk.mkdir()
-    where.mkdir()
-    done = mount("--bind", str(disk), str(where))
-    if done.returncode != 0:
-        pytest.skip(f"cannot bind-mount here (not root, or no mount in this container): "
-                    f"{done.stderr.strip()}")  # fmt: skip
-
-    def remount(read_only: bool) -> None:
-        done = mount("-o", f"remount,bind,{'ro' if read_only else 'rw'}", str(where))
-        assert done.returncode == 0, done.stderr
-
-    try:
-        yield where, remount
-    finally:
-        subprocess.run(["umount", str(where)], check=False)
 
 
 def rows(path: Path) -> list[dict]:
