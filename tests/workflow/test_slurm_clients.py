@@ -3,8 +3,9 @@
 Without ``sbatch`` the executor plugin guessed an account, failed to submit
 and waited for ever at 0 % CPU; SIGTERM then only announced that Snakemake
 would wait for the running jobs. Now the Snakefile's ``onstart`` refuses in one
-line before any job (adloco_workflow.slurm.check_clients), and SIGTERM ends
-Snakemake as Ctrl-C does, cancelling what it submitted (``scancel``).
+line before any job (adloco_workflow.slurm.check_clients), and SIGTERM and
+SIGINT (Ctrl-C) end Snakemake where they land, cancelling what it submitted
+(``scancel``; adloco_workflow.slurm.stop_on_signals).
 Each run has a subprocess timeout, so a hang fails the test instead of hanging it.
 """
 
