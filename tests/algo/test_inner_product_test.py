@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from batch_cases import next_batch
 
-from adloco.algo import batch_tests
 from adloco.algo.accumulate import GradientStatsAccumulator
 from adloco.algo.augmented_inner_product_test import augmented_parts
 from adloco.algo.estimators import VarianceEstimate, estimate
@@ -29,8 +29,7 @@ def est_of(ip_var=1.0, orth_var=100.0, bgs=2.0) -> VarianceEstimate:
 
 
 def ask(est, current, vartheta=0.1, nu=0.3, max_growth=100.0, name="inner_product"):
-    settings = batch_tests.get(name).settings_from({"eta": 0.8, "vartheta": vartheta, "nu": nu})
-    return batch_tests.next_batch(name, est, current, settings, max_growth=max_growth)
+    return next_batch(name, est, current, max_growth=max_growth, vartheta=vartheta, nu=nu)
 
 
 def test_hand_values():

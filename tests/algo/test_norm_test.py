@@ -5,24 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from batch_cases import est_of
 
-from adloco.algo.estimators import VarianceEstimate
 from adloco.algo.norm_test import NormSettings, NormTest
 
 TEST = NormTest()
-
-
-def est_of(trace_cov=8.0, bgs=0.5) -> VarianceEstimate:
-    return VarianceEstimate(
-        trace_cov=trace_cov,
-        grad_sqnorm=bgs - trace_cov / 64,
-        batch_grad_sqnorm=bgs,
-        ip_var=None,
-        orth_var=None,
-        groups=8,
-        samples=64,
-        dof=7,
-    )
 
 
 def test_hand_values():
