@@ -19,13 +19,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from results_folder import analysed
 
 from adloco.model.base import DATA_KEY
 from adloco.report.analysis.claims import evaluate_claims
-from adloco.report.analysis.targets import build_ladder
 from adloco.report.inputs.references import References
-from adloco.report.inputs.results import load_runs
-from adloco.report.settings import ReportSettings, assign_roles
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENGINE_FIXTURE = FIXTURES / "engine"  # real engine runs, three seeds (make_engine_fixture.py)
@@ -210,11 +208,8 @@ class Workspace:
         from adloco.config import load_config
 
         config = load_config(self.write(targets, **report))
-        runs = load_runs(self.runs_dir, config)
-        settings = ReportSettings.from_section(config.report)
-        roles = assign_roles(config.report, {r.run: r.settings for r in runs})
         refs = references or References.unavailable("none in this test")
-        return runs, roles, build_ladder(runs, roles, settings, base, refs), settings
+        return analysed(config, self.runs_dir, base, refs)
 
     def claims(
         self, targets: list[float] | None = None, clock_reason: str = "", references=None, **report

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from results_folder import analysed
 
 from adloco.cli import main
 from adloco.config import load_config
 from adloco.core import io
 from adloco.report.analysis.claims import VERDICTS, fmt_p, fmt_ratio
-from adloco.report.inputs.results import load_runs
 from disk_faults import full_disk
 
 
@@ -180,9 +180,7 @@ def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
     engine_fixture, references_and_base, tmp_path, capsys
 ):
     from adloco.report.analysis.claims import evaluate_claims
-    from adloco.report.analysis.targets import build_ladder
     from adloco.report.inputs.references import load_base, load_references
-    from adloco.report.settings import ReportSettings, assign_roles
 
     f = engine_fixture
     data, base = references_and_base(tmp_path / "inputs")
@@ -192,10 +190,9 @@ def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
     assert rc == 0
     printed = capsys.readouterr().out.splitlines()
     config = load_config(f / "config.yaml")
-    runs = load_runs(f / "runs", config)
-    settings = ReportSettings.from_section(config.report)
-    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    ladder = build_ladder(runs, roles, settings, load_base(base), load_references(data))
+    runs, roles, ladder, settings = analysed(
+        config, f / "runs", load_base(base), load_references(data)
+    )
     claim = evaluate_claims(runs, roles, ladder, settings)[0]
     at_main = [c for c in claim.comparisons if c.target == ladder.main]
     diloco = next(c for c in at_main if c.against == "diloco")
@@ -211,8 +208,6 @@ def test_the_replay_on_the_runs_own_curve_says_what_the_report_says(
 def test_a_run_that_never_reaches_the_target_is_censored_not_a_ratio_of_0(engine_fixture, tmp_path):
     from adloco.report.analysis.claims import Context, values_of
     from adloco.report.analysis.seed_stats import median
-    from adloco.report.analysis.targets import build_ladder
-    from adloco.report.settings import ReportSettings, assign_roles
 
     f = engine_fixture
     out = tmp_path / "out"
@@ -225,10 +220,8 @@ def test_a_run_that_never_reaches_the_target_is_censored_not_a_ratio_of_0(engine
     assert not any(r[k] in ("0", "0.0") for r in rows for k in ("ratio_estimate", "ratio_low"))
     # The runs' own setting: the logged times say which baseline never gets there.
     config = load_config(f / "config.yaml")
-    runs = load_runs(f / "runs", config)
-    settings = ReportSettings.from_section(config.report)
-    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    ctx = Context(runs, roles, build_ladder(runs, roles, settings), settings, "")
+    runs, roles, ladder, settings = analysed(config, f / "runs")
+    ctx = Context(runs, roles, ladder, settings, "")
     own = [r for r in rows if r["own_setting"] == "True" and r["against"].startswith("baseline:")]
     censored = 0
     for r in own:

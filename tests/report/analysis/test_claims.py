@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from results_folder import analysed
 
 from adloco.config import ConfigError
 from adloco.report.analysis.claims import (
@@ -290,15 +291,9 @@ def test_engine_fixture_verdicts_against_direct_numbers(engine_fixture):
     from adloco.report.analysis.claims import evaluate_claims
     from adloco.report.analysis.exact_tests import sign_flip_test
     from adloco.report.analysis.ladder import to_target
-    from adloco.report.analysis.targets import build_ladder
-    from adloco.report.inputs.results import load_runs
-    from adloco.report.settings import ReportSettings, assign_roles
 
     config = load_config(engine_fixture / "config.yaml")
-    runs = load_runs(engine_fixture / "runs", config)
-    settings = ReportSettings.from_section(config.report)
-    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    ladder = build_ladder(runs, roles, settings)
+    runs, roles, ladder, settings = analysed(config, engine_fixture / "runs")
     claims = evaluate_claims(runs, roles, ladder, settings)
     for number, quantity in ((1, "sim_time_s"), (2, "communications")):
         head = claims[number - 1].headline[0]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from results_folder import analysed
 
 from adloco.config import load_config
 from adloco.formats.clock import StepTimeCurve
@@ -147,19 +148,13 @@ def test_the_runs_own_saturation_and_bandwidth_reproduce_the_logged_times(engine
     from adloco.report.analysis.ladder import to_target
     from adloco.report.analysis.regime_map import peak_seconds_per_sequence, roofline_rates
     from adloco.report.analysis.seed_stats import median
-    from adloco.report.analysis.targets import build_ladder
-    from adloco.report.inputs.results import load_runs
-    from adloco.report.settings import ReportSettings, assign_roles
 
     f = engine_fixture
     config = load_config(f / "config.yaml")
     rates = roofline_rates(config.cluster, f / "calibration")
     assert rates.per_sequence_s == {"sim": pytest.approx(0.01)} and rates.own_saturation == 4
     assert peak_seconds_per_sequence(StepTimeCurve((1,), (0.3,), 0.0)) == pytest.approx(0.3)
-    runs = load_runs(f / "runs", config)
-    settings = ReportSettings.from_section(config.report)
-    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    ladder = build_ladder(runs, roles, settings)
+    runs, roles, ladder, settings = analysed(config, f / "runs")
     grid = regime_map(
         runs, roles, ladder.main, config.cluster, f / "calibration", settings,
         sweep_networks(config.cluster.network, settings),

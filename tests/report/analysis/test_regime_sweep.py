@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from by_hand import at_target, logged
+from results_folder import analysed
 
 from adloco.config import load_config
 from adloco.formats.clock import Network, StepTimeCurve, recompute_sim_time_s
@@ -20,8 +21,7 @@ from adloco.report.analysis.regime_sweep import (
 )
 from adloco.report.analysis.seed_stats import median
 from adloco.report.analysis.targets import build_ladder
-from adloco.report.inputs.results import load_runs
-from adloco.report.settings import ReportSettings, assign_roles
+from adloco.report.settings import ReportSettings
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -29,10 +29,7 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def sweep(engine_fixture):
     config = load_config(engine_fixture / "config.yaml")
-    runs = load_runs(engine_fixture / "runs", config)
-    settings = ReportSettings.from_section(config.report)
-    roles = assign_roles(config.report, {r.run: r.settings for r in runs})
-    ladder = build_ladder(runs, roles, settings)
+    runs, roles, ladder, settings = analysed(config, engine_fixture / "runs")
     models = clock_models(config, engine_fixture / "calibration")
     cells = regime_cells(runs, roles, ladder.targets, config.cluster, models, settings)
     return config, runs, roles, ladder, models, cells
