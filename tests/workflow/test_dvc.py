@@ -3,7 +3,8 @@
 Both are resolved by their own tools: Snakemake's dry run on the default
 configuration gives each job's shell command and files, DVC's index gives each
 templated stage's command, dependencies, outputs and params. Every job must
-match one stage by command (the log redirection aside) and the other way
+match one stage by command (the log redirection, the threads and DVC's
+``workflow/bin/adloco`` for ``adloco`` aside) and the other way
 round, with the same files (a DVC folder may hold a Snakemake file) and the
 params keys of the stages' declarations (src/adloco/stages/). Training is the one
 difference of granularity: Snakemake has a job per run and seed, DVC a stage
@@ -39,6 +40,8 @@ from config_edits import shipped_configs
 
 # What dvc.yaml reads; Snakemake is given the same file so that commands match.
 CONFIG_FILE = "params.yaml"
+# What runs every stage's adloco command in dvc.yaml.
+ADLOCO = "workflow/bin/adloco"
 
 
 def normalize(command: str) -> str:
@@ -48,7 +51,12 @@ def normalize(command: str) -> str:
     # Snakemake gives a training job its share of the cores; DVC runs one stage
     # at a time and leaves torch its default (every core).
     command = re.sub(r" --threads \d+", "", command)
-    return shlex.join(shlex.split(command))
+    args = shlex.split(command)
+    # DVC runs adloco through workflow/bin/adloco (the adloco on PATH, else the
+    # checkout's .venv); Snakemake puts the adloco beside it on the jobs' PATH.
+    if args[:1] == [ADLOCO]:
+        args[0] = "adloco"
+    return shlex.join(args)
 
 
 def dvc_form(command: str) -> str:
@@ -337,7 +345,8 @@ def dvc_copy(root: Path, preset: str) -> Path:
     work.mkdir()
     for name in ("dvc.yaml", ".dvcignore", ".gitignore"):
         shutil.copy2(ROOT / name, work / name)
-    for name in ("config", ".dvc"):
+    # workflow/bin: the script that runs each stage's adloco command.
+    for name in ("config", ".dvc", "workflow/bin"):
         shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("cache", "tmp"))
     sh("git", "init", "-q", cwd=work)
     sh("adloco", "dvc-params", "--preset", f"config/{preset}", cwd=work)

@@ -36,6 +36,8 @@ STAGES_DIR = ROOT / "src/adloco/stages"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 # The stages dvc.yaml runs, in the stages' order: those Snakemake runs too.
 DVC_STAGES = [s for s in STAGES if s.dvc]
+# What runs each stage's adloco command in dvc.yaml (test_dvc.py runs it).
+ADLOCO = "workflow/bin/adloco"
 
 
 def rule_name(name: str) -> str:
@@ -70,7 +72,7 @@ def test_every_stage_runs_its_adloco_command_with_each_argument_quoted():
     # A folded command reads as one line; each value is one argument, double-quoted.
     assert "\n" not in train
     assert shlex.split(train)[:8] == [
-        "adloco", "train", "--config", "params.yaml", "--run-name", "${key}", "--seed", "all"
+        ADLOCO, "train", "--config", "params.yaml", "--run-name", "${key}", "--seed", "all"
     ]  # fmt: skip
     assert '--out "results/${experiment}/runs/${key}"' in train
     for declared in STAGES:
@@ -79,7 +81,7 @@ def test_every_stage_runs_its_adloco_command_with_each_argument_quoted():
             continue
         cmd = body(stages[declared.name])["cmd"]
         assert cmd.count('"') == 2 * len(declared.dvc.args)
-        assert shlex.split(cmd)[:2] == ["adloco", declared.name]
+        assert shlex.split(cmd)[:2] == [ADLOCO, declared.name]
 
 
 def test_dvcs_command_parses_with_the_stages_own_arguments():
@@ -252,7 +254,8 @@ def test_a_stage_declared_once_is_a_command_and_a_dvc_stage(tmp_path, capsys):
     before, toy_lines = text.split("\n  toy:\n")
     assert (ROOT / "dvc.yaml").read_text().startswith(before)
     assert toy_lines.split("\n\n")[0].splitlines() == [
-        '    cmd: adloco toy --count "${toy.count}" --out "results/${experiment}/toy.txt"',
+        "    cmd: >-",
+        f'      {ADLOCO} toy --count "${{toy.count}}" --out "results/${{experiment}}/toy.txt"',
         "    deps:",
         "      - config/toy",
         "    params:",
@@ -294,7 +297,7 @@ def test_a_stage_without_keys_has_empty_params_and_no_dvc_params_entry():
     text = dvc_yaml.text(with_toy)
     toy_lines = text.split("\n  toy-keyless:\n")[1].split("\n\n")[0].splitlines()
     assert toy_lines == [
-        '    cmd: adloco toy-keyless --count "3" --out "results/${experiment}/toy.txt"'
+        f'    cmd: {ADLOCO} toy-keyless --count "3" --out "results/${{experiment}}/toy.txt"'
     ]
     assert "params" not in yaml.safe_load(text)["stages"]["toy-keyless"]
 
@@ -389,7 +392,7 @@ def test_a_stage_added_as_the_recipe_says_parses_and_plans(tmp_path):
     text = (copy / "dvc.yaml").read_text()
     toy = yaml.safe_load(text)["stages"]["toy-count"]
     assert toy == {
-        "cmd": 'adloco toy-count --data "data/tokenized/${data.dataset}" '
+        "cmd": f'{ADLOCO} toy-count --data "data/tokenized/${{data.dataset}}" '
         '--out "results/${experiment}/toy-count.txt"',
         "deps": ["data/tokenized/${data.dataset}"],
         "outs": ["results/${experiment}/toy-count.txt"],

@@ -3,7 +3,7 @@
 ``python workflow/lib/adloco_workflow/dvc_yaml.py`` writes dvc.yaml at the
 repository root; ``--check`` only compares, and exits 1 naming the file when
 the checked-in one differs from what the declarations give. Each stage runs its
-``adloco`` command on params.yaml, every value double-quoted (a path with
+``adloco`` command (through :data:`ADLOCO`) on params.yaml, every value double-quoted (a path with
 spaces stays one argument), with its dependencies, the keys of params.yaml it
 reads (no ``params`` entry for a stage that reads none), and its outputs with
 DVC's flags.
@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[3]
 DVC_YAML = "dvc.yaml"
 # Folded commands are cut at this column.
 WIDTH = 92
+# What runs a stage's `adloco` command: a shell script that finds `adloco` on
+# PATH, else in the checkout's .venv, else says in one line how to install it.
+ADLOCO = "workflow/bin/adloco"
 
 HEADER = """\
 # Generated from the stages' declarations (src/adloco/stages/), which the CLI
@@ -47,10 +50,9 @@ HEADER = """\
 # skips only the max-batch search, not the step timing the simulated clock
 # needs). `params` list the configuration keys each stage's command reads;
 # editing others does not re-run it, so an experiment re-runs only the stages
-# its settings reach. Every command is `adloco ...`, run by DVC in a shell: run
-# dvc with the project's environment active (`. .venv/bin/activate` after `make
-# setup`, or `conda activate adloco`), else each stage fails with "adloco: not
-# found" (exit 127).
+# its settings reach. Every command is `workflow/bin/adloco ...`, run by DVC in
+# a shell: the `adloco` on PATH (an activated environment), else the checkout's
+# .venv/bin/adloco (`make setup`), else one line saying how to install it.
 vars:
   - params.yaml
 
@@ -79,7 +81,7 @@ def _fill(text: str, stage: Stage) -> str:
 
 
 def _command(stage: Stage, indent: str) -> list[str]:
-    words = [f"adloco {stage.name}"] + [f'{flag} "{value}"' for flag, value in stage.dvc.args]
+    words = [f"{ADLOCO} {stage.name}"] + [f'{flag} "{value}"' for flag, value in stage.dvc.args]
     words = [_fill(w, stage) for w in words]
     line = " ".join(words)
     if len(indent) + len("cmd: ") + len(line) <= WIDTH:
