@@ -168,6 +168,22 @@ def pytest_collection_modifyitems(items):
             item.user_properties.append((RELIABILITY, marker.args[0] if marker.args else "other"))
 
 
+def pytest_collection_finish(session):
+    # `pytest -m reliability --collect-only -q` counts the cases by kind, as the
+    # table of docs/reliability.md does (tests/test_reliability_table.py).
+    if not session.config.option.collectonly:
+        return
+    counts: dict[str, int] = {}
+    for item in session.items:
+        category = dict(item.user_properties).get(RELIABILITY)
+        if category is not None:
+            counts[category] = counts.get(category, 0) + 1
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if counts and reporter is not None:
+        cases = ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
+        reporter.write_line(f"reliability cases collected: {cases}")
+
+
 def pytest_terminal_summary(terminalreporter):
     counts: dict[str, list[int]] = {}
     for outcome in ("passed", "failed", "error"):
