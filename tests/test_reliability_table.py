@@ -36,7 +36,7 @@ def listed(line: str, prefix: str) -> dict[str, str]:
 
 
 def test_table_rows_are_read_as_kind_and_count():
-    text = "| kind | cases | what | file |\n| --- | --- |\n| live curves | 10 | x | y |\n| dvc | 15 | a |\n"
+    text = "| kind | cases | what |\n| --- | --- | --- |\n| live curves | 10 | x |\n| dvc | 15 |\n"
     assert table_counts(text) == {"live curves": 10, "dvc": 15}
     assert listed(PASSED + "dvc 15/15, live curves 10/10", PASSED) == {
         "dvc": "15/15",
