@@ -86,8 +86,8 @@ def test_without_either_one_line_names_the_checkout_and_the_fix(tmp_path):
     assert result.returncode == 127
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        f"adloco: not installed for this checkout ({root.resolve()}): run `make setup` there, "
-        "or activate an environment that has it (`. .venv/bin/activate`, "
+        f"adloco: not on PATH, and no {root.resolve()}/.venv/bin/adloco: run `make setup` in "
+        "the repository, or activate an environment that has it (`. .venv/bin/activate`, "
         "`conda activate adloco`), then run dvc again"
     ]
 
@@ -131,7 +131,7 @@ def test_dvc_repro_without_the_venv_on_path_runs_the_checkouts_adloco_or_names_t
     )
     output = missing.stdout + missing.stderr
     assert missing.returncode != 0
-    assert f"adloco: not installed for this checkout ({work.resolve()}): run `make setup`" in output
+    assert f"adloco: not on PATH, and no {work.resolve()}/.venv/bin/adloco: run `make" in output
     assert "not found" not in output
     (work / ".venv").symlink_to(Path(DVC).parents[1], target_is_directory=True)
     done = subprocess.run(
