@@ -1,6 +1,6 @@
 """The default pipeline from scratch, timed on a fresh clone, against this machine's speed.
 
-``make run`` should take at most 10 minutes on 2 cores. On a shared machine its
+``make run`` should take at most 15 minutes on 2 quiet cores (issue 44). On a shared machine its
 wall time follows the machine's speed of the moment, which moves by 2x within
 a day, so a wall time alone cannot say whether the goal is met. This script
 measures the baseline in the same run: the plain PyTorch loop of
@@ -29,7 +29,7 @@ checkout's own files are not touched. The clone is deleted afterwards unless
 ``--keep`` names a folder to leave it in.
 
 Usage: .venv/bin/python benchmarks/bench_make_run.py [--rev HEAD] [--cores all]
-       [--reference-tokens-per-s 23552] [--goal-min 10] [--keep DIR] [--json PATH]
+       [--reference-tokens-per-s 23552] [--goal-min 15] [--keep DIR] [--json PATH]
        [--results benchmarks/RESULTS.md]
 
 Each run appends a row to ``--results`` (benchmarks/RESULTS.md), the history
@@ -67,7 +67,8 @@ the README's "Measured figures" quotes the current one.
 The default pipeline from scratch on a fresh clone: wall and CPU time, the
 plain loop's speed just before and after (tokens/s, 1 thread), that speed over
 the reference 23,552 tokens/s, the cost (wall time x plain-loop speed) and the
-wall time that cost gives at the reference speed, against the 10-minute goal.
+wall time that cost gives at the reference speed, against the 15-minute goal
+(`--goal-min`; the rows of 2026-11 were judged against 10 minutes).
 Other work on the machine during a run is not in the probes: it shows as few
 cores busy (CPU / wall well below 2) and a cost too high.
 
@@ -114,7 +115,7 @@ def main() -> None:
         default=23552.0,
         help="the plain loop at this machine's full speed (README, Measured figures)",
     )
-    ap.add_argument("--goal-min", type=float, default=10.0, help="the goal, minutes")
+    ap.add_argument("--goal-min", type=float, default=15.0, help="the goal, minutes")
     ap.add_argument("--keep", default=None, help="leave the clone (with its results) here")
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     ap.add_argument(
