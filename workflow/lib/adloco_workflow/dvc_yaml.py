@@ -3,10 +3,10 @@
 ``python workflow/lib/adloco_workflow/dvc_yaml.py`` writes dvc.yaml at the
 repository root; ``--check`` only compares, and exits 1 naming the file when
 the checked-in one differs from what the declarations give. Each stage runs its
-``adloco`` command (through :data:`ADLOCO`) on params.yaml, every value double-quoted (a path with
-spaces stays one argument), with its dependencies, the keys of params.yaml it
-reads (no ``params`` entry for a stage that reads none), and its outputs with
-DVC's flags.
+``adloco`` command (through :data:`ADLOCO`) on params.yaml, every value
+double-quoted (a path with spaces stays one argument), with its dependencies,
+the keys of params.yaml it reads (no ``params`` entry for a stage that reads
+none), and its outputs with DVC's flags.
 """
 
 from __future__ import annotations
